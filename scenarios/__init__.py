@@ -1,0 +1,19 @@
+"""Scenario schema, record schema and the wire contract: the shared base of tokenbench.
+
+This package imports nothing else of tokenbench; workers, analytics and the API build on it.
+"""
+
+from scenarios.loader import Problem, ScenarioError, load_scenario, parse_scenario, validate_scenario
+from scenarios.model import OpenAIProvider, Scenario, SimulatedProvider, SimulateSpec
+
+__all__ = [
+    "OpenAIProvider",
+    "Problem",
+    "Scenario",
+    "ScenarioError",
+    "SimulateSpec",
+    "SimulatedProvider",
+    "load_scenario",
+    "parse_scenario",
+    "validate_scenario",
+]

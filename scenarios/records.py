@@ -1,0 +1,87 @@
+"""The Arrow schema of a request record: the one definition every component shares.
+
+Workers build record batches with it, the DuckDB ``request_records`` table mirrors it
+(a test holds the two together), and users read it back through SQL or Parquet.
+
+Durations are integer nanoseconds from ``time.perf_counter_ns()`` (DOMAIN §1), measured
+from ``sent`` unless the name says otherwise. The ``*_at`` columns are wall-clock UTC
+instants derived from the same stamps; they exist to correlate events across machines
+and are never used to compute a duration.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+RECORD_SCHEMA_VERSION = 1
+
+STAMPS = (
+    "intended_start",
+    "sent",
+    "first_byte",
+    "first_token",
+    "first_output_token",
+    "last_token",
+    "end",
+)
+
+_ts = pa.timestamp("ns", tz="UTC")
+
+REQUEST_RECORD_SCHEMA = pa.schema(
+    [
+        # identity
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("stage", pa.int32(), nullable=False),
+        pa.field("shard_id", pa.string(), nullable=False),
+        pa.field("attempt", pa.int32(), nullable=False),
+        pa.field("seq", pa.int64(), nullable=False),
+        pa.field("provider", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("region", pa.string(), nullable=False),
+        pa.field("worker", pa.string(), nullable=False),
+        # load
+        pa.field("load_kind", pa.string(), nullable=False),
+        pa.field("concurrency", pa.int32(), nullable=False),
+        pa.field("planned_prompt_tokens", pa.int32(), nullable=False),
+        pa.field("planned_output_tokens", pa.int32(), nullable=False),
+        # wall-clock instants of each stamp (correlation only)
+        *(pa.field(f"{stamp}_at", _ts) for stamp in STAMPS),
+        # durations (ns)
+        pa.field("schedule_lag_ns", pa.int64()),  # sent - intended_start
+        pa.field("first_byte_ns", pa.int64()),  # first_byte - sent
+        pa.field("ttft_ns", pa.int64()),  # first_token - sent
+        pa.field("ttfot_ns", pa.int64()),  # first_output_token - sent
+        pa.field("last_token_ns", pa.int64()),  # last_token - sent
+        pa.field("e2e_ns", pa.int64()),  # end - sent
+        pa.field("itl_ns", pa.list_(pa.int64())),  # gaps between token-bearing events
+        # token counts
+        pa.field("token_events", pa.int32(), nullable=False),
+        pa.field("prompt_tokens", pa.int32()),
+        pa.field("completion_tokens", pa.int32()),
+        pa.field("token_count_source", pa.string()),  # usage | events | estimate
+        # outcome
+        pa.field("status", pa.string(), nullable=False),  # ok | error
+        pa.field("error_class", pa.string()),
+        pa.field("http_status", pa.int16()),
+        pa.field("error_message", pa.string()),
+    ],
+    metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
+)
+
+
+def records_to_batch(rows: list[dict[str, object]]) -> pa.RecordBatch:
+    """Build one record batch from row dicts keyed by the schema's column names."""
+    return pa.RecordBatch.from_pylist(rows, schema=REQUEST_RECORD_SCHEMA)
+
+
+def batch_to_ipc(batch: pa.RecordBatch) -> bytes:
+    """Serialize a batch as an Arrow IPC stream (schema + one batch)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, REQUEST_RECORD_SCHEMA) as writer:
+        writer.write_batch(batch)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def ipc_to_table(payload: bytes) -> pa.Table:
+    """Read an Arrow IPC stream written by :func:`batch_to_ipc`."""
+    return pa.ipc.open_stream(pa.py_buffer(payload)).read_all()

@@ -1,0 +1,117 @@
+"""Interpretation of an OpenAI-compatible chat-completions SSE stream (pure logic).
+
+Fed one decoded SSE payload at a time with the arrival stamp of its bytes, it records
+the stamps of DOMAIN §1: a role-only first chunk is not a token; reasoning text counts
+for ``first_token`` but not for ``first_output_token``; a chunk with several tokens is
+one event; ``usage`` supplies the counts when the server sends it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
+from workers.client.result import RequestResult
+
+_DONE = b"[DONE]"
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+class ChatStream:
+    """Accumulates one streamed chat completion into a RequestResult."""
+
+    __slots__ = ("done", "finished", "result", "token_events")
+
+    def __init__(self, result: RequestResult) -> None:
+        self.result = result
+        self.done = False  # saw [DONE]
+        self.finished = False  # saw a finish_reason
+        self.token_events = 0
+
+    def on_payload(self, payload: bytes, stamp: int) -> None:
+        """Account for one SSE ``data`` payload that arrived at ``stamp``."""
+        if payload == _DONE:
+            self.done = True
+            return
+        if not payload.strip():
+            return
+        try:
+            message = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise ProtocolFailure(f"malformed JSON in stream: {_preview(payload)}") from None
+        if not isinstance(message, dict):
+            raise ProtocolFailure(f"stream event is not a JSON object: {_preview(payload)}")
+        if "error" in message:
+            raise _stream_error(message["error"])
+        choices = message.get("choices")
+        if choices:
+            self._on_choices(choices, stamp)
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            self._on_usage(usage)
+
+    def _on_choices(self, choices: Any, stamp: int) -> None:
+        if not isinstance(choices, list):
+            raise ProtocolFailure("'choices' is not a list")
+        has_token = has_output = False
+        for choice in choices:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if not isinstance(delta, dict):
+                raise ProtocolFailure("choice without a 'delta' object")
+            if delta.get("content"):
+                has_token = has_output = True
+            elif any(delta.get(key) for key in _REASONING_KEYS):
+                has_token = True
+            if choice.get("finish_reason"):
+                self.finished = True
+        if has_token:
+            result = self.result
+            if result.first_token is None:
+                result.first_token = stamp
+            if has_output and result.first_output_token is None:
+                result.first_output_token = stamp
+            result.last_token = stamp
+            result.token_stamps.append(stamp)
+            self.token_events += 1
+
+    def _on_usage(self, usage: dict[str, Any]) -> None:
+        result = self.result
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(prompt, int) and isinstance(completion, int):
+            result.prompt_tokens = prompt
+            result.completion_tokens = completion
+            result.token_count_source = "usage"
+            details = usage.get("completion_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
+                result.reasoning_tokens = details["reasoning_tokens"]
+
+    def finish(self, planned_prompt_tokens: int) -> None:
+        """Close the stream: check it completed and settle token counts."""
+        if not (self.done or self.finished):
+            raise ProtocolFailure(
+                f"stream cut short after {self.token_events} token events "
+                "(no finish_reason and no [DONE])"
+            )
+        result = self.result
+        if result.token_count_source is None:
+            # No usage from the server: completions counted from events (a lower bound
+            # when chunks carry several tokens), prompt from the planned length.
+            result.completion_tokens = self.token_events
+            result.prompt_tokens = planned_prompt_tokens
+            result.token_count_source = "events"
+
+
+def _stream_error(error: Any) -> RequestFailure:
+    code = error.get("code") if isinstance(error, dict) else None
+    message = error.get("message", error) if isinstance(error, dict) else error
+    # The HTTP status was 200; a numeric code in the event says what kind of error it is.
+    status = code if isinstance(code, int) and 400 <= code <= 599 else None
+    return RequestFailure(
+        class_of_status(status or 500), redact(f"error event mid-stream: {message}"), status
+    )
+
+
+def _preview(payload: bytes) -> str:
+    return redact(payload[:120].decode("utf-8", errors="replace"))

@@ -1,0 +1,37 @@
+"""The outcome of one measured request, as raw ``perf_counter_ns`` stamps (DOMAIN §1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from workers.client.errors import RequestFailure
+
+
+@dataclass(slots=True)
+class RequestResult:
+    """Stamps and counts of one request; derived metrics are computed from these only."""
+
+    intended_start: int
+    sent: int = 0
+    first_byte: int | None = None
+    first_token: int | None = None
+    first_output_token: int | None = None
+    last_token: int | None = None
+    end: int | None = None
+    # Stamp of every token-bearing event; ITL gaps are their successive differences.
+    token_stamps: list[int] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    token_count_source: str | None = None
+    failure: RequestFailure | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the request completed without a classified failure."""
+        return self.failure is None
+
+    def itl_gaps(self) -> list[int]:
+        """Inter-token latencies: gaps between consecutive token-bearing events (ns)."""
+        stamps = self.token_stamps
+        return [stamps[i] - stamps[i - 1] for i in range(1, len(stamps))]

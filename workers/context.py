@@ -1,0 +1,56 @@
+"""Per-process resources of a worker: Redis, the HTTP client, simulated endpoints.
+
+Created on the worker's event loop on first use and kept for the process's lifetime.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+import httpx
+from redis.asyncio import Redis
+
+from scenarios.settings import Settings, get_settings
+from workers.client.http import make_client
+from workers.simulator.process import SimulatorPool
+
+
+@dataclass
+class WorkerContext:
+    """Everything shard execution needs from its process."""
+
+    settings: Settings
+    redis: Redis
+    http: httpx.AsyncClient
+    simulators: SimulatorPool
+    worker_name: str
+    region: str
+
+
+_context: tuple[int, WorkerContext] | None = None
+
+
+def worker_name() -> str:
+    """``host:pid``, recorded on every request row."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+async def get_context() -> WorkerContext:
+    """This process's context (must be called on the worker event loop)."""
+    global _context  # noqa: PLW0603 - one context per process
+    if _context is None or _context[0] != os.getpid():
+        settings = get_settings()
+        if settings.redis.url is None:
+            raise RuntimeError("TOKENBENCH__REDIS__URL is not set for this worker")
+        context = WorkerContext(
+            settings=settings,
+            redis=Redis.from_url(settings.redis.url),
+            http=make_client(),
+            simulators=SimulatorPool(),
+            worker_name=worker_name(),
+            region=settings.worker.region,
+        )
+        _context = (os.getpid(), context)
+    return _context[1]

@@ -1,0 +1,66 @@
+"""Closed-loop load: N virtual users, each sending its next request when the last ends.
+
+The executor knows nothing of HTTP or Redis: it draws planned requests, calls ``send``
+and hands each result to ``record``. For a closed loop the intended start of a request
+is the moment its user's slot freed (DOMAIN §1), so schedule lag measures only the
+client's own delay between a slot freeing and the request going out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from workers.client.result import RequestResult
+from workers.prompts import PlannedRequest
+
+
+class RequestSource:
+    """Hands out request sequence numbers until the count or the deadline is reached,
+    or until :meth:`stop` is called."""
+
+    def __init__(
+        self,
+        plan: Callable[[int], PlannedRequest],
+        seq_start: int,
+        count: int | None,
+        duration_s: float | None,
+    ) -> None:
+        self._plan = plan
+        self._next = seq_start
+        self._end = None if count is None else seq_start + count
+        self._deadline = None if duration_s is None else time.perf_counter() + duration_s
+        self.stopped = False
+
+    def next(self) -> PlannedRequest | None:
+        """The next request to send, or None when the stage is over for this shard."""
+        if self.stopped or (self._end is not None and self._next >= self._end):
+            return None
+        if self._deadline is not None and time.perf_counter() >= self._deadline:
+            return None
+        seq = self._next
+        self._next += 1
+        return self._plan(seq)
+
+    def stop(self) -> None:
+        """Issue no further requests (in-flight ones complete)."""
+        self.stopped = True
+
+
+async def run_closed_loop(
+    concurrency: int,
+    source: RequestSource,
+    send: Callable[[PlannedRequest, int], Awaitable[RequestResult]],
+    record: Callable[[PlannedRequest, RequestResult], None],
+) -> None:
+    """Run ``concurrency`` virtual users until ``source`` is exhausted."""
+
+    async def user() -> None:
+        intended = time.perf_counter_ns()
+        while (request := source.next()) is not None:
+            result = await send(request, intended)
+            record(request, result)
+            intended = time.perf_counter_ns()
+
+    await asyncio.gather(*(user() for _ in range(concurrency)))

@@ -1,0 +1,79 @@
+"""Turning a RequestResult into a row of the request-record schema."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from scenarios.records import STAMPS
+from workers.client.result import RequestResult
+from workers.prompts import PlannedRequest
+
+# One (wall, perf) pair read together at import: wall-clock instants are derived from
+# perf stamps through it, so every *_at column of a process shares one offset.
+_WALL_ANCHOR_NS = time.time_ns()
+_PERF_ANCHOR_NS = time.perf_counter_ns()
+
+
+def wall_ns(perf_ns: int | None) -> int | None:
+    """Wall-clock epoch ns of a ``perf_counter_ns`` stamp of this process."""
+    return None if perf_ns is None else _WALL_ANCHOR_NS + (perf_ns - _PERF_ANCHOR_NS)
+
+
+@dataclass(frozen=True, slots=True)
+class RowContext:
+    """Identity columns shared by every record of one shard attempt."""
+
+    run_id: str
+    stage: int
+    shard_id: str
+    attempt: int
+    provider: str
+    model: str
+    region: str
+    worker: str
+    load_kind: str
+    concurrency: int
+
+
+def record_row(ctx: RowContext, request: PlannedRequest, result: RequestResult) -> dict[str, object]:
+    """The record of one request: identity, stamps as durations and instants, outcome."""
+    sent = result.sent
+
+    def since_sent(stamp: int | None) -> int | None:
+        return None if stamp is None else stamp - sent
+
+    failure = result.failure
+    row: dict[str, object] = {
+        "run_id": ctx.run_id,
+        "stage": ctx.stage,
+        "shard_id": ctx.shard_id,
+        "attempt": ctx.attempt,
+        "seq": request.seq,
+        "provider": ctx.provider,
+        "model": ctx.model,
+        "region": ctx.region,
+        "worker": ctx.worker,
+        "load_kind": ctx.load_kind,
+        "concurrency": ctx.concurrency,
+        "planned_prompt_tokens": request.prompt_tokens,
+        "planned_output_tokens": request.output_tokens,
+        "schedule_lag_ns": sent - result.intended_start,
+        "first_byte_ns": since_sent(result.first_byte),
+        "ttft_ns": since_sent(result.first_token),
+        "ttfot_ns": since_sent(result.first_output_token),
+        "last_token_ns": since_sent(result.last_token),
+        "e2e_ns": since_sent(result.end),
+        "itl_ns": result.itl_gaps(),
+        "token_events": len(result.token_stamps),
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "token_count_source": result.token_count_source,
+        "status": "ok" if failure is None else "error",
+        "error_class": None if failure is None else failure.error_class.value,
+        "http_status": None if failure is None else failure.http_status,
+        "error_message": None if failure is None else failure.message,
+    }
+    for stamp in STAMPS:
+        row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))
+    return row

@@ -1,0 +1,160 @@
+"""Executing one shard: a provider, in one region, at one load level of one stage.
+
+Plain async code (no Celery here): resolve the endpoint, run the closed loop, turn each
+result into a record, publish batches and lifecycle events. Every request yields exactly
+one record, failed or not; a shard that cannot start at all reports ``shard_failed``
+with a message instead of records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import statistics
+from dataclasses import dataclass, field
+
+from scenarios.model import OpenAIProvider, SimulatedProvider
+from scenarios.wire import EventType, ShardSpec, attempts_key, cancel_key
+from workers.client.openai_chat import ChatEndpoint, measure_chat
+from workers.client.result import RequestResult
+from workers.context import WorkerContext
+from workers.executor import RequestSource, run_closed_loop
+from workers.prompts import PlannedRequest, plan_request
+from workers.publisher import ShardPublisher
+from workers.rows import RowContext, record_row
+
+
+class ShardSetupError(Exception):
+    """The shard cannot run (e.g. its API key variable is missing); no request was sent."""
+
+
+@dataclass
+class _Progress:
+    done: int = 0
+    errors: int = 0
+    recent_ttft_ms: list[float] = field(default_factory=list)
+
+    def add(self, result: RequestResult) -> None:
+        self.done += 1
+        if result.failure is not None:
+            self.errors += 1
+        elif result.first_token is not None:
+            self.recent_ttft_ms.append((result.first_token - result.sent) / 1e6)
+
+    def ttft_p50(self) -> float:
+        window, self.recent_ttft_ms = self.recent_ttft_ms, []
+        return round(statistics.median(window), 3) if window else -1.0
+
+
+async def resolve_endpoint(
+    provider: OpenAIProvider | SimulatedProvider, context: WorkerContext
+) -> ChatEndpoint:
+    """Chat endpoint of ``provider``: simulated ones are started here, keys read from env."""
+    api_key = None
+    if isinstance(provider, SimulatedProvider):
+        base_url = await context.simulators.base_url(provider)
+    else:
+        base_url = provider.base_url
+        if provider.api_key_env is not None:
+            api_key = os.environ.get(provider.api_key_env)
+            if not api_key:
+                raise ShardSetupError(
+                    f"provider {provider.name!r}: environment variable "
+                    f"{provider.api_key_env} is not set on worker {context.worker_name}"
+                )
+    return ChatEndpoint(
+        url=base_url.rstrip("/") + "/chat/completions",
+        model=provider.model,
+        api_key=api_key,
+        timeout_s=provider.timeout_s,
+        stall_timeout_s=provider.stall_timeout_s,
+        connect_timeout_s=provider.connect_timeout_s,
+    )
+
+
+async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
+    """Run the shard, publish its records and events; return the number of records."""
+    redis = context.redis
+    attempt = int(await redis.incr(attempts_key(spec.run_id, spec.shard_id)))
+    publish = context.settings.publish
+    publisher = ShardPublisher(
+        redis, spec.run_id, spec.shard_id, attempt, publish.batch_rows, publish.batch_interval_s
+    )
+    await publisher.event(EventType.STARTED, worker=context.worker_name, region=context.region)
+    try:
+        endpoint = await resolve_endpoint(spec.provider, context)
+    except (ShardSetupError, RuntimeError, OSError) as exc:
+        await publisher.event(EventType.FAILED, message=str(exc))
+        return 0
+
+    rows = RowContext(
+        run_id=spec.run_id,
+        stage=spec.stage,
+        shard_id=spec.shard_id,
+        attempt=attempt,
+        provider=spec.provider.name,
+        model=spec.provider.model,
+        region=context.region,
+        worker=context.worker_name,
+        load_kind="closed",
+        concurrency=spec.concurrency,
+    )
+    source = RequestSource(
+        lambda seq: plan_request(spec.workload, spec.seed, spec.stage, seq),
+        spec.seq_start,
+        spec.requests,
+        spec.duration_s,
+    )
+    progress = _Progress()
+
+    async def send(request: PlannedRequest, intended_start: int) -> RequestResult:
+        return await measure_chat(
+            context.http,
+            endpoint,
+            request.prompt,
+            request.output_tokens,
+            request.prompt_tokens,
+            intended_start,
+        )
+
+    def record(request: PlannedRequest, result: RequestResult) -> None:
+        progress.add(result)
+        publisher.add(record_row(rows, request, result))
+
+    async with publisher:
+        reporter = asyncio.create_task(_report_progress(spec, context, publisher, source, progress))
+        try:
+            await run_closed_loop(spec.concurrency, source, send, record)
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+    await publisher.event(
+        EventType.FINISHED,
+        records=publisher.records_published,
+        batches=publisher.batches_published,
+        errors=progress.errors,
+        cancelled=int(source.stopped),
+    )
+    return publisher.records_published
+
+
+async def _report_progress(
+    spec: ShardSpec,
+    context: WorkerContext,
+    publisher: ShardPublisher,
+    source: RequestSource,
+    progress: _Progress,
+) -> None:
+    """Publish progress periodically; stop issuing requests once the run is cancelled."""
+    while True:
+        await asyncio.sleep(context.settings.publish.progress_interval_s)
+        if await context.redis.exists(cancel_key(spec.run_id)):
+            source.stop()
+        await publisher.event(
+            EventType.PROGRESS,
+            done=progress.done,
+            errors=progress.errors,
+            ttft_p50_ms=progress.ttft_p50(),
+        )

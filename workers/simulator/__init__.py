@@ -1,0 +1,7 @@
+"""The built-in simulated OpenAI-compatible endpoint and its pluggable latency models."""
+
+from workers.simulator.latency import FixedLatency, LatencyModel
+from workers.simulator.process import SimulatorPool, run
+from workers.simulator.server import SimulatorApp, start_server
+
+__all__ = ["FixedLatency", "LatencyModel", "SimulatorApp", "SimulatorPool", "run", "start_server"]

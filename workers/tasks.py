@@ -1,0 +1,24 @@
+"""Celery tasks: thin wrappers that validate the message and call plain async code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scenarios.wire import ShardSpec
+from workers.celery_app import app
+from workers.context import get_context
+from workers.event_loop import run_in_loop
+from workers.shard import execute_shard
+
+RUN_SHARD = "tokenbench.run_shard"
+
+
+@app.task(name=RUN_SHARD)  # type: ignore[untyped-decorator]
+def run_shard(spec: dict[str, Any]) -> int:
+    """Execute one shard on this process's event loop; returns its record count."""
+    shard = ShardSpec.model_validate(spec)
+
+    async def execute() -> int:
+        return await execute_shard(shard, await get_context())
+
+    return run_in_loop(execute())

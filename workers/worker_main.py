@@ -1,0 +1,103 @@
+"""Starting a regional worker: a Celery worker consuming one region's queue, plus a heartbeat.
+
+The heartbeat is an expiring Redis key per worker; the control plane counts live keys
+to know which regions can take work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import uuid
+from typing import Any
+
+import redis
+from celery.signals import worker_ready, worker_shutdown
+
+from scenarios.settings import get_settings
+from scenarios.wire import heartbeat_key, heartbeat_pattern, region_queue
+from workers.celery_app import app
+
+
+class Heartbeat:
+    """Refreshes this worker's heartbeat key until stopped."""
+
+    def __init__(self, url: str, region: str, name: str, concurrency: int, period_s: float) -> None:
+        self.client = redis.Redis.from_url(url)
+        self.key = heartbeat_key(region, name)
+        self.period_s = period_s
+        self.payload = json.dumps(
+            {"region": region, "worker": name, "pid": os.getpid(), "concurrency": concurrency}
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tokenbench-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        """Begin beating (first beat immediately)."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop and remove the key, so the region's live count drops at once."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        try:
+            self.client.delete(self.key)
+        except redis.RedisError:
+            pass  # the key expires by itself
+
+    def _run(self) -> None:
+        ttl = max(1, round(self.period_s * 3))
+        while not self._stop.is_set():
+            try:
+                self.client.set(self.key, self.payload, ex=ttl)
+            except redis.RedisError:
+                pass  # broker briefly unreachable: the key expiring is the right signal
+            self._stop.wait(self.period_s)
+
+
+def start_worker(region: str, concurrency: int = 1, loglevel: str = "WARNING") -> None:
+    """Run a Celery worker for ``region`` in this process until it is stopped."""
+    os.environ["TOKENBENCH__WORKER__REGION"] = region
+    get_settings.cache_clear()
+    settings = get_settings()
+    if settings.redis.url is None:
+        raise SystemExit("set TOKENBENCH__REDIS__URL to the broker a worker should use")
+    name = f"{region}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+    beat = Heartbeat(settings.redis.url, region, name, concurrency, settings.worker.heartbeat_s)
+
+    @worker_ready.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _ready(**_: Any) -> None:
+        beat.start()
+
+    @worker_shutdown.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _shutdown(**_: Any) -> None:
+        beat.stop()
+
+    app.worker_main(
+        [
+            "worker",
+            "--queues",
+            region_queue(region),
+            "--concurrency",
+            str(concurrency),
+            "--hostname",
+            name,
+            "--loglevel",
+            loglevel,
+            "--pool",
+            "prefork",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
+    )
+
+
+def live_workers(client: redis.Redis, region: str) -> int:
+    """Number of workers of ``region`` whose heartbeat is current."""
+    return sum(1 for _ in client.scan_iter(match=heartbeat_pattern(region), count=100))
+
+
+__all__ = ["Heartbeat", "live_workers", "start_worker"]
