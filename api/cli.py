@@ -31,8 +31,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
-errors = Console(stderr=True)
+# Reports are wide; when output is not a terminal (CI logs, pipes) do not wrap at 80.
+console = Console(width=None if Console().is_terminal else 200)
+errors = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 200)
 
 
 class OutputFormat(StrEnum):
@@ -197,7 +198,7 @@ def simulate(
 @app.command()
 def worker(
     region: Annotated[str, typer.Option(help="Region whose queue to consume.")] = "local",
-    concurrency: Annotated[int, typer.Option(help="Worker processes (shards at once).")] = 1,
+    concurrency: Annotated[int, typer.Option(help="Shards this worker runs at once.")] = 8,
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "WARNING",
 ) -> None:
     """Run a regional worker (needs TOKENBENCH__REDIS__URL)."""

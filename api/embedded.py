@@ -28,7 +28,7 @@ WORKER_START_TIMEOUT_S = 60.0
 class LocalWorker:
     """A ``tokenbench worker`` subprocess for one region, logging to a file."""
 
-    def __init__(self, region: str, redis_url: str, log_dir: Path, concurrency: int = 1) -> None:
+    def __init__(self, region: str, redis_url: str, log_dir: Path, concurrency: int = 16) -> None:
         self.region = region
         self.log_path = log_dir / f"worker-{region}.log"
         env = {**os.environ, "TOKENBENCH__REDIS__URL": redis_url}

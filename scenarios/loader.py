@@ -93,6 +93,9 @@ def problems_from_validation(
     problems = []
     for error in exc.errors(include_url=False):
         loc = _user_path(error["loc"])
+        if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            # Point at the discriminator key itself (e.g. providers.1.kind).
+            loc = (*loc, str(error.get("ctx", {}).get("discriminator", "")).strip("'"))
         problems.append(Problem(".".join(loc), error["msg"], _nearest_line(loc, lines)))
     return problems
 

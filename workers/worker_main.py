@@ -57,8 +57,9 @@ class Heartbeat:
             self._stop.wait(self.period_s)
 
 
-def start_worker(region: str, concurrency: int = 1, loglevel: str = "WARNING") -> None:
-    """Run a Celery worker for ``region`` in this process until it is stopped."""
+def start_worker(region: str, concurrency: int = 8, loglevel: str = "WARNING") -> None:
+    """Run a Celery worker for ``region`` in this process until it is stopped;
+    ``concurrency`` is the number of shards it runs at once (on one event loop)."""
     os.environ["TOKENBENCH__WORKER__REGION"] = region
     get_settings.cache_clear()
     settings = get_settings()
@@ -86,8 +87,10 @@ def start_worker(region: str, concurrency: int = 1, loglevel: str = "WARNING") -
             name,
             "--loglevel",
             loglevel,
+            # Threads, not forked children: every shard of this process runs on its one
+            # event loop and shares its HTTP connection pool; a thread only waits.
             "--pool",
-            "prefork",
+            "threads",
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",

@@ -1,0 +1,153 @@
+"""Fixtures that start real parts on free loopback ports: Redis, workers, endpoints."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from api.redis_server import RedisServer, free_port, start_redis_server
+from scenarios.wire import heartbeat_pattern
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A private Redis-compatible server for the whole session."""
+    server = start_redis_server()
+    yield server
+    server.stop()
+
+
+def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not ready after {timeout_s} s")
+        time.sleep(0.05)
+
+
+@dataclass
+class Proc:
+    """A subprocess started by a fixture, with its log file."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self, sig: int = 15) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def _spawn(args: list[str], log: Path, env: dict[str, str]) -> Proc:
+    handle = log.open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "api", *args],
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        cwd=REPO,
+    )
+    return Proc(process, log)
+
+
+@pytest.fixture(scope="session")
+def worker_env(redis_server: RedisServer) -> dict[str, str]:
+    """Environment pointing tokenbench processes at the session's Redis."""
+    return {**os.environ, "TOKENBENCH__REDIS__URL": redis_server.url}
+
+
+@pytest.fixture(scope="session")
+def eu_worker(
+    redis_server: RedisServer, worker_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proc]:
+    """A real Celery worker process consuming region 'eu'."""
+    log = tmp_path_factory.mktemp("worker") / "worker-eu.log"
+    env = {**worker_env, "TEST_PROVIDER_KEY": "sk-test-secret-0123456789abcdef"}
+    proc = _spawn(["worker", "--region", "eu"], log, env)
+    client = redis.Redis.from_url(redis_server.url)
+    _wait(
+        lambda: proc.process.poll() is not None
+        or next(iter(client.scan_iter(match=heartbeat_pattern("eu"))), None) is not None,
+        60,
+        "eu worker",
+    )
+    assert proc.process.poll() is None, proc.text()
+    yield proc
+    proc.stop(3)  # SIGQUIT: cold shutdown
+
+
+@pytest.fixture(scope="session")
+def simulate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., str]]:
+    """Factory: start `tokenbench simulate` with options; returns its base URL."""
+    procs: list[Proc] = []
+
+    def start(**options: float | int | str) -> str:
+        port = free_port()
+        args = ["simulate", "--port", str(port)]
+        for name, value in options.items():
+            args += [f"--{name.replace('_', '-')}", str(value)]
+        log = tmp_path_factory.mktemp("simulate") / "simulate.log"
+        proc = _spawn(args, log, dict(os.environ))
+        procs.append(proc)
+        base = f"http://127.0.0.1:{port}"
+
+        def healthy() -> bool:
+            try:
+                return httpx.get(f"{base}/health", timeout=0.5).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _wait(healthy, 30, "simulated endpoint")
+        return f"{base}/v1"
+
+    yield start
+    for proc in procs:
+        proc.stop()
+
+
+@dataclass
+class CliResult:
+    """Outcome of one `tokenbench` command."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def tokenbench() -> Callable[..., CliResult]:
+    """Run `python -m api ARGS` (the tokenbench CLI) in a subprocess."""
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> CliResult:
+        done = subprocess.run(
+            [sys.executable, "-m", "api", *args],
+            capture_output=True,
+            text=True,
+            env=env if env is not None else dict(os.environ),
+            cwd=REPO,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        return CliResult(done.returncode, done.stdout, done.stderr)
+
+    return run

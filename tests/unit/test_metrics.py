@@ -1,0 +1,104 @@
+"""Metric arithmetic: record rows from stamps, and the SQL derived metrics against numpy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analytics.db import connect, load_sql
+from analytics.ingest import BatchMessage, ingest_batches
+from analytics.report import build_report
+from analytics.runs import PlannedShard, RunStore
+from scenarios.loader import parse_scenario
+from scenarios.records import batch_to_ipc, records_to_batch
+from tests.unit.test_scenario_schema import VALID
+from workers.client.errors import ErrorClass, RequestFailure
+from workers.client.result import RequestResult
+from workers.prompts import PlannedRequest
+from workers.rows import RowContext, record_row
+
+CTX = RowContext("run", 0, "s0.a.local", 1, "a", "m", "local", "w", "closed", 4)
+MS = 1_000_000
+
+
+def result(sent: int, ttft_ms: float, gaps_ms: list[float], tokens: int | None = None) -> RequestResult:
+    first = sent + int(ttft_ms * MS)
+    stamps = [first]
+    for gap in gaps_ms:
+        stamps.append(stamps[-1] + int(gap * MS))
+    count = tokens if tokens is not None else len(stamps)
+    return RequestResult(
+        intended_start=sent - 2 * MS,
+        sent=sent,
+        first_byte=sent + MS,
+        first_token=first,
+        first_output_token=first,
+        last_token=stamps[-1],
+        end=stamps[-1] + MS,
+        token_stamps=stamps,
+        prompt_tokens=10,
+        completion_tokens=count,
+        token_count_source="usage",
+    )
+
+
+def test_record_row_durations() -> None:
+    row = record_row(CTX, PlannedRequest(3, 10, 3, "p"), result(1_000 * MS, 100, [10, 12]))
+    assert row["ttft_ns"] == 100 * MS
+    assert row["schedule_lag_ns"] == 2 * MS
+    assert row["itl_ns"] == [10 * MS, 12 * MS]
+    assert row["e2e_ns"] == 123 * MS
+    assert row["status"] == "ok" and row["error_class"] is None
+
+
+def test_failed_request_row_keeps_class_and_status() -> None:
+    failed = RequestResult(intended_start=0, sent=5, end=9, failure=RequestFailure(ErrorClass.HTTP_5XX, "HTTP 500", 500))
+    row = record_row(CTX, PlannedRequest(0, 10, 3, "p"), failed)
+    assert (row["status"], row["error_class"], row["http_status"], row["ttft_ns"]) == ("error", "http_5xx", 500, None)
+
+
+@pytest.fixture
+def filled_db(tmp_path: Path) -> tuple[object, list[RequestResult]]:
+    con = connect(tmp_path / "m.duckdb")
+    RunStore(con).create_run("run", parse_scenario(VALID), [PlannedShard("s0.a.local", 0, "a", "local", 4, 50)])
+    rng = np.random.default_rng(3)
+    results = [
+        result(i * 1000 * MS, float(rng.lognormal(4.6, 0.3)), list(rng.uniform(8, 14, size=int(rng.integers(1, 30)))))
+        for i in range(50)
+    ]
+    results.append(RequestResult(intended_start=0, sent=1, end=2, failure=RequestFailure(ErrorClass.TIMEOUT, "t")))
+    rows = [record_row(CTX, PlannedRequest(i, 10, 5, "p"), r) for i, r in enumerate(results)]
+    ingest_batches(con, [BatchMessage("run", "s0.a.local", 1, 0, batch_to_ipc(records_to_batch(rows)))])
+    RunStore(con).shard_done("run", "s0.a.local", "finished", 1, None)
+    return con, results
+
+
+def test_sql_percentiles_match_numpy(filled_db: tuple[object, list[RequestResult]]) -> None:
+    con, results = filled_db
+    ok = [r for r in results if r.ok]
+    report = build_report(con, "run")  # type: ignore[arg-type]
+    (row,) = report.stages
+    assert (row["requests"], row["ok"], row["errors"], row["errors_by_class"]) == (51, 50, 1, "timeout=1")
+    ttft = np.array([(r.first_token - r.sent) / MS for r in ok])  # type: ignore[operator]
+    gaps = np.array([g / MS for r in ok for g in r.itl_gaps()])
+    tpot = np.array([(r.last_token - r.first_token) / MS / (r.completion_tokens - 1) for r in ok if r.completion_tokens > 1])  # type: ignore[operator]
+    assert row["ttft_p50_ms"] == pytest.approx(np.percentile(ttft, 50))
+    assert row["ttft_p95_ms"] == pytest.approx(np.percentile(ttft, 95))
+    assert row["ttft_p99_ms"] == pytest.approx(np.percentile(ttft, 99))
+    assert row["itl_p50_ms"] == pytest.approx(np.percentile(gaps, 50))
+    assert row["itl_p99_ms"] == pytest.approx(np.percentile(gaps, 99))
+    assert row["tpot_p50_ms"] == pytest.approx(np.percentile(tpot, 50))
+
+
+def test_tpot_follows_the_domain_definition(filled_db: tuple[object, list[RequestResult]]) -> None:
+    con, _ = filled_db
+    rows = con.execute("SELECT last_token_ns, ttft_ns, completion_tokens, tpot_ms, decode_tok_s FROM requests WHERE status = 'ok' AND completion_tokens > 1").fetchall()  # type: ignore[attr-defined]
+    for last, first, tokens, tpot, speed in rows:
+        assert tpot == pytest.approx((last - first) / 1e6 / (tokens - 1))
+        assert speed == pytest.approx((tokens - 1) / ((last - first) / 1e9))
+
+
+def test_stage_summary_sql_is_shipped() -> None:
+    assert "quantile_cont" in load_sql("stage_summary")

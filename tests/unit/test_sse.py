@@ -1,0 +1,117 @@
+"""SSE splitting and chat-stream interpretation edge cases (DOMAIN §1)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workers.client.chat_stream import ChatStream
+from workers.client.errors import ErrorClass, RequestFailure
+from workers.client.result import RequestResult
+from workers.client.sse import SSEDecoder
+
+
+def event(delta: dict[str, object] | None = None, finish: str | None = None, **extra: object) -> bytes:
+    body: dict[str, object] = {"choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+    body.update(extra)
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":5}}\n\n'
+DONE = b"data: [DONE]\n\n"
+
+
+def run_stream(chunks: list[tuple[int, bytes]], planned_prompt: int = 3) -> RequestResult:
+    result = RequestResult(intended_start=0, sent=0)
+    stream = ChatStream(result)
+    decoder = SSEDecoder()
+    for stamp, chunk in chunks:
+        for payload in decoder.feed(chunk):
+            stream.on_payload(payload, stamp)
+    for payload in decoder.flush():
+        stream.on_payload(payload, chunks[-1][0])
+    stream.finish(planned_prompt)
+    return result
+
+
+def test_role_only_first_chunk_is_not_a_token() -> None:
+    result = run_stream(
+        [
+            (10, event({"role": "assistant", "content": ""})),
+            (50, event({"content": "Hi"})),
+            (60, event({"content": " there"}, finish="stop")),
+            (61, USAGE + DONE),
+        ]
+    )
+    assert result.first_token == 50
+    assert result.token_stamps == [50, 60]
+    assert result.itl_gaps() == [10]
+
+
+def test_chunk_with_several_tokens_is_one_event_and_usage_gives_counts() -> None:
+    result = run_stream([(5, event({"content": "a b c d"})), (9, event({"content": "e"}, finish="length")), (9, USAGE + DONE)])
+    assert result.token_stamps == [5, 9]
+    assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (7, 5, "usage")
+
+
+def test_without_usage_counts_come_from_events() -> None:
+    result = run_stream([(5, event({"content": "x"})), (6, event({"content": "y"}, finish="stop")), (7, DONE)], planned_prompt=42)
+    assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (42, 2, "events")
+
+
+def test_missing_done_after_finish_reason_is_complete() -> None:
+    result = run_stream([(5, event({"content": "x"}, finish="stop"))])
+    assert result.completion_tokens == 1
+
+
+def test_stream_cut_short_is_a_protocol_failure() -> None:
+    with pytest.raises(RequestFailure) as caught:
+        run_stream([(5, event({"content": "x"})), (6, event({"content": "y"}))])
+    assert caught.value.error_class is ErrorClass.PROTOCOL
+    assert "cut short after 2 token events" in caught.value.message
+
+
+def test_malformed_json_is_a_protocol_failure() -> None:
+    with pytest.raises(RequestFailure) as caught:
+        run_stream([(5, b'data: {"choices": [\n\n')])
+    assert caught.value.error_class is ErrorClass.PROTOCOL
+
+
+def test_keep_alive_comments_crlf_and_split_events() -> None:
+    whole = event({"content": "hello"})
+    crlf = event({"content": "world"}, finish="stop").replace(b"\n", b"\r\n")
+    result = run_stream(
+        [
+            (1, b": keep-alive\n\n"),
+            (2, whole[:17]),
+            (3, whole[17:]),
+            (4, b": ping\r\n\r\n" + crlf),
+            (5, DONE),
+        ]
+    )
+    # The event completed by the chunk at stamp 3 carries that stamp.
+    assert result.token_stamps == [3, 4]
+
+
+def test_reasoning_counts_for_first_token_not_first_output_token() -> None:
+    result = run_stream(
+        [
+            (5, event({"reasoning_content": "thinking"})),
+            (8, event({"reasoning": "more"})),
+            (12, event({"content": "answer"}, finish="stop")),
+            (13, DONE),
+        ]
+    )
+    assert (result.first_token, result.first_output_token, result.last_token) == (5, 12, 12)
+
+
+def test_error_event_mid_stream_is_classified() -> None:
+    with pytest.raises(RequestFailure) as caught:
+        run_stream([(5, event({"content": "x"})), (6, b'data: {"error": {"message": "overloaded", "code": 429}}\n\n')])
+    assert caught.value.error_class is ErrorClass.HTTP_429
+
+
+def test_multiline_data_fields_are_joined() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"event: x\ndata: a\ndata: b\nid: 1\n\n") == [b"a\nb"]
