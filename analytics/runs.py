@@ -42,7 +42,15 @@ class RunStore:
         self.con.executemany(
             "INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', NULL, 0, NULL)",
             [
-                [run_id, s.shard_id, s.stage, s.provider, s.region, s.concurrency, s.planned_requests]
+                [
+                    run_id,
+                    s.shard_id,
+                    s.stage,
+                    s.provider,
+                    s.region,
+                    s.concurrency,
+                    s.planned_requests,
+                ]
                 for s in shards
             ],
         )
@@ -56,11 +64,13 @@ class RunStore:
             [run_id, shard_id, attempt],
         )
         self.con.execute(
-            "INSERT OR REPLACE INTO shard_attempts VALUES (?, ?, ?, ?, 'running', ?, NULL, NULL, NULL, NULL)",
+            "INSERT OR REPLACE INTO shard_attempts "
+            "VALUES (?, ?, ?, ?, 'running', ?, NULL, NULL, NULL, NULL)",
             [run_id, shard_id, attempt, worker, _now()],
         )
         self.con.execute(
-            "UPDATE shards SET state = 'running' WHERE run_id = ? AND shard_id = ? AND state = 'planned'",
+            "UPDATE shards SET state = 'running' "
+            "WHERE run_id = ? AND shard_id = ? AND state = 'planned'",
             [run_id, shard_id],
         )
 
@@ -76,7 +86,8 @@ class RunStore:
     ) -> None:
         """An attempt finished or failed (as the worker reported)."""
         self.con.execute(
-            "UPDATE shard_attempts SET state = ?, finished_at = ?, records = ?, batches = ?, message = ? "
+            "UPDATE shard_attempts SET state = ?, finished_at = ?, records = ?, batches = ?, "
+            "message = ? "
             "WHERE run_id = ? AND shard_id = ? AND attempt = ?",
             [state, _now(), records, batches, message, run_id, shard_id, attempt],
         )

@@ -14,12 +14,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
+import duckdb
 import typer
+from celery import Celery
 from redis.asyncio import Redis
 from rich.console import Console
 
 from analytics.db import connect
 from analytics.report import UnknownRunError, build_report, latest_run_id
+from api.plan import plan
 from scenarios.loader import ScenarioError, load_scenario
 from scenarios.model import OpenAIProvider, Scenario, SimulateSpec
 from scenarios.settings import get_settings
@@ -54,13 +57,12 @@ def _load(path: Path) -> Scenario:
 def _check_keys(scenario: Scenario) -> None:
     """Local workers inherit this environment: a missing key variable is an error now."""
     for provider in scenario.providers:
-        if isinstance(provider, OpenAIProvider) and provider.api_key_env:
-            if not os.environ.get(provider.api_key_env):
-                errors.print(
-                    f"[red]provider {provider.name!r}: environment variable "
-                    f"{provider.api_key_env} is not set"
-                )
-                raise typer.Exit(2)
+        variable = provider.api_key_env if isinstance(provider, OpenAIProvider) else None
+        if variable and not os.environ.get(variable):
+            errors.print(
+                f"[red]provider {provider.name!r}: environment variable {variable} is not set"
+            )
+            raise typer.Exit(2)
 
 
 @app.command()
@@ -72,7 +74,6 @@ def run(
     ),
 ) -> None:
     """Run a scenario: start what is missing (Redis, regional workers), print the report."""
-    from api.coordinator import RunCoordinator  # noqa: PLC0415 - keep `--help` fast
     from api.embedded import local_stack  # noqa: PLC0415
     from workers.celery_app import app as celery_app  # noqa: PLC0415
 
@@ -103,7 +104,9 @@ def run(
         raise typer.Exit(1)
 
 
-async def _drive(scenario: Scenario, redis_url: str, con: object, celery_app: object) -> tuple[str, str]:
+async def _drive(
+    scenario: Scenario, redis_url: str, con: duckdb.DuckDBPyConnection, celery_app: Celery
+) -> tuple[str, str]:
     from api.console import StageProgress  # noqa: PLC0415
     from api.coordinator import RunCoordinator  # noqa: PLC0415
 
@@ -111,7 +114,11 @@ async def _drive(scenario: Scenario, redis_url: str, con: object, celery_app: ob
     try:
         with StageProgress(console) as progress:
             coordinator = RunCoordinator(
-                scenario, redis, con, celery_app, on_progress=progress.update  # type: ignore[arg-type]
+                scenario,
+                redis,
+                con,
+                celery_app,
+                on_progress=progress.update,
             )
             state = await coordinator.execute()
         return state, coordinator.run_id
@@ -205,6 +212,9 @@ def worker(
     from workers.worker_main import start_worker  # noqa: PLC0415
 
     start_worker(region, concurrency, loglevel)
+
+
+app.command()(plan)
 
 
 def main() -> None:

@@ -6,7 +6,14 @@ import json
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from analytics.report import RunReport
@@ -39,7 +46,10 @@ class StageProgress:
         """Redraw from the coordinator's view of its shards."""
         for stage in coordinator.stages:
             shards = [coordinator.shards[s.shard_id] for s in stage.shards]
-            if all(s.state == "planned" for s in shards) and stage.index != coordinator.current_stage:
+            if (
+                all(s.state == "planned" for s in shards)
+                and stage.index != coordinator.current_stage
+            ):
                 continue
             planned = [s.planned for s in shards]
             total = sum(p for p in planned if p is not None) if None not in planned else None

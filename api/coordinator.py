@@ -125,7 +125,7 @@ class RunCoordinator:
             for stage in self.stages:
                 self.current_stage = stage.index
                 await self._dispatch(stage)
-                await self._pump_until(lambda st=stage: self._stage_settled(st))
+                await self._pump_until(stage)
         except (asyncio.CancelledError, KeyboardInterrupt):
             await self.cancel()
             raise
@@ -174,13 +174,13 @@ class RunCoordinator:
     def _stage_settled(self, stage: Stage) -> bool:
         return all(self.shards[s.shard_id].settled for s in stage.shards)
 
-    async def _pump_until(self, done: Callable[[], bool]) -> None:
-        while not done():
+    async def _pump_until(self, stage: Stage) -> None:
+        while not self._stage_settled(stage):
             await self._pump_once()
             await self._check_workers()
 
     async def _pump_once(self) -> None:
-        answer: list[Any] = await self.redis.xreadgroup(
+        answer: Any = await self.redis.xreadgroup(
             GROUP,
             self._consumer,
             {events_stream(self.run_id): ">", records_stream(self.run_id): ">"},

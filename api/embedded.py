@@ -90,7 +90,9 @@ def local_stack(regions: list[str], redis_url: str | None) -> Iterator[str]:
         client = redis.Redis.from_url(redis_url)
         stack.callback(client.close)
         log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tokenbench-")))
-        missing = [r for r in regions if not next(iter(client.scan_iter(match=heartbeat_pattern(r))), None)]
+        missing = [
+            r for r in regions if not next(iter(client.scan_iter(match=heartbeat_pattern(r))), None)
+        ]
         workers = []
         for region in missing:
             worker = LocalWorker(region, redis_url, log_dir)

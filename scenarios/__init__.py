@@ -3,7 +3,13 @@
 This package imports nothing else of tokenbench; workers, analytics and the API build on it.
 """
 
-from scenarios.loader import Problem, ScenarioError, load_scenario, parse_scenario, validate_scenario
+from scenarios.loader import (
+    Problem,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+    validate_scenario,
+)
 from scenarios.model import OpenAIProvider, Scenario, SimulatedProvider, SimulateSpec
 
 __all__ = [

@@ -57,15 +57,15 @@ class Proc:
 
 
 def _spawn(args: list[str], log: Path, env: dict[str, str]) -> Proc:
-    handle = log.open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "api", *args],
-        stdout=handle,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        cwd=REPO,
-    )
+    with log.open("wb") as handle:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "api", *args],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=REPO,
+        )
     return Proc(process, log)
 
 
@@ -85,8 +85,10 @@ def eu_worker(
     proc = _spawn(["worker", "--region", "eu"], log, env)
     client = redis.Redis.from_url(redis_server.url)
     _wait(
-        lambda: proc.process.poll() is not None
-        or next(iter(client.scan_iter(match=heartbeat_pattern("eu"))), None) is not None,
+        lambda: (
+            proc.process.poll() is not None
+            or next(iter(client.scan_iter(match=heartbeat_pattern("eu"))), None) is not None
+        ),
         60,
         "eu worker",
     )

@@ -20,7 +20,8 @@ _lock = threading.Lock()
 _state: tuple[int, asyncio.AbstractEventLoop] | None = None
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
+def new_loop() -> asyncio.AbstractEventLoop:
+    """A uvloop event loop where available, else asyncio's default."""
     try:
         import uvloop  # noqa: PLC0415 - optional accelerator
 
@@ -34,7 +35,7 @@ def get_loop() -> asyncio.AbstractEventLoop:
     global _state  # noqa: PLW0603 - one loop per process is the point
     with _lock:
         if _state is None or _state[0] != os.getpid():
-            loop = _new_loop()
+            loop = new_loop()
             ready = threading.Event()
 
             def run() -> None:

@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest
 
@@ -61,6 +62,8 @@ async def run_closed_loop(
         while (request := source.next()) is not None:
             result = await send(request, intended)
             record(request, result)
+            if result.failure is not None and result.failure.error_class is ErrorClass.CANCELLED:
+                source.stop()  # the shard is being torn down: send nothing more
             intended = time.perf_counter_ns()
 
     await asyncio.gather(*(user() for _ in range(concurrency)))

@@ -23,17 +23,18 @@ from scenarios.model import (
 # Common English words that are one token each in the usual BPE vocabularies (with their
 # leading space), so a prompt of n words is close to n tokens for most tokenizers.
 _WORDS = (
-    "the of and to in is was for on that with as by at from his an were are which this be "
-    "had not have one their has but first new all two they other been after who its more "
-    "time used also when into only there city most school year over three out can up "
-    "some world people would state so between then during her where about work these war "
-    "well game what part many while no him under river may early such music through being "
-    "since national before house name known later film four both made group because life "
-    "them each high north back several family south five area like album government until "
-    "team series released any season three called along based own major against found end "
-    "long second we could same while top day near line did old small around main power "
-    "town including place much last county book number following just country west large "
-    "play again way few system east take still less field way set often late song road"
+    "the of and to in is was for on that with as by at from his an were are which "
+    "this be had not have one their has but first new all two they other been after "
+    "who its more time used also when into only there city most school year over "
+    "three out can up some world people would state so between then during her where "
+    "about work these war well game what part many while no him under river may early "
+    "such music through being since national before house name known later film four "
+    "both made group because life them each high north back several family south five "
+    "area like album government until team series released any season three called "
+    "along based own major against found end long second we could same while top day "
+    "near line did old small around main power town including place much last county "
+    "book number following just country west large play again way few system east "
+    "take still less field way set often late song road "
 ).split()
 
 

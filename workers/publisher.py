@@ -13,6 +13,7 @@ import contextlib
 import time
 
 from redis.asyncio import Redis
+from redis.typing import EncodableT, FieldT
 
 from scenarios.records import batch_to_ipc, records_to_batch
 from scenarios.wire import EventType, events_stream, records_stream
@@ -45,6 +46,7 @@ class ShardPublisher:
         self._rows: list[dict[str, object]] = []
         self._flush_lock = asyncio.Lock()
         self._ticker: asyncio.Task[None] | None = None
+        self._closing = asyncio.Event()
         self._pending: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> ShardPublisher:
@@ -52,10 +54,10 @@ class ShardPublisher:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        # Stopped by an event rather than cancel(): see workers/shard.py.
+        self._closing.set()
         if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
+            await self._ticker
         # A failed background flush put its rows back; the final flush retries them.
         await asyncio.gather(*self._pending, return_exceptions=True)
         await self.flush()
@@ -85,34 +87,38 @@ class ShardPublisher:
 
     async def _xadd_batch(self, rows: list[dict[str, object]], payload: bytes) -> None:
         await self.redis.xadd(
-                records_stream(self.run_id),
-                {
-                    "shard_id": self.shard_id,
-                    "attempt": self.attempt,
-                    "batch_seq": self.batches_published,
-                    "rows": len(rows),
-                    "ipc": payload,
-                },
-                maxlen=STREAM_MAXLEN,
-                approximate=True,
-            )
+            records_stream(self.run_id),
+            {
+                "shard_id": self.shard_id,
+                "attempt": self.attempt,
+                "batch_seq": self.batches_published,
+                "rows": len(rows),
+                "ipc": payload,
+            },
+            maxlen=STREAM_MAXLEN,
+            approximate=True,
+        )
 
     async def _tick(self) -> None:
-        while True:
-            await asyncio.sleep(self.batch_interval_s)
-            await self.flush()
+        while not self._closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), self.batch_interval_s)
+            if not self._closing.is_set():
+                with contextlib.suppress(Exception):  # rows stay buffered; the final flush retries
+                    await self.flush()
 
     async def event(self, kind: EventType, **fields: str | int | float) -> None:
         """Publish a lifecycle event of this shard attempt."""
+        entry: dict[FieldT, EncodableT] = {
+            "type": kind.value,
+            "shard_id": self.shard_id,
+            "attempt": self.attempt,
+            "at": time.time(),
+        }
+        entry.update(fields)
         await self.redis.xadd(
             events_stream(self.run_id),
-            {
-                "type": kind.value,
-                "shard_id": self.shard_id,
-                "attempt": self.attempt,
-                "at": time.time(),
-                **fields,
-            },
+            entry,
             maxlen=STREAM_MAXLEN,
             approximate=True,
         )

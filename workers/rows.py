@@ -36,7 +36,9 @@ class RowContext:
     concurrency: int
 
 
-def record_row(ctx: RowContext, request: PlannedRequest, result: RequestResult) -> dict[str, object]:
+def record_row(
+    ctx: RowContext, request: PlannedRequest, result: RequestResult
+) -> dict[str, object]:
     """The record of one request: identity, stamps as durations and instants, outcome."""
     sent = result.sent
 

@@ -123,13 +123,17 @@ async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
         publisher.add(record_row(rows, request, result))
 
     async with publisher:
-        reporter = asyncio.create_task(_report_progress(spec, context, publisher, source, progress))
+        # Stopped by an event, not task.cancel(): a cancellation landing inside a Redis
+        # call can be swallowed by the client library and leave the task running.
+        stop_reporting = asyncio.Event()
+        reporter = asyncio.create_task(
+            _report_progress(spec, context, publisher, source, progress, stop_reporting)
+        )
         try:
             await run_closed_loop(spec.concurrency, source, send, record)
         finally:
-            reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reporter
+            stop_reporting.set()
+            await reporter
     await publisher.event(
         EventType.FINISHED,
         records=publisher.records_published,
@@ -146,10 +150,10 @@ async def _report_progress(
     publisher: ShardPublisher,
     source: RequestSource,
     progress: _Progress,
+    stop: asyncio.Event,
 ) -> None:
     """Publish progress periodically; stop issuing requests once the run is cancelled."""
-    while True:
-        await asyncio.sleep(context.settings.publish.progress_interval_s)
+    while not await _wait(stop, context.settings.publish.progress_interval_s):
         if await context.redis.exists(cancel_key(spec.run_id)):
             source.stop()
         await publisher.event(
@@ -158,3 +162,10 @@ async def _report_progress(
             errors=progress.errors,
             ttft_p50_ms=progress.ttft_p50(),
         )
+
+
+async def _wait(event: asyncio.Event, timeout_s: float) -> bool:
+    """Wait for ``event`` at most ``timeout_s``; True if it is set."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout_s)
+    return event.is_set()

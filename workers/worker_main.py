@@ -6,6 +6,7 @@ to know which regions can take work.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -42,18 +43,15 @@ class Heartbeat:
         """Stop and remove the key, so the region's live count drops at once."""
         self._stop.set()
         self._thread.join(timeout=5)
-        try:
+        with contextlib.suppress(redis.RedisError):  # else the key expires by itself
             self.client.delete(self.key)
-        except redis.RedisError:
-            pass  # the key expires by itself
 
     def _run(self) -> None:
         ttl = max(1, round(self.period_s * 3))
         while not self._stop.is_set():
-            try:
+            # Broker briefly unreachable: the key expiring is the right signal.
+            with contextlib.suppress(redis.RedisError):
                 self.client.set(self.key, self.payload, ex=ttl)
-            except redis.RedisError:
-                pass  # broker briefly unreachable: the key expiring is the right signal
             self._stop.wait(self.period_s)
 
 

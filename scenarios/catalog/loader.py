@@ -148,32 +148,51 @@ def _merge(
             continue
         seen: set[str] = set()
         for index, item in enumerate(items):
-            path = f"{section}.{index}"
-            entry_id = item.get("id") if isinstance(item, dict) else None
-            if not isinstance(entry_id, str):
-                problems.append(f"{path}: an entry is a mapping with a string 'id'")
-                continue
-            if entry_id in seen:
-                problems.append(f"{path}: id {entry_id!r} appears twice in this file")
-                continue
-            seen.add(entry_id)
-            existing = entries[section].get(entry_id)
-            if existing is not None and not allow_override:
-                problems.append(f"{path}: id {entry_id!r} is already defined")
-                continue
-            fields = dict(item)
-            if existing is not None:
-                base = existing.model_dump(exclude_unset=False)
-                if any(name in item for name in _PRICE_FIELDS):
-                    for name in _PRICE_FIELDS:
-                        base.pop(name, None)
-                fields = base | item
-            try:
-                entries[section][entry_id] = SECTIONS[section].model_validate(fields)
-            except ValidationError as exc:
-                problems.extend(_describe(path, exc))
+            problems.extend(
+                _merge_entry(
+                    entries[section],
+                    SECTIONS[section],
+                    f"{section}.{index}",
+                    item,
+                    seen,
+                    allow_override=allow_override,
+                )
+            )
     if problems:
         raise CatalogError(problems, source)
+
+
+def _merge_entry(
+    entries: dict[str, CatalogEntry],
+    kind: type[CatalogEntry],
+    path: str,
+    item: Any,
+    seen: set[str],
+    *,
+    allow_override: bool,
+) -> list[str]:
+    """Validate one entry into ``entries``; the problems, if any, instead."""
+    entry_id = item.get("id") if isinstance(item, dict) else None
+    if not isinstance(entry_id, str):
+        return [f"{path}: an entry is a mapping with a string 'id'"]
+    if entry_id in seen:
+        return [f"{path}: id {entry_id!r} appears twice in this file"]
+    seen.add(entry_id)
+    existing = entries.get(entry_id)
+    if existing is not None and not allow_override:
+        return [f"{path}: id {entry_id!r} is already defined"]
+    fields = dict(item)
+    if existing is not None:
+        base = existing.model_dump()
+        if any(name in item for name in _PRICE_FIELDS):
+            for name in _PRICE_FIELDS:
+                base.pop(name, None)
+        fields = base | item
+    try:
+        entries[entry_id] = kind.model_validate(fields)
+    except ValidationError as exc:
+        return _describe(path, exc)
+    return []
 
 
 def _describe(path: str, exc: ValidationError) -> list[str]:

@@ -21,7 +21,9 @@ def test_embedded_run_starts_redis_and_a_worker_then_cleans_up(
 ) -> None:
     scenario = {
         "name": "embedded",
-        "providers": [{"name": "sim", "kind": "simulated", "simulate": {"ttft_ms": 30, "itl_ms": 3}}],
+        "providers": [
+            {"name": "sim", "kind": "simulated", "simulate": {"ttft_ms": 30, "itl_ms": 3}}
+        ],
         "workload": {
             "mix": [
                 {

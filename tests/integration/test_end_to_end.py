@@ -100,7 +100,11 @@ def test_failing_providers_become_classified_rows_and_the_run_completes(
             "timeout_s": 0.5,
             "simulate": {"stall_rate": 1.0, "stall_ms": 3000, "ttft_ms": 10, "itl_ms": 1},
         },
-        {"name": "cut", "kind": "simulated", "simulate": {"cut_rate": 1.0, "ttft_ms": 5, "itl_ms": 1}},
+        {
+            "name": "cut",
+            "kind": "simulated",
+            "simulate": {"cut_rate": 1.0, "ttft_ms": 5, "itl_ms": 1},
+        },
     ]
     scenario = write_scenario(tmp_path / "f.yaml", providers, concurrency=[4], requests_per_level=8)
     db = tmp_path / "f.duckdb"
@@ -124,10 +128,16 @@ def test_failing_providers_become_classified_rows_and_the_run_completes(
     counts = dict(con.execute("SELECT provider, count(*) FROM requests GROUP BY 1").fetchall())
     assert counts == {p["name"]: 8 for p in providers}  # no request lost
     statuses = {
-        r[0] for r in con.execute("SELECT DISTINCT http_status FROM requests WHERE provider='broken'").fetchall()
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT http_status FROM requests WHERE provider='broken'"
+        ).fetchall()
     }
     assert statuses == {500}
-    messages = [r[0] for r in con.execute("SELECT error_message FROM requests WHERE status='error'").fetchall()]
+    messages = [
+        r[0]
+        for r in con.execute("SELECT error_message FROM requests WHERE status='error'").fetchall()
+    ]
     assert all(m and "Traceback" not in m for m in messages)
     for label in ("connect=8", "http_5xx=8", "timeout=8", "protocol=8"):
         assert label in result.stdout

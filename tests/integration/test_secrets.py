@@ -38,7 +38,12 @@ def test_api_key_never_reaches_duckdb_redis_or_output(
             }
         ],
         "workload": {
-            "mix": [{"prompt_tokens": {"dist": "fixed", "value": 8}, "output_tokens": {"dist": "fixed", "value": 4}}]
+            "mix": [
+                {
+                    "prompt_tokens": {"dist": "fixed", "value": 8},
+                    "output_tokens": {"dist": "fixed", "value": 4},
+                }
+            ]
         },
         "load": {"concurrency": [2], "requests_per_level": 6},
         "regions": ["eu"],

@@ -6,7 +6,13 @@ import asyncio
 
 import httpx
 
-from workers.client.errors import ErrorClass, class_of_status, classify_exception, http_failure, redact
+from workers.client.errors import (
+    ErrorClass,
+    class_of_status,
+    classify_exception,
+    http_failure,
+    redact,
+)
 
 
 def test_status_classes() -> None:

@@ -13,8 +13,13 @@ from workers.rows import record_row
 
 
 def message(batch_seq: int, attempt: int = 1, n: int = 3) -> BatchMessage:
-    rows = [record_row(CTX, PlannedRequest(batch_seq * 10 + i, 1, 2, "p"), result(i, 50, [5])) for i in range(n)]
-    return BatchMessage("run", "s0.a.local", attempt, batch_seq, batch_to_ipc(records_to_batch(rows)))
+    rows = [
+        record_row(CTX, PlannedRequest(batch_seq * 10 + i, 1, 2, "p"), result(i, 50, [5]))
+        for i in range(n)
+    ]
+    return BatchMessage(
+        "run", "s0.a.local", attempt, batch_seq, batch_to_ipc(records_to_batch(rows))
+    )
 
 
 def test_redelivered_batches_are_stored_once(tmp_path: Path) -> None:

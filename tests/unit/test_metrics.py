@@ -23,7 +23,9 @@ CTX = RowContext("run", 0, "s0.a.local", 1, "a", "m", "local", "w", "closed", 4)
 MS = 1_000_000
 
 
-def result(sent: int, ttft_ms: float, gaps_ms: list[float], tokens: int | None = None) -> RequestResult:
+def result(
+    sent: int, ttft_ms: float, gaps_ms: list[float], tokens: int | None = None
+) -> RequestResult:
     first = sent + int(ttft_ms * MS)
     stamps = [first]
     for gap in gaps_ms:
@@ -54,23 +56,45 @@ def test_record_row_durations() -> None:
 
 
 def test_failed_request_row_keeps_class_and_status() -> None:
-    failed = RequestResult(intended_start=0, sent=5, end=9, failure=RequestFailure(ErrorClass.HTTP_5XX, "HTTP 500", 500))
+    failed = RequestResult(
+        intended_start=0,
+        sent=5,
+        end=9,
+        failure=RequestFailure(ErrorClass.HTTP_5XX, "HTTP 500", 500),
+    )
     row = record_row(CTX, PlannedRequest(0, 10, 3, "p"), failed)
-    assert (row["status"], row["error_class"], row["http_status"], row["ttft_ns"]) == ("error", "http_5xx", 500, None)
+    assert (row["status"], row["error_class"], row["http_status"], row["ttft_ns"]) == (
+        "error",
+        "http_5xx",
+        500,
+        None,
+    )
 
 
 @pytest.fixture
 def filled_db(tmp_path: Path) -> tuple[object, list[RequestResult]]:
     con = connect(tmp_path / "m.duckdb")
-    RunStore(con).create_run("run", parse_scenario(VALID), [PlannedShard("s0.a.local", 0, "a", "local", 4, 50)])
+    RunStore(con).create_run(
+        "run", parse_scenario(VALID), [PlannedShard("s0.a.local", 0, "a", "local", 4, 50)]
+    )
     rng = np.random.default_rng(3)
     results = [
-        result(i * 1000 * MS, float(rng.lognormal(4.6, 0.3)), list(rng.uniform(8, 14, size=int(rng.integers(1, 30)))))
+        result(
+            i * 1000 * MS,
+            float(rng.lognormal(4.6, 0.3)),
+            list(rng.uniform(8, 14, size=int(rng.integers(1, 30)))),
+        )
         for i in range(50)
     ]
-    results.append(RequestResult(intended_start=0, sent=1, end=2, failure=RequestFailure(ErrorClass.TIMEOUT, "t")))
+    results.append(
+        RequestResult(
+            intended_start=0, sent=1, end=2, failure=RequestFailure(ErrorClass.TIMEOUT, "t")
+        )
+    )
     rows = [record_row(CTX, PlannedRequest(i, 10, 5, "p"), r) for i, r in enumerate(results)]
-    ingest_batches(con, [BatchMessage("run", "s0.a.local", 1, 0, batch_to_ipc(records_to_batch(rows)))])
+    ingest_batches(
+        con, [BatchMessage("run", "s0.a.local", 1, 0, batch_to_ipc(records_to_batch(rows)))]
+    )
     RunStore(con).shard_done("run", "s0.a.local", "finished", 1, None)
     return con, results
 
@@ -80,10 +104,21 @@ def test_sql_percentiles_match_numpy(filled_db: tuple[object, list[RequestResult
     ok = [r for r in results if r.ok]
     report = build_report(con, "run")  # type: ignore[arg-type]
     (row,) = report.stages
-    assert (row["requests"], row["ok"], row["errors"], row["errors_by_class"]) == (51, 50, 1, "timeout=1")
+    assert (row["requests"], row["ok"], row["errors"], row["errors_by_class"]) == (
+        51,
+        50,
+        1,
+        "timeout=1",
+    )
     ttft = np.array([(r.first_token - r.sent) / MS for r in ok])  # type: ignore[operator]
     gaps = np.array([g / MS for r in ok for g in r.itl_gaps()])
-    tpot = np.array([(r.last_token - r.first_token) / MS / (r.completion_tokens - 1) for r in ok if r.completion_tokens > 1])  # type: ignore[operator]
+    tpot = np.array(
+        [
+            (r.last_token - r.first_token) / MS / (r.completion_tokens - 1)
+            for r in ok
+            if r.completion_tokens > 1
+        ]
+    )  # type: ignore[operator]
     assert row["ttft_p50_ms"] == pytest.approx(np.percentile(ttft, 50))
     assert row["ttft_p95_ms"] == pytest.approx(np.percentile(ttft, 95))
     assert row["ttft_p99_ms"] == pytest.approx(np.percentile(ttft, 99))
@@ -94,7 +129,9 @@ def test_sql_percentiles_match_numpy(filled_db: tuple[object, list[RequestResult
 
 def test_tpot_follows_the_domain_definition(filled_db: tuple[object, list[RequestResult]]) -> None:
     con, _ = filled_db
-    rows = con.execute("SELECT last_token_ns, ttft_ns, completion_tokens, tpot_ms, decode_tok_s FROM requests WHERE status = 'ok' AND completion_tokens > 1").fetchall()  # type: ignore[attr-defined]
+    rows = con.execute(
+        "SELECT last_token_ns, ttft_ns, completion_tokens, tpot_ms, decode_tok_s FROM requests WHERE status = 'ok' AND completion_tokens > 1"
+    ).fetchall()  # type: ignore[attr-defined]
     for last, first, tokens, tpot, speed in rows:
         assert tpot == pytest.approx((last - first) / 1e6 / (tokens - 1))
         assert speed == pytest.approx((tokens - 1) / ((last - first) / 1e9))

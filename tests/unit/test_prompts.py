@@ -5,12 +5,26 @@ from __future__ import annotations
 import random
 import statistics
 
-from scenarios.model import LognormalLength, MixClass, NormalLength, UniformLength, Workload, FixedLength
+from scenarios.model import (
+    FixedLength,
+    LognormalLength,
+    MixClass,
+    NormalLength,
+    UniformLength,
+    Workload,
+)
 from workers.prompts import plan_request, sample_length
 
 
 def test_plans_are_deterministic_per_seed_stage_and_seq() -> None:
-    workload = Workload(mix=[MixClass(prompt_tokens=FixedLength(dist="fixed", value=50), output_tokens=UniformLength(dist="uniform", min=1, max=100))])
+    workload = Workload(
+        mix=[
+            MixClass(
+                prompt_tokens=FixedLength(dist="fixed", value=50),
+                output_tokens=UniformLength(dist="uniform", min=1, max=100),
+            )
+        ]
+    )
     a = plan_request(workload, 7, 1, 3)
     assert a == plan_request(workload, 7, 1, 3)
     assert a != plan_request(workload, 7, 1, 4)
@@ -33,8 +47,16 @@ def test_normal_is_clipped_to_at_least_min() -> None:
 
 
 def test_mix_weights_are_respected() -> None:
-    small = MixClass(weight=3, prompt_tokens=FixedLength(dist="fixed", value=1), output_tokens=FixedLength(dist="fixed", value=1))
-    large = MixClass(weight=1, prompt_tokens=FixedLength(dist="fixed", value=9), output_tokens=FixedLength(dist="fixed", value=1))
+    small = MixClass(
+        weight=3,
+        prompt_tokens=FixedLength(dist="fixed", value=1),
+        output_tokens=FixedLength(dist="fixed", value=1),
+    )
+    large = MixClass(
+        weight=1,
+        prompt_tokens=FixedLength(dist="fixed", value=9),
+        output_tokens=FixedLength(dist="fixed", value=1),
+    )
     workload = Workload(mix=[small, large])
     share = sum(plan_request(workload, 0, 0, i).prompt_tokens == 1 for i in range(4000)) / 4000
     assert 0.72 < share < 0.78

@@ -54,22 +54,33 @@ def test_shipped_examples_are_valid(path: Path) -> None:
 
 
 def test_unknown_key_is_named_with_its_line() -> None:
-    text = VALID.replace("    simulate: {ttft_ms: 100, itl_ms: 10}", "    simulate: {ttft_ms: 100, itl_ms: 10, itl: 3}")
+    text = VALID.replace(
+        "    simulate: {ttft_ms: 100, itl_ms: 10}",
+        "    simulate: {ttft_ms: 100, itl_ms: 10, itl: 3}",
+    )
     assert problems(text) == [("providers.0.simulate.itl", 5)]
 
 
 def test_negative_number_and_wrong_type() -> None:
-    text = VALID.replace("ttft_ms: 100,", "ttft_ms: -1,").replace("requests_per_level: 50", "requests_per_level: many")
+    text = VALID.replace("ttft_ms: 100,", "ttft_ms: -1,").replace(
+        "requests_per_level: 50", "requests_per_level: many"
+    )
     assert problems(text) == [("providers.0.simulate.ttft_ms", 5), ("load.requests_per_level", 18)]
 
 
 def test_empty_provider_list() -> None:
-    text = VALID.split("providers:")[0] + "providers: []\n" + VALID.split("workload:")[1].join(["workload:", ""])
+    text = (
+        VALID.split("providers:", maxsplit=1)[0]
+        + "providers: []\n"
+        + VALID.split("workload:")[1].join(["workload:", ""])
+    )
     assert ("providers", 2) in problems(text)
 
 
 def test_duplicate_provider_names_and_bad_bounds() -> None:
-    text = VALID.replace("name: my-vllm", "name: sim-fast").replace("min: 16, max: 512", "min: 600, max: 512")
+    text = VALID.replace("name: my-vllm", "name: sim-fast").replace(
+        "min: 16, max: 512", "min: 600, max: 512"
+    )
     found = dict(problems(text))
     assert "providers" in found
     assert "workload.mix.1.output_tokens" in found
@@ -83,7 +94,7 @@ def test_unknown_kind_and_unsafe_env_name() -> None:
 
 
 def test_invalid_yaml_reports_line() -> None:
-    assert problems("name: x\nproviders: [\n") [0][1] is not None
+    assert problems("name: x\nproviders: [\n")[0][1] is not None
 
 
 def test_json_files_load(tmp_path: Path) -> None:
@@ -94,4 +105,6 @@ def test_json_files_load(tmp_path: Path) -> None:
 
 def test_committed_json_schema_is_current() -> None:
     committed = json.loads(SCHEMA_PATH.read_text())
-    assert committed == scenario_json_schema(), "regenerate: tokenbench schema > " + str(SCHEMA_PATH)
+    assert committed == scenario_json_schema(), "regenerate: tokenbench schema > " + str(
+        SCHEMA_PATH
+    )

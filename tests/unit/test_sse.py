@@ -12,8 +12,12 @@ from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
 
 
-def event(delta: dict[str, object] | None = None, finish: str | None = None, **extra: object) -> bytes:
-    body: dict[str, object] = {"choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+def event(
+    delta: dict[str, object] | None = None, finish: str | None = None, **extra: object
+) -> bytes:
+    body: dict[str, object] = {
+        "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
+    }
     body.update(extra)
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
@@ -50,14 +54,31 @@ def test_role_only_first_chunk_is_not_a_token() -> None:
 
 
 def test_chunk_with_several_tokens_is_one_event_and_usage_gives_counts() -> None:
-    result = run_stream([(5, event({"content": "a b c d"})), (9, event({"content": "e"}, finish="length")), (9, USAGE + DONE)])
+    result = run_stream(
+        [
+            (5, event({"content": "a b c d"})),
+            (9, event({"content": "e"}, finish="length")),
+            (9, USAGE + DONE),
+        ]
+    )
     assert result.token_stamps == [5, 9]
-    assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (7, 5, "usage")
+    assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (
+        7,
+        5,
+        "usage",
+    )
 
 
 def test_without_usage_counts_come_from_events() -> None:
-    result = run_stream([(5, event({"content": "x"})), (6, event({"content": "y"}, finish="stop")), (7, DONE)], planned_prompt=42)
-    assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (42, 2, "events")
+    result = run_stream(
+        [(5, event({"content": "x"})), (6, event({"content": "y"}, finish="stop")), (7, DONE)],
+        planned_prompt=42,
+    )
+    assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (
+        42,
+        2,
+        "events",
+    )
 
 
 def test_missing_done_after_finish_reason_is_complete() -> None:
@@ -108,7 +129,12 @@ def test_reasoning_counts_for_first_token_not_first_output_token() -> None:
 
 def test_error_event_mid_stream_is_classified() -> None:
     with pytest.raises(RequestFailure) as caught:
-        run_stream([(5, event({"content": "x"})), (6, b'data: {"error": {"message": "overloaded", "code": 429}}\n\n')])
+        run_stream(
+            [
+                (5, event({"content": "x"})),
+                (6, b'data: {"error": {"message": "overloaded", "code": 429}}\n\n'),
+            ]
+        )
     assert caught.value.error_class is ErrorClass.HTTP_429
 
 

@@ -61,7 +61,9 @@ def class_of_status(status: int) -> ErrorClass:
 def http_failure(status: int, body: bytes, secrets: tuple[str, ...] = ()) -> RequestFailure:
     """Failure for an error status, with the server's message redacted."""
     text = body.decode("utf-8", errors="replace")
-    return RequestFailure(class_of_status(status), redact(f"HTTP {status}: {text}", secrets), status)
+    return RequestFailure(
+        class_of_status(status), redact(f"HTTP {status}: {text}", secrets), status
+    )
 
 
 def classify_exception(exc: BaseException, secrets: tuple[str, ...] = ()) -> RequestFailure:

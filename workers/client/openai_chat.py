@@ -92,7 +92,7 @@ async def measure_chat(
                 for payload in decoder.flush():
                     stream.on_payload(payload, result.end)
                 stream.finish(planned_prompt_tokens)
-    except BaseException as exc:  # noqa: BLE001 - every failure is classified, none escapes
+    except BaseException as exc:
         if result.end is None:
             result.end = now()
         if result.sent == 0:

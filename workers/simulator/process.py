@@ -40,14 +40,10 @@ async def serve(
 
 def run(spec: SimulateSpec, model: str, host: str, port: int, parent_pid: int | None) -> None:
     """Blocking entry point: serve on the fastest available event loop."""
-    try:
-        import uvloop  # noqa: PLC0415 - optional accelerator
+    from workers.event_loop import new_loop  # noqa: PLC0415 - avoid a cycle at import
 
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux/macOS
-        runner = asyncio.run
-    with contextlib.suppress(KeyboardInterrupt):
-        runner(serve(spec, model, host, port, parent_pid))
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=new_loop) as runner:
+        runner.run(serve(spec, model, host, port, parent_pid))
 
 
 def _alive(pid: int) -> bool:

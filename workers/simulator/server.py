@@ -57,7 +57,9 @@ class SimulatorApp:
         model = orjson.dumps(self.model).decode()
         head = '{"id":"chatcmpl-sim","object":"chat.completion.chunk","created":0,"model":'
         self._prefix = f'data: {head}{model},"choices":[{{"index":0,"delta":'
-        self._role = _chunk(f'{self._prefix}{{"role":"assistant","content":""}},"finish_reason":null}}]}}\n\n')
+        self._role = _chunk(
+            f'{self._prefix}{{"role":"assistant","content":""}},"finish_reason":null}}]}}\n\n'
+        )
         self._finish = f'{self._prefix}{{}},"finish_reason":"length"}}]}}\n\n'
         self._usage_head = f'data: {head}{model},"choices":[],"usage":'
 
@@ -166,7 +168,9 @@ class _Connection(asyncio.Protocol):
         faults = app.draw_faults()
         if faults.error:
             status = app.spec.error_status
-            message = {"error": {"message": "simulated error", "type": "server_error", "code": status}}
+            message = {
+                "error": {"message": "simulated error", "type": "server_error", "code": status}
+            }
             extra = b"retry-after: 1\r\n" if status == 429 else b""
             self._write_simple(status, orjson.dumps(message), extra)
             return
@@ -266,9 +270,7 @@ def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
     return max(total, 1)
 
 
-async def start_server(
-    app: SimulatorApp, host: str = "127.0.0.1", port: int = 0
-) -> asyncio.Server:
+async def start_server(app: SimulatorApp, host: str = "127.0.0.1", port: int = 0) -> asyncio.Server:
     """Listen on ``host:port`` (0 picks a free port) and serve ``app``."""
     loop = asyncio.get_running_loop()
     factory: Callable[[], asyncio.Protocol] = lambda: _Connection(app)  # noqa: E731
