@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -81,6 +82,7 @@ def run(
     settings = get_settings()
     if settings.redis.url is None:
         _check_keys(scenario)
+    _interrupt_on_sigterm()
     db_path = db or settings.duckdb.path
     con = connect(db_path)
     console.print(f"[bold]tokenbench[/bold] · scenario {scenario.name} · results in {db_path}")
@@ -102,6 +104,13 @@ def run(
     con.close()
     if state != "finished":
         raise typer.Exit(1)
+
+
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (and SIGINT, even when inherited as ignored) stop a run like Ctrl-C does:
+    workers are told to stop, what arrived is stored, local processes are cleaned up."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
 
 
 async def _drive(
@@ -143,6 +152,10 @@ def report(
     except FileNotFoundError as exc:
         errors.print(f"[red]{exc}")
         raise typer.Exit(2) from None
+    except duckdb.IOException as exc:
+        # DuckDB allows one writer process: a run in progress holds the file.
+        errors.print(f"[red]cannot open {path}: {str(exc).splitlines()[0]}")
+        raise typer.Exit(1) from None
     chosen = latest_run_id(con) if run_id == "latest" else run_id
     if chosen is None:
         errors.print(f"[red]no runs in {path}")

@@ -31,7 +31,12 @@ class LocalWorker:
     def __init__(self, region: str, redis_url: str, log_dir: Path, concurrency: int = 16) -> None:
         self.region = region
         self.log_path = log_dir / f"worker-{region}.log"
-        env = {**os.environ, "TOKENBENCH__REDIS__URL": redis_url}
+        # The worker exits by itself if this process dies without cleaning up.
+        env = {
+            **os.environ,
+            "TOKENBENCH__REDIS__URL": redis_url,
+            "TOKENBENCH_PARENT_PID": str(os.getpid()),
+        }
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "api", "worker", "--region", region,

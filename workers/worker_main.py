@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -69,6 +71,9 @@ def start_worker(region: str, concurrency: int = 8, loglevel: str = "WARNING") -
     @worker_ready.connect(weak=False)  # type: ignore[untyped-decorator]
     def _ready(**_: Any) -> None:
         beat.start()
+        parent = os.environ.get("TOKENBENCH_PARENT_PID")
+        if parent:
+            _exit_with_parent(int(parent))
 
     @worker_shutdown.connect(weak=False)  # type: ignore[untyped-decorator]
     def _shutdown(**_: Any) -> None:
@@ -94,6 +99,17 @@ def start_worker(region: str, concurrency: int = 8, loglevel: str = "WARNING") -
             "--without-heartbeat",
         ]
     )
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Embedded workers: cold-shut down when the `tokenbench run` that started us is gone."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGQUIT)
+
+    threading.Thread(target=watch, name="tokenbench-parent-watch", daemon=True).start()
 
 
 def live_workers(client: redis.Redis, region: str) -> int:
