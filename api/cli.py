@@ -25,7 +25,7 @@ from analytics.db import connect
 from analytics.report import UnknownRunError, build_report, latest_run_id
 from api.plan import plan
 from scenarios.loader import ScenarioError, load_scenario
-from scenarios.model import OpenAIProvider, Scenario, SimulateSpec
+from scenarios.model import Scenario, SimulateSpec
 from scenarios.settings import get_settings
 
 app = typer.Typer(
@@ -58,12 +58,12 @@ def _load(path: Path) -> Scenario:
 def _check_keys(scenario: Scenario) -> None:
     """Local workers inherit this environment: a missing key variable is an error now."""
     for provider in scenario.providers:
-        variable = provider.api_key_env if isinstance(provider, OpenAIProvider) else None
-        if variable and not os.environ.get(variable):
-            errors.print(
-                f"[red]provider {provider.name!r}: environment variable {variable} is not set"
-            )
-            raise typer.Exit(2)
+        for variable in provider.secret_env_vars():
+            if not os.environ.get(variable):
+                errors.print(
+                    f"[red]provider {provider.name!r}: environment variable {variable} is not set"
+                )
+                raise typer.Exit(2)
 
 
 @app.command()

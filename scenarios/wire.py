@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scenarios.model import OpenAIProvider, SimulatedProvider, Workload
+from scenarios.model import Provider, Workload
 
 QUEUE_PREFIX = "tokenbench.region."
 KEY_PREFIX = "tokenbench"
@@ -61,7 +61,7 @@ class ShardSpec(BaseModel):
     shard_id: str
     stage: int = Field(ge=0)
     region: str
-    provider: OpenAIProvider | SimulatedProvider = Field(discriminator="kind")
+    provider: Provider
     workload: Workload
     seed: int
     concurrency: int = Field(ge=1)

@@ -2,31 +2,25 @@
 
 Plain async code (no Celery here): resolve the endpoint, run the closed loop, turn each
 result into a record, publish batches and lifecycle events. Every request yields exactly
-one record, failed or not; a shard that cannot start at all reports ``shard_failed``
-with a message instead of records.
+one record, failed or not; a shard that cannot start at all (e.g. its API key variable
+is missing on this worker) reports ``shard_failed`` with a message instead of records.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import statistics
 from dataclasses import dataclass, field
 
-from scenarios.model import OpenAIProvider, SimulatedProvider
 from scenarios.wire import EventType, ShardSpec, attempts_key, cancel_key
-from workers.client.openai_chat import ChatEndpoint, measure_chat
+from workers.client.adapters import ProviderSetupError, build_adapter
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
 from workers.executor import RequestSource, run_closed_loop
 from workers.prompts import PlannedRequest, plan_request
 from workers.publisher import ShardPublisher
 from workers.rows import RowContext, record_row
-
-
-class ShardSetupError(Exception):
-    """The shard cannot run (e.g. its API key variable is missing); no request was sent."""
 
 
 @dataclass
@@ -47,32 +41,6 @@ class _Progress:
         return round(statistics.median(window), 3) if window else -1.0
 
 
-async def resolve_endpoint(
-    provider: OpenAIProvider | SimulatedProvider, context: WorkerContext
-) -> ChatEndpoint:
-    """Chat endpoint of ``provider``: simulated ones are started here, keys read from env."""
-    api_key = None
-    if isinstance(provider, SimulatedProvider):
-        base_url = await context.simulators.base_url(provider)
-    else:
-        base_url = provider.base_url
-        if provider.api_key_env is not None:
-            api_key = os.environ.get(provider.api_key_env)
-            if not api_key:
-                raise ShardSetupError(
-                    f"provider {provider.name!r}: environment variable "
-                    f"{provider.api_key_env} is not set on worker {context.worker_name}"
-                )
-    return ChatEndpoint(
-        url=base_url.rstrip("/") + "/chat/completions",
-        model=provider.model,
-        api_key=api_key,
-        timeout_s=provider.timeout_s,
-        stall_timeout_s=provider.stall_timeout_s,
-        connect_timeout_s=provider.connect_timeout_s,
-    )
-
-
 async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
     """Run the shard, publish its records and events; return the number of records."""
     redis = context.redis
@@ -83,8 +51,8 @@ async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
     )
     await publisher.event(EventType.STARTED, worker=context.worker_name, region=context.region)
     try:
-        endpoint = await resolve_endpoint(spec.provider, context)
-    except (ShardSetupError, RuntimeError, OSError) as exc:
+        adapter = await build_adapter(spec.provider, context)
+    except (ProviderSetupError, RuntimeError, OSError) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
 
@@ -109,14 +77,7 @@ async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
     progress = _Progress()
 
     async def send(request: PlannedRequest, intended_start: int) -> RequestResult:
-        return await measure_chat(
-            context.http,
-            endpoint,
-            request.prompt,
-            request.output_tokens,
-            request.prompt_tokens,
-            intended_start,
-        )
+        return await adapter.measure(context.http, request, intended_start)
 
     def record(request: PlannedRequest, result: RequestResult) -> None:
         progress.add(result)
