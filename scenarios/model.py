@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from scenarios.base import Name, StrictModel
 from scenarios.providers import (
     AnyProvider,
+    Deployment,
     OpenAIProvider,
     Pricing,
     Provider,
@@ -26,6 +27,7 @@ from scenarios.providers import (
 __all__ = [
     "SLO",
     "AnyProvider",
+    "Deployment",
     "FixedLength",
     "LengthDist",
     "Load",

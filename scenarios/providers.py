@@ -34,11 +34,28 @@ class SimulateSpec(StrictModel):
     seed: int = Field(default=0, description="Seed of the fault draws.")
 
 
+class Deployment(StrictModel):
+    """How a self-hosted endpoint is deployed: for roofline efficiency and cost per token."""
+
+    hardware: str = Field(min_length=1, description="Hardware catalog id, e.g. h100, h200.")
+    gpus: int = Field(ge=1, description="GPUs serving one replica (tensor parallel).")
+    quantization: str = Field(default="fp16", description="Quantization catalog id of weights.")
+    model: str | None = Field(
+        default=None, description="Model catalog id (e.g. llama-3.1-405b) for the roofline."
+    )
+    gpu_hour_usd: float | None = Field(
+        default=None, ge=0, description="USD per GPU-hour; default from the hardware catalog."
+    )
+
+
 class ProviderBase(StrictModel):
     """Fields every provider kind shares."""
 
     name: Name = Field(description="Unique name of this provider in the scenario.")
     pricing: Pricing | None = Field(default=None, description="List prices, for cost.")
+    deployment: Deployment | None = Field(
+        default=None, description="Self-hosted deployment, for efficiency and cost per token."
+    )
     timeout_s: float = Field(
         default=300.0, gt=0, description="Deadline for a whole request, send to end of stream."
     )
