@@ -58,7 +58,16 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("token_events", pa.int32(), nullable=False),
         pa.field("prompt_tokens", pa.int32()),
         pa.field("completion_tokens", pa.int32()),
+        pa.field("reasoning_tokens", pa.int32()),
         pa.field("token_count_source", pa.string()),  # usage | events | estimate
+        # server-reported timings where the dialect has them (e.g. llama.cpp), ns
+        pa.field("server_prompt_ns", pa.int64()),
+        pa.field("server_decode_ns", pa.int64()),
+        # retries on 429/Retry-After when the provider opts in, and time spent waiting
+        pa.field("retries", pa.int32()),
+        pa.field("retry_wait_ns", pa.int64()),
+        # pairs a shadow request with the primary's record (shadow traffic); else NULL
+        pa.field("request_key", pa.string()),
         # outcome
         pa.field("status", pa.string(), nullable=False),  # ok | error
         pa.field("error_class", pa.string()),

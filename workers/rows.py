@@ -34,6 +34,7 @@ class RowContext:
     worker: str
     load_kind: str
     concurrency: int
+    request_key: str | None = None
 
 
 def record_row(
@@ -70,7 +71,13 @@ def record_row(
         "token_events": len(result.token_stamps),
         "prompt_tokens": result.prompt_tokens,
         "completion_tokens": result.completion_tokens,
+        "reasoning_tokens": result.reasoning_tokens,
         "token_count_source": result.token_count_source,
+        "server_prompt_ns": result.server_prompt_ns,
+        "server_decode_ns": result.server_decode_ns,
+        "retries": result.retries,
+        "retry_wait_ns": result.retry_wait_ns,
+        "request_key": ctx.request_key,
         "status": "ok" if failure is None else "error",
         "error_class": None if failure is None else failure.error_class.value,
         "http_status": None if failure is None else failure.http_status,

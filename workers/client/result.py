@@ -24,6 +24,10 @@ class RequestResult:
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
     token_count_source: str | None = None
+    server_prompt_ns: int | None = None
+    server_decode_ns: int | None = None
+    retries: int = 0
+    retry_wait_ns: int = 0
     failure: RequestFailure | None = None
 
     @property
