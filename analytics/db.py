@@ -1,7 +1,9 @@
 """The DuckDB file: opening it and bringing its schema to the current version.
 
 Schema changes are numbered SQL files (``sql/schema_vN.sql``) applied in order inside a
-transaction; ``schema_version`` records the last one applied.
+transaction; ``schema_version`` records the last one applied. A version may also need a
+data step in Python (v2 back-fills the run dimensions from the stored scenarios); it runs
+inside the same transaction.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from pathlib import Path
 
 import duckdb
 
-SCHEMA_VERSION = 1
+from analytics.dimensions import backfill_dimensions
+
+SCHEMA_VERSION = 2
 
 
 def load_sql(name: str) -> str:
@@ -54,6 +58,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             if version == 1:
                 con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
             con.execute(load_sql(f"schema_v{version}"))
+            if version == 2:
+                backfill_dimensions(con)
             con.execute("INSERT INTO schema_version VALUES (?)", [version])
             con.execute("COMMIT")
         except Exception:

@@ -1,38 +1,96 @@
-"""The run report, computed in DuckDB SQL from the raw request records."""
+"""The run report, computed in DuckDB SQL from the raw request records.
+
+``build_report`` returns everything every output format shows (the CLI's table,
+markdown, HTML and JSON, and the REST API): per stage × provider × region summary rows
+with percentiles, bootstrap intervals, low-sample flags, throughput, goodput and cost;
+the Pareto view; chart data; and, when asked, a pairwise comparison. Field meanings:
+docs/analytics.md.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
 
+from analytics.compare import compare_providers, compare_runs, pareto
+from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
 from analytics.db import load_sql
+from analytics.plots import plot_data
+from analytics.stats import CI_QUANTILES
 
 
 @dataclass(frozen=True)
 class RunReport:
-    """A run's identity and its per provider × stage × region summary rows."""
+    """A run's identity, its summary rows and everything derived from them."""
 
     run_id: str
     name: str
     state: str
     shards: list[dict[str, Any]]
     stages: list[dict[str, Any]]
+    providers: list[dict[str, Any]] = field(default_factory=list)
+    slo: dict[str, Any] = field(default_factory=dict)
+    pareto: list[dict[str, Any]] = field(default_factory=list)
+    plots: dict[str, Any] = field(default_factory=dict)
+    comparison: dict[str, Any] | None = None
+    # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
+    replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form (every value a str, number, bool, None, list or dict)."""
         return {
             "run_id": self.run_id,
             "name": self.name,
             "state": self.state,
+            "slo": self.slo,
+            "providers": self.providers,
             "shards": self.shards,
             "stages": self.stages,
+            "pareto": self.pareto,
+            "comparison": self.comparison,
+            "plots": self.plots,
         }
+
+    def with_provider_comparison(self, provider_a: str, provider_b: str) -> RunReport:
+        """This report plus B-versus-A ratios of two of its providers."""
+        known = {p["provider"] for p in self.providers} | {r["provider"] for r in self.stages}
+        for name in (provider_a, provider_b):
+            if name not in known:
+                raise UnknownProviderError(name, sorted(known))
+        rows = compare_providers(self.stages, self.replicates, provider_a, provider_b)
+        return replace(
+            self, comparison={"kind": "providers", "a": provider_a, "b": provider_b, "rows": rows}
+        )
+
+    def with_run_comparison(self, baseline: RunReport) -> RunReport:
+        """This report plus this run's ratios to ``baseline`` (e.g. yesterday's run)."""
+        rows = compare_runs(
+            baseline.run_id,
+            baseline.stages,
+            baseline.replicates,
+            self.run_id,
+            self.stages,
+            self.replicates,
+        )
+        return replace(
+            self,
+            comparison={"kind": "runs", "a": baseline.run_id, "b": self.run_id, "rows": rows},
+        )
 
 
 class UnknownRunError(LookupError):
     """No run with that id in the database."""
+
+
+class UnknownProviderError(LookupError):
+    """A provider name that the run does not have."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(f"no provider {name!r} in this run; it has: {', '.join(known)}")
 
 
 def _rows(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -40,12 +98,27 @@ def _rows(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
-def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> RunReport:
+def summary_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """The ``stage_summary`` rows of a run, each with CI columns (None until computed)
+    and its ``low_sample`` list."""
+    rows = _rows(con.execute(load_sql("stage_summary"), {"run_id": run_id}))
+    for row in rows:
+        del row["run_id"]
+        for metric in CI_METRICS:
+            for label, _ in CI_QUANTILES:
+                row[f"{metric}_{label}_ci_low_ms"] = None
+                row[f"{metric}_{label}_ci_high_ms"] = None
+        row["low_sample"] = flag_low_samples(row)
+    return rows
+
+
+def build_report(con: duckdb.DuckDBPyConnection, run_id: str, *, plots: bool = True) -> RunReport:
     """Report of ``run_id`` (raises UnknownRunError if there is none)."""
     run = con.execute("SELECT name, state FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if run is None:
         raise UnknownRunError(run_id)
-    stages = _rows(con.execute(load_sql("stage_summary"), {"run_id": run_id}))
+    stages = summary_rows(con, run_id)
+    replicates = bootstrap_rows(con, run_id, stages)
     shards = _rows(
         con.execute(
             "SELECT shard_id, stage, provider, region, state, accepted_attempt, records, message, "
@@ -55,7 +128,25 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str) -> RunReport:
             [run_id],
         )
     )
-    return RunReport(run_id, str(run[0]), str(run[1]), shards, stages)
+    providers = _rows(
+        con.execute(
+            "SELECT * EXCLUDE (run_id) FROM providers WHERE run_id = ? ORDER BY provider",
+            [run_id],
+        )
+    )
+    slo_rows = _rows(con.execute("SELECT * EXCLUDE (run_id) FROM slos WHERE run_id = ?", [run_id]))
+    return RunReport(
+        run_id,
+        str(run[0]),
+        str(run[1]),
+        shards,
+        stages,
+        providers=providers,
+        slo=slo_rows[0] if slo_rows else {},
+        pareto=pareto(stages),
+        plots=plot_data(con, run_id) if plots else {},
+        replicates=replicates,
+    )
 
 
 def latest_run_id(con: duckdb.DuckDBPyConnection) -> str | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from analytics.dimensions import write_dimensions
 from scenarios.model import Scenario
 
 
@@ -26,6 +27,22 @@ class PlannedShard:
     planned_requests: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class ShardState:
+    """A shard as stored, for resuming a run."""
+
+    shard_id: str
+    state: str
+    message: str | None
+    dispatches: int
+    attempt: int | None
+    worker: str | None
+    finished_attempt: int | None
+    batches: int | None
+    records: int
+    ingested: list[tuple[int, int]]
+
+
 class RunStore:
     """Writes the lifecycle of runs; one writer connection per database file."""
 
@@ -39,8 +56,9 @@ class RunStore:
             "INSERT INTO runs VALUES (?, ?, ?, ?, NULL, 'running')",
             [run_id, scenario.name, scenario.model_dump_json(), _now()],
         )
+        write_dimensions(self.con, run_id, scenario)
         self.con.executemany(
-            "INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', NULL, 0, NULL)",
+            "INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', NULL, 0, NULL, 0)",
             [
                 [
                     run_id,
@@ -70,7 +88,7 @@ class RunStore:
         )
         self.con.execute(
             "UPDATE shards SET state = 'running' "
-            "WHERE run_id = ? AND shard_id = ? AND state = 'planned'",
+            "WHERE run_id = ? AND shard_id = ? AND state IN ('planned', 'dispatched')",
             [run_id, shard_id],
         )
 
@@ -103,6 +121,74 @@ class RunStore:
             "WHERE run_id = ? AND shard_id = ?",
             [state, attempt, message, run_id, shard_id, attempt, run_id, shard_id],
         )
+
+    def shard_dispatched(self, run_id: str, shard_id: str, dispatches: int) -> None:
+        """The shard's task is being sent (for the ``dispatches``-th time)."""
+        self.con.execute(
+            "UPDATE shards SET state = 'dispatched', dispatches = ? "
+            "WHERE run_id = ? AND shard_id = ?",
+            [dispatches, run_id, shard_id],
+        )
+
+    def scenario_json(self, run_id: str) -> str:
+        """The scenario a run was created with."""
+        row = self.con.execute("SELECT scenario FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        if row is None:
+            raise KeyError(run_id)
+        return str(row[0])
+
+    def running_runs(self) -> list[str]:
+        """Ids of runs not yet finished, oldest first (resumed after a restart)."""
+        rows = self.con.execute(
+            "SELECT run_id FROM runs WHERE state = 'running' ORDER BY created_at"
+        ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def records_count(self, run_id: str) -> int:
+        """Rows stored for the run (all attempts)."""
+        row = self.con.execute(
+            "SELECT count(*) FROM request_records WHERE run_id = ?", [run_id]
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def shard_states(self, run_id: str) -> list[ShardState]:
+        """Everything needed to resume each shard of a run."""
+        rows = self.con.execute(
+            """
+            SELECT s.shard_id, s.state, s.message, s.dispatches,
+                   a.attempt, a.worker, f.attempt, f.batches, coalesce(s.records, 0),
+                   (SELECT list((b.attempt, b.n)) FROM (
+                        SELECT attempt, count(*) AS n FROM ingested_batches i
+                        WHERE i.run_id = s.run_id AND i.shard_id = s.shard_id
+                        GROUP BY attempt) AS b)
+            FROM shards AS s
+            LEFT JOIN (SELECT shard_id, max(attempt) AS attempt, arg_max(worker, attempt) AS worker
+                       FROM shard_attempts WHERE run_id = $run GROUP BY shard_id) AS a
+                   USING (shard_id)
+            LEFT JOIN (SELECT shard_id, max(attempt) AS attempt,
+                              arg_max(batches, attempt) AS batches
+                       FROM shard_attempts WHERE run_id = $run AND state = 'finished'
+                       GROUP BY shard_id) AS f
+                   USING (shard_id)
+            WHERE s.run_id = $run
+            """,
+            {"run": run_id},
+        ).fetchall()
+        return [
+            ShardState(
+                shard_id=r[0],
+                state=r[1],
+                message=r[2],
+                dispatches=r[3],
+                attempt=r[4],
+                worker=r[5],
+                finished_attempt=r[6],
+                batches=r[7],
+                records=r[8],
+                ingested=[(int(p[0]), int(p[1])) for p in (r[9] or [])],
+            )
+            for r in rows
+        ]
 
     def finish_run(self, run_id: str, state: str) -> None:
         """Mark the run finished, failed or cancelled."""

@@ -24,8 +24,10 @@ from rich.console import Console
 from analytics.db import connect
 from analytics.report import UnknownRunError, build_report, latest_run_id
 from api.plan import plan
+from api.providers_check import providers_app
+from api.simulate_options import simulate
 from scenarios.loader import ScenarioError, load_scenario
-from scenarios.model import Scenario, SimulateSpec
+from scenarios.model import Scenario
 from scenarios.settings import get_settings
 
 app = typer.Typer(
@@ -117,20 +119,24 @@ async def _drive(
     scenario: Scenario, redis_url: str, con: duckdb.DuckDBPyConnection, celery_app: Celery
 ) -> tuple[str, str]:
     from api.console import StageProgress  # noqa: PLC0415
-    from api.coordinator import RunCoordinator  # noqa: PLC0415
+    from api.control_plane import ControlPlane  # noqa: PLC0415
 
     redis = Redis.from_url(redis_url)
+    plane = ControlPlane(redis, con, celery_app, get_settings().control)
     try:
         with StageProgress(console) as progress:
-            coordinator = RunCoordinator(
-                scenario,
-                redis,
-                con,
-                celery_app,
-                on_progress=progress.update,
-            )
-            state = await coordinator.execute()
-        return state, coordinator.run_id
+            coordinator = await plane.submit(scenario)
+            run_id = coordinator.run_id
+            try:
+                while run_id in plane.runs:
+                    await plane.step()
+                    progress.update(coordinator)
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                await plane.cancel(run_id)
+                while run_id in plane.runs:  # store what arrives, then settle as cancelled
+                    await plane.step()
+                raise
+        return plane.store_state(run_id), run_id
     finally:
         await redis.aclose()
 
@@ -168,6 +174,80 @@ def report(
 
 
 @app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    db: Annotated[Path | None, typer.Option(help="DuckDB file.")] = None,
+) -> None:
+    """Run the REST control plane (OpenAPI docs at /docs)."""
+    import uvicorn  # noqa: PLC0415
+
+    from api.app import create_app  # noqa: PLC0415
+    from api.redis_server import start_redis_server  # noqa: PLC0415
+
+    settings = get_settings()
+    if db is not None:
+        settings.duckdb.path = db
+    server = None
+    if settings.redis.url is None:
+        server = start_redis_server()
+        settings.redis.url = server.url
+        errors.print(
+            f"embedded Redis at {server.url}: start workers with "
+            f"TOKENBENCH__REDIS__URL={server.url} tokenbench worker --region NAME"
+        )
+    if not settings.api.tokens:
+        errors.print("[yellow]TOKENBENCH__API__TOKENS is empty: every API request will be refused")
+    try:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    finally:
+        if server is not None:
+            server.stop()
+
+
+@app.command()
+def submit(
+    scenario_path: Annotated[Path, typer.Argument(help="Scenario file (YAML or JSON).")],
+    server: Annotated[str, typer.Option(help="Control plane URL.")] = "http://127.0.0.1:8080",
+    token: Annotated[
+        str | None, typer.Option(envvar="TOKENBENCH_TOKEN", help="Bearer token.")
+    ] = None,
+    wait: Annotated[bool, typer.Option(help="Follow the run and print its report.")] = False,
+    wait_for_workers: Annotated[
+        bool, typer.Option(help="Let the run wait for regions without a live worker.")
+    ] = False,
+    output: Annotated[OutputFormat, typer.Option("--format", help="Report format.")] = (
+        OutputFormat.table
+    ),
+) -> None:
+    """Submit a scenario to a control plane; with --wait, follow it and print the report."""
+    import httpx  # noqa: PLC0415
+
+    from api.console import print_report  # noqa: PLC0415
+    from api.submit import SubmitError, fetch_report, follow_run, submit_run  # noqa: PLC0415
+
+    scenario = _load(scenario_path)
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    try:
+        with httpx.Client(base_url=server, headers=headers, timeout=30) as client:
+            run_id = submit_run(client, scenario, wait_for_workers)
+            errors.print(f"run {run_id} submitted")
+            if not wait:
+                console.print(run_id)
+                return
+            view = follow_run(client, run_id, errors)
+            print_report(console, fetch_report(client, run_id), output.value)
+    except SubmitError as exc:
+        errors.print(f"[red]{exc}", highlight=False)
+        raise typer.Exit(exc.code) from None
+    except httpx.HTTPError as exc:
+        errors.print(f"[red]cannot reach {server}: {exc}")
+        raise typer.Exit(1) from None
+    if view["state"] != "finished":
+        raise typer.Exit(1)
+
+
+@app.command()
 def validate(
     scenario_path: Annotated[Path, typer.Argument(help="Scenario file (YAML or JSON).")],
 ) -> None:
@@ -185,37 +265,6 @@ def schema() -> None:
 
 
 @app.command()
-def simulate(
-    port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8000,
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    ttft_ms: Annotated[float, typer.Option(help="Time to first token.")] = 100.0,
-    itl_ms: Annotated[float, typer.Option(help="Time per output token.")] = 10.0,
-    tokens_per_chunk: Annotated[int, typer.Option(help="Tokens per SSE event.")] = 1,
-    error_rate: Annotated[float, typer.Option(help="Share of requests failed.")] = 0.0,
-    error_status: Annotated[int, typer.Option(help="HTTP status of failures.")] = 500,
-    model: Annotated[str, typer.Option(help="Model id to report.")] = "simulated",
-) -> None:
-    """Serve a simulated OpenAI-compatible streaming endpoint with fixed latencies."""
-    from pydantic import ValidationError  # noqa: PLC0415
-
-    from workers.simulator.process import run as run_simulator  # noqa: PLC0415
-
-    try:
-        spec = SimulateSpec(
-            ttft_ms=ttft_ms,
-            itl_ms=itl_ms,
-            tokens_per_chunk=tokens_per_chunk,
-            error_rate=error_rate,
-            error_status=error_status,
-        )
-    except ValidationError as exc:
-        errors.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
-    errors.print(f"simulated endpoint on http://{host}:{port}/v1 (Ctrl-C stops)")
-    run_simulator(spec, model, host, port, parent_pid=None)
-
-
-@app.command()
 def worker(
     region: Annotated[str, typer.Option(help="Region whose queue to consume.")] = "local",
     concurrency: Annotated[int, typer.Option(help="Shards this worker runs at once.")] = 8,
@@ -228,8 +277,18 @@ def worker(
 
 
 app.command()(plan)
+app.command()(simulate)
+app.add_typer(providers_app, name="providers")
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point. An unexpected error is one line, not a traceback
+    (``TOKENBENCH_DEBUG=1`` shows it)."""
+    try:
+        app()
+    except Exception as exc:
+        if os.environ.get("TOKENBENCH_DEBUG"):
+            raise
+        errors.print(f"[red]error: {type(exc).__name__}: {exc}", highlight=False)
+        errors.print("(set TOKENBENCH_DEBUG=1 for the traceback)")
+        sys.exit(1)

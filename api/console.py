@@ -1,4 +1,4 @@
-"""Terminal output: live stage progress and the report table (rich)."""
+"""Terminal output: live stage progress and the report (rich tables; markdown/HTML as text)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,15 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from analytics.formatting import (
+    CAPTION,
+    LOW_SAMPLE_NOTE,
+    PERCENTILE_HEADER,
+    TERMINAL_COLUMNS,
+    percentile_rows,
+)
+from analytics.html_report import render_html
+from analytics.markdown import render_markdown
 from analytics.report import RunReport
 from api.coordinator import RunCoordinator
 
@@ -67,45 +76,59 @@ class StageProgress:
             self.progress.update(task, completed=done, total=total, detail=detail)
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.{digits}f}"
-    return str(value)
-
-
 def report_table(report: RunReport) -> Table:
-    """The per provider × stage table of a report."""
+    """The per provider × stage × region summary table of a report."""
     table = Table(title=f"tokenbench run {report.run_id} · {report.name} · {report.state}")
-    columns = [
-        ("provider", "left"), ("stage", "right"), ("region", "left"), ("conc", "right"),
-        ("requests", "right"), ("errors", "left"),
-        ("TTFT p50", "right"), ("TTFT p95", "right"), ("TTFT p99", "right"),
-        ("ITL p50", "right"), ("ITL p99", "right"), ("TPOT p50", "right"), ("E2E p99", "right"),
-        ("tok/s/stream", "right"), ("agg out tok/s", "right"),
-    ]  # fmt: skip
-    for name, justify in columns:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for column in TERMINAL_COLUMNS:
+        # Names and error classes stay on one line so they can be read (and grepped) whole.
+        table.add_column(
+            column.title,
+            justify="right" if column.numeric else "left",
+            no_wrap=not column.numeric,
+        )
     for row in report.stages:
-        errors = str(row["errors"]) + (f" ({row['errors_by_class']})" if row["errors"] else "")
+        table.add_row(*(column.cell(row) for column in TERMINAL_COLUMNS))
+    table.caption = f"{CAPTION}\n{LOW_SAMPLE_NOTE}"
+    return table
+
+
+def percentile_table(report: RunReport) -> Table:
+    """p50 … p99.9 of every latency metric with a sample."""
+    table = Table(title="latency percentiles (ms)")
+    for i, title in enumerate(PERCENTILE_HEADER):
+        table.add_column(title, justify="left" if i < 4 else "right", no_wrap=True)
+    for line in percentile_rows(report.stages):
+        table.add_row(*line)
+    return table
+
+
+def comparison_table(comparison: dict[str, Any]) -> Table:
+    """A comparison's ratios and verdicts."""
+    table = Table(title=f"{comparison['b']} vs {comparison['a']}")
+    for title in ("stage", "region", "metric", "B/A", "95% CI", "verdict"):
+        table.add_column(title)
+    for row in comparison["rows"]:
+        ci = "–" if row["ci_low"] is None else f"{row['ci_low']:.2f}–{row['ci_high']:.2f}"
         table.add_row(
-            row["provider"], str(row["stage"]), row["region"], str(row["concurrency"]),
-            str(row["requests"]), errors,
-            _fmt(row["ttft_p50_ms"]), _fmt(row["ttft_p95_ms"]), _fmt(row["ttft_p99_ms"]),
-            _fmt(row["itl_p50_ms"], 2), _fmt(row["itl_p99_ms"], 2), _fmt(row["tpot_p50_ms"], 2),
-            _fmt(row["e2e_p99_ms"]), _fmt(row["decode_tok_s_p50"]), _fmt(row["output_tok_s"]),
+            str(row["stage"]), row["region"], row["metric"], f"{row['ratio']:.2f}×", ci,
+            row["verdict"],
         )  # fmt: skip
-    table.caption = "latencies in ms, send-based; percentiles over successful requests"
     return table
 
 
 def print_report(console: Console, report: RunReport, fmt: str) -> None:
-    """Print the report as a table or as JSON."""
+    """Print the report as a table, JSON, markdown or HTML."""
     if fmt == "json":
         console.print_json(json.dumps(report.to_dict(), default=str))
         return
+    if fmt in {"markdown", "html"}:
+        # Raw text: rich must neither wrap nor interpret markup in it.
+        console.file.write(render_markdown(report) if fmt == "markdown" else render_html(report))
+        return
     console.print(report_table(report))
+    console.print(percentile_table(report))
+    if report.comparison:
+        console.print(comparison_table(report.comparison))
     failed = [s for s in report.shards if s["state"] != "finished"]
     for shard in failed:
         console.print(f"[yellow]shard {shard['shard_id']}: {shard['state']}: {shard['message']}")

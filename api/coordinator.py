@@ -1,60 +1,35 @@
-"""Driving a run: dispatch each stage's shards, consume events and records, settle state.
+"""The lifecycle of one run: which shards to dispatch, and what each event means.
 
-Event-driven: workers publish lifecycle events and Arrow record batches on the run's
-Redis Streams; the coordinator reads both with one consumer group, appends batches to
-DuckDB (acknowledging entries only after the commit) and advances to the next stage
-when every shard of the current one is settled: finished with all its batches
-ingested, or failed. No Celery result backend or chord is involved.
+A run is a sequence of stages; a stage is settled when each of its shards is settled:
+finished with every announced batch ingested, or failed. The coordinator is a state
+machine fed by the control plane; every transition is written to DuckDB before the
+stream entry that caused it is acknowledged, so a restarted control plane rebuilds the
+same state from the database (:meth:`RunCoordinator.resume`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-import duckdb
-from celery import Celery
-from redis.asyncio import Redis
-from redis.exceptions import ResponseError
-
-from analytics.ingest import BatchMessage, ingest_batches
 from analytics.runs import PlannedShard, RunStore
-from api.planner import Stage, plan_run
+from api.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run
 from scenarios.model import Scenario
-from scenarios.wire import (
-    EventType,
-    ShardSpec,
-    cancel_key,
-    events_stream,
-    heartbeat_pattern,
-    records_stream,
-    region_queue,
-)
-from workers.tasks import RUN_SHARD
+from scenarios.wire import EventType, ShardSpec
 
-GROUP = "control"
-READ_COUNT = 500
-READ_BLOCK_MS = 250
-# A region with pending shards and no live worker for this long fails those shards.
-NO_WORKER_GRACE_S = 30.0
-
-
-def new_run_id() -> str:
-    """A sortable, unique run id."""
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+SETTLED = ("finished", "failed", "cancelled")
 
 
 @dataclass
 class ShardProgress:
-    """What the coordinator knows of one shard."""
+    """What the control plane knows of one shard."""
 
     spec: ShardSpec
-    state: str = "planned"  # planned | running | finished | failed | cancelled
-    attempt: int | None = None
+    state: str = "planned"  # planned | dispatched | running | finished | failed | cancelled
+    attempt: int | None = None  # latest attempt started
+    worker: str | None = None  # worker running that attempt
+    dispatches: int = 0
+    dispatched_at: float | None = None
     finished_attempt: int | None = None
     expected_batches: int | None = None
     ingested: dict[int, int] = field(default_factory=dict)  # attempt -> batches stored
@@ -62,11 +37,12 @@ class ShardProgress:
     errors: int = 0
     ttft_p50_ms: float | None = None
     message: str | None = None
+    last_event_at: float = field(default_factory=time.monotonic)
 
     @property
     def settled(self) -> bool:
         """True once nothing more is expected for this shard."""
-        return self.state in ("finished", "failed", "cancelled")
+        return self.state in SETTLED
 
     @property
     def planned(self) -> int | None:
@@ -74,165 +50,147 @@ class ShardProgress:
         return self.spec.requests
 
 
-ProgressCallback = Callable[["RunCoordinator"], None]
-
-
 class RunCoordinator:
-    """Runs one scenario to completion against live workers."""
+    """State of one run, advanced by events and ingested batches."""
 
     def __init__(
         self,
+        run_id: str,
         scenario: Scenario,
-        redis: Redis,
-        con: duckdb.DuckDBPyConnection,
-        celery: Celery,
-        run_id: str | None = None,
-        on_progress: ProgressCallback | None = None,
+        store: RunStore,
+        max_streams_per_shard: int = DEFAULT_MAX_STREAMS_PER_SHARD,
     ) -> None:
+        self.run_id = run_id
         self.scenario = scenario
-        self.redis = redis
-        self.con = con
-        self.store = RunStore(con)
-        self.celery = celery
-        self.run_id = run_id or new_run_id()
-        self.stages: list[Stage] = plan_run(self.run_id, scenario)
+        self.store = store
+        self.stages: list[Stage] = plan_run(run_id, scenario, max_streams_per_shard)
         self.shards: dict[str, ShardProgress] = {
             spec.shard_id: ShardProgress(spec) for stage in self.stages for spec in stage.shards
         }
-        self.current_stage = 0
+        self.state = "running"
         self.records_ingested = 0
-        self.on_progress = on_progress
-        self._consumer = f"coordinator-{uuid.uuid4().hex[:8]}"
-        self._no_worker_since: dict[str, float] = {}
+        self.created = time.monotonic()
+        self.first_dispatch_at: float | None = None
+        self.wait_for_workers = False
+        self.cancel_deadline: float | None = None  # set when a cancel was requested
 
-    # ------------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------------ creation
 
-    async def execute(self) -> str:
-        """Run every stage in order; return the run's final state."""
-        self.store.create_run(
-            self.run_id,
-            self.scenario,
+    @classmethod
+    def create(
+        cls, run_id: str, scenario: Scenario, store: RunStore, max_streams_per_shard: int
+    ) -> RunCoordinator:
+        """A new run, recorded in the database with its planned shards."""
+        coordinator = cls(run_id, scenario, store, max_streams_per_shard)
+        store.create_run(
+            run_id,
+            scenario,
             [
                 PlannedShard(
                     s.shard_id, s.stage, s.provider.name, s.region, s.concurrency, s.requests
                 )
-                for stage in self.stages
+                for stage in coordinator.stages
                 for s in stage.shards
             ],
         )
-        await self._create_groups()
-        try:
-            for stage in self.stages:
-                self.current_stage = stage.index
-                await self._dispatch(stage)
-                await self._pump_until(stage)
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            await self.cancel()
-            raise
-        state = "finished" if all(s.state == "finished" for s in self.shards.values()) else "failed"
-        self.store.finish_run(self.run_id, state)
-        await self._cleanup_streams()
-        return state
+        return coordinator
 
-    async def cancel(self, drain_s: float = 10.0) -> None:
-        """Tell workers to stop, store what already arrived, settle the run as cancelled."""
-        await self.redis.set(cancel_key(self.run_id), 1, ex=24 * 3600)
-        deadline = time.monotonic() + drain_s
-        pending = [s for s in self.shards.values() if s.state == "running"]
-        while time.monotonic() < deadline and not all(s.settled for s in pending):
-            await self._pump_once()
-        for shard in self.shards.values():
-            if not shard.settled:
-                shard.state = "cancelled"
-                self.store.shard_done(
-                    self.run_id, shard.spec.shard_id, "cancelled", shard.attempt, "run cancelled"
+    @classmethod
+    def resume(cls, run_id: str, store: RunStore, max_streams_per_shard: int) -> RunCoordinator:
+        """Rebuild a running run's state from the database (after a control-plane restart)."""
+        scenario = Scenario.model_validate_json(store.scenario_json(run_id))
+        coordinator = cls(run_id, scenario, store, max_streams_per_shard)
+        for row in store.shard_states(run_id):
+            shard = coordinator.shards.get(row.shard_id)
+            if shard is None:
+                raise RuntimeError(
+                    f"run {run_id}: stored shard {row.shard_id} is not in its plan "
+                    "(was max_streams_per_shard changed?)"
                 )
-        self.store.finish_run(self.run_id, "cancelled")
+            shard.state, shard.message = row.state, row.message
+            shard.attempt, shard.worker = row.attempt, row.worker
+            shard.dispatches = row.dispatches
+            shard.finished_attempt, shard.expected_batches = row.finished_attempt, row.batches
+            shard.ingested = dict(row.ingested)
+            shard.done = row.records
+            if shard.state == "dispatched":
+                shard.dispatched_at = time.monotonic()
+        coordinator.records_ingested = store.records_count(run_id)
+        coordinator.settle()
+        return coordinator
 
-    # ------------------------------------------------------------------ dispatch
+    # ------------------------------------------------------------------ queries
 
-    async def _create_groups(self) -> None:
-        for stream in (events_stream(self.run_id), records_stream(self.run_id)):
-            try:
-                await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+    @property
+    def current_stage(self) -> int:
+        """Index of the first stage with an unsettled shard (len(stages) when all are)."""
+        for stage in self.stages:
+            if not self.stage_settled(stage):
+                return stage.index
+        return len(self.stages)
 
-    async def _dispatch(self, stage: Stage) -> None:
-        for spec in stage.shards:
-            await asyncio.to_thread(
-                self.celery.send_task,
-                RUN_SHARD,
-                args=[spec.model_dump(mode="json")],
-                queue=region_queue(spec.region),
-            )
-        self._notify()
-
-    # ------------------------------------------------------------------ consuming
-
-    def _stage_settled(self, stage: Stage) -> bool:
+    def stage_settled(self, stage: Stage) -> bool:
+        """True when every shard of ``stage`` is settled."""
         return all(self.shards[s.shard_id].settled for s in stage.shards)
 
-    async def _pump_until(self, stage: Stage) -> None:
-        while not self._stage_settled(stage):
-            await self._pump_once()
-            await self._check_workers()
+    @property
+    def complete(self) -> bool:
+        """True once every shard is settled (or the run ended otherwise)."""
+        return self.state != "running" or all(s.settled for s in self.shards.values())
 
-    async def _pump_once(self) -> None:
-        answer: Any = await self.redis.xreadgroup(
-            GROUP,
-            self._consumer,
-            {events_stream(self.run_id): ">", records_stream(self.run_id): ">"},
-            count=READ_COUNT,
-            block=READ_BLOCK_MS,
-        )
-        events: list[tuple[bytes, dict[bytes, bytes]]] = []
-        batches: list[tuple[bytes, dict[bytes, bytes]]] = []
-        for stream, entries in answer or []:
-            name = stream.decode() if isinstance(stream, bytes) else stream
-            (events if name.endswith(":events") else batches).extend(entries)
-        if batches:
-            self._ingest(batches)
-            await self.redis.xack(records_stream(self.run_id), GROUP, *[i for i, _ in batches])
-        for _, fields in events:
-            self._on_event({k.decode(): v.decode() for k, v in fields.items()})
-        if events:
-            await self.redis.xack(events_stream(self.run_id), GROUP, *[i for i, _ in events])
-        if events or batches:
-            self._settle_finished()
-            self._notify()
+    @property
+    def quiet(self) -> bool:
+        """True when no shard is dispatched or running (nothing more will arrive)."""
+        return not any(s.state in ("dispatched", "running") for s in self.shards.values())
 
-    def _ingest(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
-        messages = [
-            BatchMessage(
-                run_id=self.run_id,
-                shard_id=fields[b"shard_id"].decode(),
-                attempt=int(fields[b"attempt"]),
-                batch_seq=int(fields[b"batch_seq"]),
-                ipc=fields[b"ipc"],
-            )
-            for _, fields in entries
+    def to_dispatch(self) -> list[ShardProgress]:
+        """Planned shards of the current stage; marked dispatched by the caller."""
+        index = self.current_stage
+        if self.state != "running" or index >= len(self.stages):
+            return []
+        return [
+            self.shards[s.shard_id]
+            for s in self.stages[index].shards
+            if self.shards[s.shard_id].state == "planned"
         ]
-        result = ingest_batches(self.con, messages)
-        self.records_ingested += result.rows
-        for (shard_id, attempt), count in result.per_attempt.items():
-            shard = self.shards.get(shard_id)
-            if shard is not None:
-                shard.ingested[attempt] = shard.ingested.get(attempt, 0) + count
 
-    def _on_event(self, event: dict[str, str]) -> None:
+    def silent_workers(self, silent_s: float) -> dict[str, list[ShardProgress]]:
+        """Running shards that sent no event for ``silent_s``, by their worker."""
+        by_worker: dict[str, list[ShardProgress]] = {}
+        now = time.monotonic()
+        for shard in self.shards.values():
+            if shard.state == "running" and shard.worker and now - shard.last_event_at > silent_s:
+                by_worker.setdefault(shard.worker, []).append(shard)
+        return by_worker
+
+    # ------------------------------------------------------------------ transitions
+
+    def mark_dispatched(self, shard: ShardProgress) -> None:
+        """The shard's task is about to be sent (recorded first, so a crash re-sends it)."""
+        shard.state = "dispatched"
+        shard.dispatches += 1
+        shard.dispatched_at = time.monotonic()
+        if self.first_dispatch_at is None:
+            self.first_dispatch_at = shard.dispatched_at
+        self.store.shard_dispatched(self.run_id, shard.spec.shard_id, shard.dispatches)
+
+    def on_event(self, event: dict[str, str]) -> None:
+        """Apply one lifecycle event from a worker."""
         shard = self.shards.get(event.get("shard_id", ""))
         if shard is None or shard.settled:
-            return  # an event of another run, or a late duplicate of a settled shard
+            return  # unknown shard, or a late duplicate for a settled one
         attempt = int(event["attempt"])
         kind = event["type"]
+        shard_id = shard.spec.shard_id
+        shard.last_event_at = time.monotonic()
         if kind == EventType.STARTED:
-            shard.state, shard.attempt = "running", attempt
+            if shard.attempt is not None and attempt < shard.attempt:
+                return  # an older attempt's late start
+            shard.state, shard.attempt, shard.worker = "running", attempt, event.get("worker")
             shard.done = shard.errors = 0
-            self.store.attempt_started(self.run_id, shard.spec.shard_id, attempt, event["worker"])
+            self.store.attempt_started(self.run_id, shard_id, attempt, shard.worker or "")
         elif attempt != shard.attempt:
-            return  # from an attempt that another one superseded
+            return  # from an attempt that a newer one superseded
         elif kind == EventType.PROGRESS:
             shard.done, shard.errors = int(event["done"]), int(event["errors"])
             ttft = float(event["ttft_p50_ms"])
@@ -241,25 +199,23 @@ class RunCoordinator:
             shard.finished_attempt, shard.expected_batches = attempt, int(event["batches"])
             shard.done, shard.errors = int(event["records"]), int(event["errors"])
             self.store.attempt_ended(
-                self.run_id,
-                shard.spec.shard_id,
-                attempt,
-                "finished",
-                int(event["records"]),
-                int(event["batches"]),
-                None,
+                self.run_id, shard_id, attempt, "finished", shard.done, shard.expected_batches, None
             )
         elif kind == EventType.FAILED:
-            shard.state, shard.message = "failed", event.get("message", "shard failed")
-            self.store.attempt_ended(
-                self.run_id, shard.spec.shard_id, attempt, "failed", 0, 0, shard.message
-            )
-            self.store.shard_done(
-                self.run_id, shard.spec.shard_id, "failed", attempt, shard.message
-            )
+            message = event.get("message", "shard failed")
+            self.store.attempt_ended(self.run_id, shard_id, attempt, "failed", 0, 0, message)
+            self.fail(shard, message)
 
-    def _settle_finished(self) -> None:
-        """A finished shard is settled once every batch it announced is stored."""
+    def on_ingested(self, per_attempt: dict[tuple[str, int], int], rows: int) -> None:
+        """Count batches stored per (shard, attempt)."""
+        self.records_ingested += rows
+        for (shard_id, attempt), count in per_attempt.items():
+            shard = self.shards.get(shard_id)
+            if shard is not None:
+                shard.ingested[attempt] = shard.ingested.get(attempt, 0) + count
+
+    def settle(self) -> None:
+        """Finished shards whose announced batches are all stored become settled."""
         for shard in self.shards.values():
             attempt = shard.finished_attempt
             if shard.settled or attempt is None or shard.expected_batches is None:
@@ -268,41 +224,39 @@ class RunCoordinator:
                 shard.state = "finished"
                 self.store.shard_done(self.run_id, shard.spec.shard_id, "finished", attempt, None)
 
-    async def _check_workers(self) -> None:
-        """Fail the pending shards of a region that has had no live worker for a while."""
-        now = time.monotonic()
-        pending_regions = {
-            s.spec.region
-            for s in self.shards.values()
-            if s.spec.stage == self.current_stage and not s.settled
-        }
-        for region in pending_regions:
-            if await live_worker_count(self.redis, region) > 0:
-                self._no_worker_since.pop(region, None)
-                continue
-            since = self._no_worker_since.setdefault(region, now)
-            if now - since < NO_WORKER_GRACE_S:
-                continue
-            for shard in self.shards.values():
-                if shard.spec.region == region and not shard.settled:
-                    shard.state = "failed"
-                    shard.message = f"no live worker in region {region!r}"
-                    self.store.shard_done(
-                        self.run_id, shard.spec.shard_id, "failed", shard.attempt, shard.message
-                    )
-            self._notify()
+    def worker_lost(self, shard: ShardProgress, max_attempts: int) -> bool:
+        """The worker running ``shard`` died: True if it should be dispatched again."""
+        if shard.attempt is not None:
+            self.store.attempt_ended(
+                self.run_id, shard.spec.shard_id, shard.attempt, "abandoned", None, None,
+                f"worker {shard.worker} lost",
+            )  # fmt: skip
+        if shard.dispatches >= max_attempts:
+            self.fail(shard, f"worker lost {shard.dispatches} times (last: {shard.worker})")
+            return False
+        shard.state, shard.worker = "planned", None
+        return True
 
-    async def _cleanup_streams(self) -> None:
-        """Everything is in DuckDB: drop the run's streams and keys from Redis."""
-        keys = [events_stream(self.run_id), records_stream(self.run_id), cancel_key(self.run_id)]
-        keys += [k async for k in self.redis.scan_iter(match=f"tokenbench:run:{self.run_id}:*")]
-        await self.redis.delete(*set(keys))
+    def fail(self, shard: ShardProgress, message: str) -> None:
+        """Settle ``shard`` as failed with ``message``."""
+        shard.state, shard.message = "failed", message
+        self.store.shard_done(self.run_id, shard.spec.shard_id, "failed", shard.attempt, message)
 
-    def _notify(self) -> None:
-        if self.on_progress is not None:
-            self.on_progress(self)
+    def cancel_unsettled(self, reason: str) -> None:
+        """Settle every open shard as cancelled (their records so far stay visible)."""
+        for shard in self.shards.values():
+            if not shard.settled:
+                shard.state = "cancelled"
+                self.store.shard_done(
+                    self.run_id, shard.spec.shard_id, "cancelled", shard.attempt, reason
+                )
+        self.finish("cancelled")
 
-
-async def live_worker_count(redis: Redis, region: str) -> int:
-    """Number of workers of ``region`` with a current heartbeat."""
-    return len([k async for k in redis.scan_iter(match=heartbeat_pattern(region), count=100)])
+    def finish(self, state: str | None = None) -> str:
+        """Record the run's final state (finished only if every shard finished)."""
+        if state is None:
+            ok = all(s.state == "finished" for s in self.shards.values())
+            state = "finished" if ok else "failed"
+        self.state = state
+        self.store.finish_run(self.run_id, state)
+        return state

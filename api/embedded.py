@@ -36,6 +36,10 @@ class LocalWorker:
             **os.environ,
             "TOKENBENCH__REDIS__URL": redis_url,
             "TOKENBENCH_PARENT_PID": str(os.getpid()),
+            # Embedded workers serve the user's own scenario on the user's own machine:
+            # their endpoints on loopback and the private network are expected.
+            "TOKENBENCH__EGRESS__ALLOW_LOOPBACK": "true",
+            "TOKENBENCH__EGRESS__ALLOW_PRIVATE": "true",
         }
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(

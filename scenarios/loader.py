@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 import yaml
 from pydantic import ValidationError
 
-from scenarios.model import Scenario
+from scenarios.model import AnyProvider, LengthDist, Scenario
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,22 @@ def problems_from_validation(
 # Discriminated unions add the chosen tag to an error's location (providers.0.simulated.x);
 # users never wrote that part, so it is dropped from the path they see.
 _UNION_FIELDS = {"prompt_tokens", "output_tokens"}
-_UNION_TAGS = {"openai", "simulated", "fixed", "uniform", "normal", "lognormal"}
+
+
+def _union_members(union: object) -> tuple[Any, ...]:
+    """Member models of a (possibly Annotated) union."""
+    inner = get_args(union)[0] if get_origin(union) is Annotated else union
+    return get_args(inner)
+
+
+_UNION_TAGS = {
+    tag
+    for union in (AnyProvider, LengthDist)
+    for member in _union_members(union)
+    for name in ("kind", "dist")
+    if name in member.model_fields
+    for tag in get_args(member.model_fields[name].annotation)
+}
 
 
 def _user_path(loc: tuple[int | str, ...]) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from scenarios.providers import (
 __all__ = [
     "SLO",
     "AnyProvider",
+    "Arrival",
     "Deployment",
     "FixedLength",
     "LengthDist",
@@ -36,8 +37,11 @@ __all__ = [
     "NormalLength",
     "OpenAIProvider",
     "Pricing",
+    "PromptFile",
     "Provider",
     "ProviderBase",
+    "RateLoad",
+    "Replay",
     "Scenario",
     "SimulateSpec",
     "SimulatedProvider",
@@ -114,26 +118,133 @@ class MixClass(StrictModel):
     output_tokens: LengthDist = Field(description="Answer length distribution (max_tokens).")
 
 
+class Replay(StrictModel):
+    """A captured traffic log re-sent with its original gaps (docs/load.md).
+
+    One JSON object per line: ``timestamp`` (seconds, any origin), ``messages`` (chat
+    messages) or ``prompt`` (text), ``max_tokens``. The planner makes the path absolute
+    and each worker reads the file there: the embedded ``tokenbench run`` shares the
+    machine; a deployment ships the file to its workers like any other input.
+    """
+
+    path: str = Field(min_length=1, description="JSONL traffic log (relative to the cwd).")
+    time_scale: float = Field(
+        default=1.0, gt=0, description="Multiplies every gap: 0.5 replays twice as fast."
+    )
+
+
+class PromptFile(StrictModel):
+    """User-supplied chat prompts, one JSON object per line (``messages`` or ``prompt``,
+    optional ``max_tokens``); request n uses line n (cycling). Answer lengths come from
+    the line's ``max_tokens``, else from the mix; the mix's prompt lengths are unused."""
+
+    path: str = Field(min_length=1, description="JSONL prompt file (relative to the cwd).")
+
+
 class Workload(StrictModel):
     """What each request asks for."""
 
-    mix: list[MixClass] = Field(min_length=1, description="Weighted classes of lengths.")
+    mix: list[MixClass] = Field(
+        default_factory=list, description="Weighted classes of lengths (not with replay)."
+    )
+    prompts: PromptFile | None = Field(
+        default=None, description="Chat prompts from a JSONL file instead of generated text."
+    )
+    shared_prefix_tokens: int = Field(
+        default=0,
+        ge=0,
+        description=(
+            "Tokens of text every prompt of the run starts with (prompt-cache tests); "
+            "counted in the planned prompt length."
+        ),
+    )
+    replay: Replay | None = Field(
+        default=None, description="Re-send a captured traffic log instead of the mix."
+    )
+
+    @model_validator(mode="after")
+    def _has_requests(self) -> Workload:
+        if self.replay is None and not self.mix:
+            raise ValueError("give a length mix, or a replay log")
+        if self.replay is not None and (self.mix or self.prompts is not None):
+            raise ValueError("replay carries its own prompts and lengths: drop mix and prompts")
+        return self
 
 
 # --------------------------------------------------------------------------- load and SLO
 
 
+Arrival = Literal["constant", "poisson", "gamma"]
+
+
+class RateLoad(StrictModel):
+    """Open-loop load: arrivals on a schedule computed up front from the seed; each rate
+    is one stage. The client never waits for the server before the next arrival."""
+
+    rps: list[float] = Field(
+        min_length=1,
+        description="Arrivals per second per provider and region; each value is a stage.",
+    )
+    arrival: Arrival = Field(
+        default="poisson",
+        description=(
+            "Gaps between arrivals: constant, poisson (exponential) or gamma (shape = burstiness)."
+        ),
+    )
+    burstiness: float = Field(
+        default=1.0,
+        gt=0,
+        description="Gamma shape: 1 is Poisson, below 1 burstier, above 1 more regular.",
+    )
+    max_in_flight: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Cap on requests in flight per provider and region; arrivals waiting for a "
+            "slot keep their scheduled start, so the wait shows as schedule lag."
+        ),
+    )
+
+    @field_validator("rps", mode="before")
+    @classmethod
+    def _scalar_to_list(cls, value: object) -> object:
+        return [value] if isinstance(value, int | float) else value
+
+    @field_validator("rps")
+    @classmethod
+    def _positive(cls, value: list[float]) -> list[float]:
+        for rate in value:
+            if rate <= 0:
+                raise ValueError(f"rates must be > 0, got {rate}")
+        return value
+
+
 class Load(StrictModel):
-    """Closed-loop load: each concurrency level is one stage, run one after another."""
+    """Stages of load, run one after another: concurrency levels (closed loop), rates
+    (open loop), or one replay of ``workload.replay``."""
 
     concurrency: list[int] = Field(
-        min_length=1, description="Virtual users per stage; each value is a stage."
+        default_factory=list,
+        description="Closed loop: virtual users per stage; each value is a stage.",
     )
+    rate: RateLoad | None = Field(default=None, description="Open loop: arrival rates.")
     requests_per_level: int | None = Field(
         default=None, ge=1, description="Requests per stage and provider (per region)."
     )
     duration_s: float | None = Field(
-        default=None, gt=0, description="Stage length; no new request starts after it."
+        default=None,
+        gt=0,
+        description="Stage length, warm-up and cool-down included; no new request starts after it.",
+    )
+    warmup_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Start of each stage whose requests are recorded but not steady state.",
+    )
+    cooldown_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="End of each stage whose requests are recorded but not steady state.",
     )
 
     @field_validator("concurrency", mode="before")
@@ -150,10 +261,23 @@ class Load(StrictModel):
         return value
 
     @model_validator(mode="after")
-    def _has_length(self) -> Load:
-        if self.requests_per_level is None and self.duration_s is None:
-            raise ValueError("give requests_per_level, duration_s or both")
+    def _one_shape(self) -> Load:
+        if self.concurrency and self.rate is not None:
+            raise ValueError("give concurrency (closed loop) or rate (open loop), not both")
+        if self.duration_s is not None and self.warmup_s + self.cooldown_s >= self.duration_s:
+            raise ValueError("warmup_s + cooldown_s must be shorter than duration_s")
         return self
+
+    @property
+    def kind(self) -> Literal["closed", "open"]:
+        """``open`` for rates (and replay), ``closed`` for concurrency levels."""
+        return "closed" if self.concurrency else "open"
+
+    def levels(self) -> list[float]:
+        """The stage values in order: concurrencies, or rates (rps); empty for replay."""
+        if self.rate is not None:
+            return list(self.rate.rps)
+        return [float(level) for level in self.concurrency]
 
 
 class SLO(StrictModel):
@@ -177,6 +301,20 @@ class Scenario(StrictModel):
         default_factory=lambda: ["local"], min_length=1, description="Regions to run from."
     )
     slo: SLO = Field(default_factory=SLO, description="Objectives for goodput.")
+
+    @model_validator(mode="after")
+    def _stages_defined(self) -> Scenario:
+        # Here, not on Load: whether a stage has a length depends on the workload too.
+        load = self.load
+        if self.workload.replay is not None:
+            if load.concurrency or load.rate is not None:
+                raise ValueError("load: a replay sets its own arrivals: drop concurrency/rate")
+            return self
+        if not load.concurrency and load.rate is None:
+            raise ValueError("load: give concurrency (closed loop) or rate (open loop)")
+        if load.requests_per_level is None and load.duration_s is None:
+            raise ValueError("load: give requests_per_level, duration_s or both")
+        return self
 
     @field_validator("providers")
     @classmethod

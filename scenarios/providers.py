@@ -8,9 +8,19 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from scenarios.base import ENV_VAR_PATTERN, Name, StrictModel
+from scenarios.catalog import UnknownIdError, default_catalog
+from scenarios.presets import preset_names, resolve_preset
+from scenarios.roofline import memory_fit, resolve_deployment
 
 
 class Pricing(StrictModel):
@@ -21,7 +31,13 @@ class Pricing(StrictModel):
 
 
 class SimulateSpec(StrictModel):
-    """Behaviour of the built-in simulated endpoint (fixed latency plus optional faults)."""
+    """Behaviour of the built-in simulated endpoint, plus optional faults.
+
+    Two latency models, chosen by ``model``: unset, a fixed ``ttft_ms``/``itl_ms``; set, a
+    continuous-batching server whose step times follow the roofline of ``model`` on
+    ``gpus`` × ``hardware`` (docs/roofline.md). Catalog ids are checked against the
+    shipped catalogs, so a typo fails validation with the field's path.
+    """
 
     ttft_ms: float = Field(default=100.0, ge=0, description="Time to first token.")
     itl_ms: float = Field(default=10.0, ge=0, description="Time per output token.")
@@ -32,6 +48,126 @@ class SimulateSpec(StrictModel):
     stall_ms: float = Field(default=0.0, ge=0, description="Stall before the first token.")
     cut_rate: float = Field(default=0.0, ge=0, le=1, description="Share cut off mid-stream.")
     seed: int = Field(default=0, description="Seed of the fault draws.")
+    model: str | None = Field(
+        default=None,
+        description=(
+            "Catalog model id (e.g. llama-3.1-405b). When set, token timing comes from a "
+            "continuous-batching model of this deployment instead of ttft_ms/itl_ms."
+        ),
+    )
+    quant: str = Field(default="fp16", description="Weight format catalog id (fp16, fp8, ...).")
+    kv_dtype: str = Field(default="fp16", description="KV-cache dtype catalog id (fp16, fp8).")
+    hardware: str = Field(default="h100", description="Hardware catalog id (h100, h200, ...).")
+    gpus: int = Field(default=1, ge=1, description="Devices serving the model, tensor-parallel.")
+    efficiency: float = Field(
+        default=0.6,
+        gt=0,
+        le=1,
+        description="Share of peak bandwidth and FLOP/s a step reaches (real stacks ~0.5-0.8).",
+    )
+    mfu: float = Field(
+        default=0.5, gt=0, le=1, description="Model FLOP/s utilisation while prefilling prompts."
+    )
+    step_overhead_ms: float = Field(
+        default=0.0, ge=0, description="Fixed time added to every step (scheduling, all-reduce)."
+    )
+    context: int = Field(
+        default=8192,
+        ge=2,
+        description=(
+            "Tokens reserved per sequence (max model length): the KV cache holds as many "
+            "sequences as fit at this context, the rest queue; longer requests are cut to it."
+        ),
+    )
+    max_batch: int = Field(
+        default=256, ge=1, description="Most sequences running at once (vLLM's max_num_seqs)."
+    )
+    chunked_prefill_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Token budget per step with chunked prefill (decodes first, prompt chunks fill "
+            "the rest); null: whole prompts are prefilled in steps of their own."
+        ),
+    )
+
+    @field_validator("model", "quant", "kv_dtype", "hardware")
+    @classmethod
+    def _known_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        catalog = default_catalog()
+        lookup = {
+            "model": catalog.get_model,
+            "quant": catalog.get_quantization,
+            "kv_dtype": catalog.get_kv_dtype,
+            "hardware": catalog.get_hardware,
+        }[info.field_name or ""]
+        try:
+            return lookup(value).id
+        except UnknownIdError as exc:
+            raise ValueError(str(exc)) from None
+
+    @model_validator(mode="after")
+    def _one_latency_model(self) -> SimulateSpec:
+        # Compared by value, not by model_fields_set: specs travel as full JSON dumps
+        # (worker messages, the simulator's command line), which set every field.
+        fields = type(self).model_fields
+        if self.model is None:
+            stray = [
+                name for name in _ROOFLINE_FIELDS if getattr(self, name) != fields[name].default
+            ]
+            if stray:
+                raise ValueError(f"set model to use {', '.join(stray)} (the batching simulator)")
+            return self
+        fixed = [
+            name for name in ("ttft_ms", "itl_ms") if getattr(self, name) != fields[name].default
+        ]
+        if fixed:
+            raise ValueError(
+                f"{' and '.join(fixed)} cannot be combined with model (roofline timing)"
+            )
+        catalog = default_catalog()
+        deployment = resolve_deployment(
+            catalog,
+            model=self.model,
+            quant=self.quant,
+            hardware=self.hardware,
+            gpus=self.gpus,
+            kv_dtype=self.kv_dtype,
+        )
+        if self.context > deployment.model.context_tokens:
+            raise ValueError(
+                f"context {self.context} exceeds {self.model}'s "
+                f"{deployment.model.context_tokens} tokens"
+            )
+        fit = memory_fit(deployment, self.context)
+        if not fit.fits:
+            raise ValueError(
+                f"{self.model} ({self.quant}) does not fit {self.gpus} × {self.hardware} at "
+                f"context {self.context}: try more gpus, a smaller quant or a shorter context"
+            )
+        running = min(self.max_batch, fit.max_sequences)
+        if self.chunked_prefill_tokens is not None and self.chunked_prefill_tokens < running:
+            raise ValueError(
+                f"chunked_prefill_tokens must be at least {running}, the running batch "
+                "(max_batch or the KV capacity): every running sequence decodes in each step"
+            )
+        return self
+
+
+_ROOFLINE_FIELDS = (
+    "quant",
+    "kv_dtype",
+    "hardware",
+    "gpus",
+    "efficiency",
+    "mfu",
+    "step_overhead_ms",
+    "context",
+    "max_batch",
+    "chunked_prefill_tokens",
+)
 
 
 class Deployment(StrictModel):
@@ -45,6 +181,21 @@ class Deployment(StrictModel):
     )
     gpu_hour_usd: float | None = Field(
         default=None, ge=0, description="USD per GPU-hour; default from the hardware catalog."
+    )
+
+
+class RetryPolicy(StrictModel):
+    """Opt-in retries of HTTP 429: wait as the server's ``Retry-After`` says, or back off
+    exponentially when it says nothing; retries and time waited are recorded per request."""
+
+    max_retries: int = Field(default=3, ge=1, le=20, description="Retries after the first try.")
+    max_wait_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Most time one request may wait between tries; a longer Retry-After ends it.",
+    )
+    initial_backoff_s: float = Field(
+        default=0.5, gt=0, description="First wait when the server sends no Retry-After; doubles."
     )
 
 
@@ -63,10 +214,20 @@ class ProviderBase(StrictModel):
         default=60.0, gt=0, description="Longest silence allowed between response bytes."
     )
     connect_timeout_s: float = Field(default=10.0, gt=0, description="TCP/TLS connect deadline.")
+    retry: RetryPolicy | None = Field(
+        default=None,
+        description="Retry HTTP 429 answers (off by default: rate limiting is an error).",
+    )
 
     def secret_env_vars(self) -> list[str]:
         """Names of the environment variables this provider reads its credentials from."""
         return []
+
+    def endpoint_urls(self) -> list[str]:
+        """URLs the worker will connect to, for the egress policy (none for endpoints the
+        worker starts itself). Kinds with a ``base_url`` field are covered here."""
+        base_url = getattr(self, "base_url", None)
+        return [base_url] if isinstance(base_url, str) else []
 
 
 class OpenAIProvider(ProviderBase):
@@ -97,5 +258,185 @@ class SimulatedProvider(ProviderBase):
     simulate: SimulateSpec = Field(default_factory=SimulateSpec, description="Its behaviour.")
 
 
-AnyProvider = OpenAIProvider | SimulatedProvider
-Provider = Annotated[AnyProvider, Field(discriminator="kind")]
+_URL = r"^https?://[^\s/]+(/\S*)?$"
+
+
+# The name of an environment variable holding a credential (never the credential itself).
+EnvVar = Annotated[str, Field(pattern=ENV_VAR_PATTERN)]
+
+
+class OpenAICompletionsProvider(ProviderBase):
+    """An OpenAI-compatible legacy ``/v1/completions`` endpoint (plain prompt, no chat template)."""
+
+    kind: Literal["openai-completions"] = Field(description="Provider adapter.")
+    base_url: str = Field(pattern=_URL, description="Base URL up to and including /v1.")
+    model: str = Field(min_length=1, description="Model id sent in each request.")
+    api_key_env: EnvVar | None = Field(
+        default=None, description="Variable holding the API key (Bearer)."
+    )
+
+    def secret_env_vars(self) -> list[str]:
+        """The API key variable, if any."""
+        return [self.api_key_env] if self.api_key_env else []
+
+
+class AzureOpenAIProvider(ProviderBase):
+    """Azure OpenAI chat completions: a deployment path, an ``api-version`` query and the
+    ``api-key`` header instead of a bearer token."""
+
+    kind: Literal["azure-openai"] = Field(description="Provider adapter.")
+    endpoint: str = Field(
+        pattern=_URL, description="Resource endpoint, e.g. https://my-resource.openai.azure.com."
+    )
+    model: str = Field(min_length=1, description="Model name recorded with each request.")
+    deployment_name: str | None = Field(
+        default=None, min_length=1, description="Deployment name in the URL; default: model."
+    )
+    api_version: str = Field(
+        default="2024-10-21", min_length=1, description="The api-version query parameter."
+    )
+    api_key_env: str = Field(
+        pattern=ENV_VAR_PATTERN, description="Variable holding the resource key (api-key header)."
+    )
+
+    def secret_env_vars(self) -> list[str]:
+        """The api-key variable."""
+        return [self.api_key_env]
+
+
+class BedrockProvider(ProviderBase):
+    """AWS Bedrock ``ConverseStream``: SigV4-signed requests (or a Bedrock API key) and
+    binary ``application/vnd.amazon.eventstream`` responses."""
+
+    kind: Literal["bedrock"] = Field(description="Provider adapter.")
+    model: str = Field(
+        min_length=1, description="Model or inference-profile id, e.g. us.meta.llama3-3-70b..."
+    )
+    region: str = Field(
+        default="us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d$", description="AWS region."
+    )
+    endpoint_url: str | None = Field(
+        default=None,
+        pattern=_URL,
+        description="Runtime endpoint; default https://bedrock-runtime.REGION.amazonaws.com.",
+    )
+    access_key_id_env: EnvVar = Field(
+        default="AWS_ACCESS_KEY_ID", description="Variable holding the AWS access key id (SigV4)."
+    )
+    secret_access_key_env: EnvVar = Field(
+        default="AWS_SECRET_ACCESS_KEY",
+        description="Variable holding the AWS secret access key (SigV4).",
+    )
+    session_token_env: EnvVar | None = Field(
+        default=None, description="Variable holding an AWS session token (temporary credentials)."
+    )
+    api_key_env: EnvVar | None = Field(
+        default=None,
+        description="Variable holding a Bedrock API key (Bearer); when set, SigV4 is not used.",
+    )
+
+    def secret_env_vars(self) -> list[str]:
+        """The API key variable, or the SigV4 credential variables."""
+        if self.api_key_env:
+            return [self.api_key_env]
+        names = [self.access_key_id_env, self.secret_access_key_env]
+        return [*names, self.session_token_env] if self.session_token_env else names
+
+
+class TGIProvider(ProviderBase):
+    """Hugging Face text-generation-inference, native ``/generate_stream``."""
+
+    kind: Literal["tgi"] = Field(description="Provider adapter.")
+    base_url: str = Field(pattern=_URL, description="Server root, e.g. http://127.0.0.1:8080.")
+    model: str = Field(
+        default="tgi", min_length=1, description="Model name recorded (TGI serves one)."
+    )
+    api_key_env: EnvVar | None = Field(
+        default=None, description="Variable holding a bearer token, if the server needs one."
+    )
+
+    def secret_env_vars(self) -> list[str]:
+        """The token variable, if any."""
+        return [self.api_key_env] if self.api_key_env else []
+
+
+class LlamaCppProvider(ProviderBase):
+    """llama.cpp ``llama-server``, native ``/completion`` streaming with server timings."""
+
+    kind: Literal["llamacpp"] = Field(description="Provider adapter.")
+    base_url: str = Field(pattern=_URL, description="Server root, e.g. http://127.0.0.1:8080.")
+    model: str = Field(
+        default="llamacpp", min_length=1, description="Model name recorded (the server has one)."
+    )
+    cache_prompt: bool = Field(
+        default=False, description="Let the server reuse a cached prompt prefix (skews TTFT)."
+    )
+    api_key_env: EnvVar | None = Field(
+        default=None, description="Variable holding the server's --api-key, if it has one."
+    )
+
+    def secret_env_vars(self) -> list[str]:
+        """The key variable, if any."""
+        return [self.api_key_env] if self.api_key_env else []
+
+
+class ReplicateProvider(ProviderBase):
+    """Replicate predictions API: create a prediction, then read its SSE stream URL."""
+
+    kind: Literal["replicate"] = Field(description="Provider adapter.")
+    base_url: str = Field(
+        default="https://api.replicate.com/v1", pattern=_URL, description="API base URL."
+    )
+    model: str = Field(
+        pattern=r"^[\w.-]+/[\w.-]+(:[0-9a-f]{8,})?$",
+        description="owner/name (official model) or owner/name:version.",
+    )
+    max_tokens_input: str = Field(
+        default="max_tokens", min_length=1, description="Input field bounding the answer length."
+    )
+    input: dict[str, str | int | float | bool] = Field(
+        default_factory=dict, description="Extra model inputs sent with every prediction."
+    )
+    api_key_env: str = Field(
+        pattern=ENV_VAR_PATTERN, description="Variable holding the Replicate API token."
+    )
+
+    def secret_env_vars(self) -> list[str]:
+        """The token variable."""
+        return [self.api_key_env]
+
+
+class PresetReference(StrictModel):
+    """A provider completed from the shipped preset catalog (``scenarios/presets``): its
+    kind, base URL, auth style and list prices. Any key of that kind may be given too and
+    overrides the preset (``pricing`` included)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    preset: str = Field(description=f"Preset id, one of: {', '.join(preset_names())}.")
+    model: str = Field(min_length=1, description="Model id at that provider.")
+    name: Name | None = Field(default=None, description="Provider name; default: the preset id.")
+    api_key_env: EnvVar | None = Field(
+        default=None, description="Variable holding the key; default: the preset's usual name."
+    )
+    pricing: Pricing | None = Field(
+        default=None, description="Overrides the catalog's list price for this model."
+    )
+
+
+AnyProvider = (
+    OpenAIProvider
+    | SimulatedProvider
+    | OpenAICompletionsProvider
+    | AzureOpenAIProvider
+    | BedrockProvider
+    | TGIProvider
+    | LlamaCppProvider
+    | ReplicateProvider
+)
+# ``preset: NAME`` entries are completed from the shipped catalog before the kind is
+# looked at, so every later step sees a full provider of one of the kinds above.
+Provider = Annotated[
+    Annotated[AnyProvider, Field(discriminator="kind")],
+    BeforeValidator(resolve_preset, json_schema_input_type=AnyProvider | PresetReference),
+]

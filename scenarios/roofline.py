@@ -5,6 +5,10 @@ time as the slower of reading memory and doing the math, prefill time, and cost 
 million output tokens. With ``efficiency=1`` and no step overhead the figures are the
 ceiling that measured runs are compared against; real stacks reach a fraction of it.
 
+``StepCost`` prices one step of a continuous-batching server that decodes and prefills
+together (the batching simulator's clock), and ``decode_ceiling`` is what reports
+compare a measured stage against.
+
 Simplifications, on purpose: attention FLOPs are left out (under 10 % of 2·P per token
 at 8k context and the bandwidth term already counts the KV read), tensor-parallel
 communication is folded into ``step_overhead_s``, and activations into the runtime
@@ -17,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from scenarios.catalog.loader import Catalog
 from scenarios.catalog.models import Hardware, KvDtype, Model, Quantization
 
 GIB = 2**30
@@ -270,3 +275,125 @@ def batch_table(
         )
         points.append(BatchPoint(step=step, usd_per_million_output_tokens=cost))
     return points
+
+
+# ------------------------------------------------------------- continuous batching
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Duration of one continuous-batching step, with the deployment's constants folded in.
+
+    A step reads every weight once plus the KV cache of each decoding sequence, and does
+    2·P FLOPs per decoded token (at ``efficiency``) and per prefilled prompt token (at
+    ``mfu``); it lasts as long as the slower of the two, plus ``step_overhead_s``. With
+    only decodes this is :func:`decode_step`; with only a prompt it is :func:`prefill`'s
+    ``prefill_s`` plus the overhead. The batching simulator calls ``seconds`` once per
+    step, so the per-call work is a few multiplications.
+    """
+
+    weight_read_s: float
+    kv_read_s_per_token: float
+    decode_s_per_token: float
+    prefill_s_per_token: float
+    overhead_s: float
+
+    @classmethod
+    def of(cls, deployment: Deployment, assumptions: Assumptions | None = None) -> StepCost:
+        """The step cost of ``deployment`` under ``assumptions``."""
+        knobs = assumptions or Assumptions()
+        dep = deployment
+        bandwidth = dep.gpus * dep.hardware.bandwidth_tb_s * 1e12 * knobs.efficiency
+        replicas = kv_replication(dep.model, dep.gpus)
+        per_token = kv_bytes_per_token(dep.model, dep.kv_dtype) * replicas
+        flops_per_token = 2 * params(dep.model)
+        device_flops = dep.gpus * peak_flops(dep)
+        return cls(
+            weight_read_s=weight_bytes(dep.model, dep.quant) / bandwidth,
+            kv_read_s_per_token=per_token / bandwidth,
+            decode_s_per_token=flops_per_token / (device_flops * knobs.efficiency),
+            prefill_s_per_token=flops_per_token / (device_flops * knobs.mfu),
+            overhead_s=knobs.step_overhead_s,
+        )
+
+    def seconds(self, decode_batch: float, decode_kv_tokens: float, prefill_tokens: float) -> float:
+        """One step decoding ``decode_batch`` sequences that hold ``decode_kv_tokens`` of KV
+        in all, while prefilling ``prefill_tokens`` prompt tokens."""
+        memory_s = self.weight_read_s + decode_kv_tokens * self.kv_read_s_per_token
+        compute_s = (
+            decode_batch * self.decode_s_per_token + prefill_tokens * self.prefill_s_per_token
+        )
+        return max(memory_s, compute_s) + self.overhead_s
+
+
+@dataclass(frozen=True)
+class DecodeCeiling:
+    """Decode speed a deployment could reach at an observed batch and context."""
+
+    batch: float
+    kv_tokens: float
+    step_s: float
+    bound: Literal["memory", "compute"]
+    per_stream_tok_s: float
+    aggregate_tok_s: float
+    max_sequences: int
+    """Sequences of ``kv_tokens`` that fit at once (0: the deployment is OOM)."""
+
+
+def decode_ceiling(
+    deployment: Deployment,
+    batch: float,
+    kv_tokens: float,
+    assumptions: Assumptions | None = None,
+) -> DecodeCeiling:
+    """Roofline decode ceiling for a measured stage, to compare measured speed against.
+
+    ``batch`` is the observed mean number of sequences decoding at once (a time average,
+    so it may be fractional) and ``kv_tokens`` the mean context each holds (e.g. mean
+    prompt + half the mean output). With the default ``assumptions`` (efficiency 1, no
+    overhead) this is the ceiling: measured per-stream tok/s ÷ ``per_stream_tok_s`` is
+    the efficiency of the stack; ``aggregate_tok_s`` gives the cost floor through
+    :func:`usd_per_million_output_tokens`.
+    """
+    if batch < 1 or kv_tokens < 0:
+        raise ValueError(f"need batch ≥ 1 and kv_tokens ≥ 0, got {batch}, {kv_tokens}")
+    cost = StepCost.of(deployment, assumptions)
+    memory_s = cost.weight_read_s + batch * kv_tokens * cost.kv_read_s_per_token
+    compute_s = batch * cost.decode_s_per_token
+    step = max(memory_s, compute_s) + cost.overhead_s
+    fit = memory_fit(deployment, max(1, math.ceil(kv_tokens)), assumptions)
+    return DecodeCeiling(
+        batch=batch,
+        kv_tokens=kv_tokens,
+        step_s=step,
+        bound="memory" if memory_s >= compute_s else "compute",
+        per_stream_tok_s=1 / step,
+        aggregate_tok_s=batch / step,
+        max_sequences=fit.max_sequences,
+    )
+
+
+def resolve_deployment(
+    catalog: Catalog,
+    *,
+    model: str,
+    quant: str,
+    hardware: str,
+    gpus: int,
+    kv_dtype: str = "fp16",
+) -> Deployment:
+    """Catalog ids to a :class:`Deployment`; UnknownIdError names an unknown id and lists
+    the valid ones, ValueError rejects more GPUs than one tensor-parallel group spans."""
+    device = catalog.get_hardware(hardware)
+    if gpus > device.max_devices:
+        raise ValueError(
+            f"{device.id} spans at most {device.max_devices} device(s) in one "
+            f"tensor-parallel group, not {gpus}"
+        )
+    return Deployment(
+        model=catalog.get_model(model),
+        quant=catalog.get_quantization(quant),
+        kv_dtype=catalog.get_kv_dtype(kv_dtype),
+        hardware=device,
+        gpus=gpus,
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -44,6 +44,45 @@ class WorkerSettings(BaseModel):
     heartbeat_s: float = Field(default=2.0, gt=0, description="Heartbeat period.")
 
 
+class ApiSettings(BaseModel):
+    """The REST control plane."""
+
+    tokens: list[SecretStr] = Field(
+        default_factory=list,
+        description="Bearer tokens accepted (JSON list). Empty: every request is refused.",
+    )
+    max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Largest request body.")
+
+
+class EgressSettings(BaseModel):
+    """Which provider base URLs may be contacted (checked on accept and before connecting)."""
+
+    allow: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Host glob patterns allowed (e.g. '*.together.xyz'); '*' allows any.",
+    )
+    allow_loopback: bool = Field(default=False, description="Allow 127.0.0.0/8 and ::1.")
+    allow_private: bool = Field(default=False, description="Allow RFC 1918 / ULA ranges.")
+
+
+class ControlSettings(BaseModel):
+    """Run lifecycle in the control plane."""
+
+    max_attempts: int = Field(default=3, ge=1, description="Executions of a shard at most.")
+    worker_lost_after_s: float = Field(
+        default=8.0, gt=0, description="A running shard's worker without heartbeat this long."
+    )
+    no_worker_grace_s: float = Field(
+        default=30.0, gt=0, description="Fail a region's pending shards after this long."
+    )
+    max_streams_per_shard: int = Field(
+        default=512, ge=1, description="Streams one shard drives; larger levels are split."
+    )
+    visibility_timeout_s: float = Field(
+        default=12 * 3600.0, gt=0, description="Broker redelivery of unacknowledged tasks."
+    )
+
+
 class Settings(BaseSettings):
     """All tokenbench settings."""
 
@@ -55,6 +94,12 @@ class Settings(BaseSettings):
     duckdb: DuckDBSettings = Field(default_factory=DuckDBSettings)
     publish: PublishSettings = Field(default_factory=PublishSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    egress: EgressSettings = Field(default_factory=EgressSettings)
+    control: ControlSettings = Field(default_factory=ControlSettings)
+    regions: list[str] = Field(
+        default_factory=list, description="Regions the deployment expects (shown in /readyz)."
+    )
 
 
 @lru_cache(maxsize=1)

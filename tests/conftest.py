@@ -71,8 +71,13 @@ def _spawn(args: list[str], log: Path, env: dict[str, str]) -> Proc:
 
 @pytest.fixture(scope="session")
 def worker_env(redis_server: RedisServer) -> dict[str, str]:
-    """Environment pointing tokenbench processes at the session's Redis."""
-    return {**os.environ, "TOKENBENCH__REDIS__URL": redis_server.url}
+    """Environment pointing tokenbench processes at the session's Redis; test endpoints
+    live on loopback, so the egress policy allows it."""
+    return {
+        **os.environ,
+        "TOKENBENCH__REDIS__URL": redis_server.url,
+        "TOKENBENCH__EGRESS__ALLOW_LOOPBACK": "true",
+    }
 
 
 @pytest.fixture(scope="session")
@@ -95,6 +100,55 @@ def eu_worker(
     assert proc.process.poll() is None, proc.text()
     yield proc
     proc.stop(3)  # SIGQUIT: cold shutdown
+
+
+def start_worker(region: str, env: dict[str, str], log: Path, redis_url: str) -> Proc:
+    """A real `tokenbench worker` process for ``region``, returned once it heartbeats."""
+    proc = _spawn(["worker", "--region", region], log, env)
+    client = redis.Redis.from_url(redis_url)
+    _wait(
+        lambda: (
+            proc.process.poll() is not None
+            or next(iter(client.scan_iter(match=heartbeat_pattern(region))), None) is not None
+        ),
+        60,
+        f"{region} worker",
+    )
+    assert proc.process.poll() is None, proc.text()
+    return proc
+
+
+@pytest.fixture(scope="session")
+def us_worker(
+    redis_server: RedisServer, worker_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proc]:
+    """A real Celery worker process consuming region 'us'."""
+    log = tmp_path_factory.mktemp("worker") / "worker-us.log"
+    proc = start_worker("us", worker_env, log, redis_server.url)
+    yield proc
+    proc.stop(3)
+
+
+API_TOKEN = "test-token-5f2c"
+
+
+def start_control_plane(env: dict[str, str], db: Path, log: Path) -> tuple[Proc, str]:
+    """`tokenbench serve` on a free port; returns it and its base URL once healthy."""
+    port = free_port()
+    api_env = {**env, "TOKENBENCH__API__TOKENS": f'["{API_TOKEN}"]'}
+    proc = _spawn(["serve", "--port", str(port), "--db", str(db)], log, api_env)
+    base = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        if proc.process.poll() is not None:
+            raise RuntimeError(proc.text())
+        try:
+            return httpx.get(f"{base}/healthz", timeout=0.5).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    _wait(healthy, 60, "control plane")
+    return proc, base
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,9 @@ def _configure(sender: Celery, **_: Any) -> None:
     sender.conf.update(
         broker_url=settings.redis.url,
         broker_connection_retry_on_startup=True,
-        broker_transport_options={"visibility_timeout": 12 * 3600},
+        # Longer than any shard: the control plane re-dispatches shards of dead workers
+        # itself (heartbeats), so broker redelivery is only the last resort.
+        broker_transport_options={"visibility_timeout": settings.control.visibility_timeout_s},
         task_serializer="json",
         accept_content=["json"],
         task_ignore_result=True,

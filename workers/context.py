@@ -33,8 +33,9 @@ _context: tuple[int, WorkerContext] | None = None
 
 
 def worker_name() -> str:
-    """``host:pid``, recorded on every request row."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """The worker's name (its heartbeat key names it), recorded on every request row;
+    ``host:pid`` outside a ``tokenbench worker``."""
+    return os.environ.get("TOKENBENCH_WORKER_NAME") or f"{socket.gethostname()}:{os.getpid()}"
 
 
 async def get_context() -> WorkerContext:

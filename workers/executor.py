@@ -3,7 +3,8 @@
 The executor knows nothing of HTTP or Redis: it draws planned requests, calls ``send``
 and hands each result to ``record``. For a closed loop the intended start of a request
 is the moment its user's slot freed (DOMAIN §1), so schedule lag measures only the
-client's own delay between a slot freeing and the request going out.
+client's own delay between a slot freeing and the request going out. The open loop is
+``workers/load/open_loop.py``; both have the interface of ``workers.load.LoadShape``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
@@ -67,3 +69,44 @@ async def run_closed_loop(
             intended = time.perf_counter_ns()
 
     await asyncio.gather(*(user() for _ in range(concurrency)))
+
+
+@dataclass
+class ClosedLoop:
+    """``concurrency`` virtual users drawing from ``source``, as a load shape."""
+
+    concurrency: int
+    source: RequestSource
+    duration_s: float | None = None
+    kind: str = "closed"
+    start_ns: int = 0
+    intended: list[int] = field(default_factory=list)  # intended starts, in send order
+
+    @property
+    def stopped(self) -> bool:
+        """True once stopped (a cancelled run)."""
+        return self.source.stopped
+
+    def stop(self) -> None:
+        """Send no further requests (in-flight ones complete)."""
+        self.source.stop()
+
+    async def run(
+        self,
+        send: Callable[[PlannedRequest, int], Awaitable[RequestResult]],
+        record: Callable[[PlannedRequest, RequestResult], None],
+    ) -> None:
+        """Run the virtual users until the source is exhausted."""
+
+        async def tracked(request: PlannedRequest, intended: int) -> RequestResult:
+            self.intended.append(intended)
+            return await send(request, intended)
+
+        self.start_ns = time.perf_counter_ns()
+        await run_closed_loop(self.concurrency, self.source, tracked, record)
+
+    def planned_end_ns(self) -> int:
+        """The stage's end: start + duration, else the last request's start."""
+        if self.duration_s is not None:
+            return self.start_ns + round(self.duration_s * 1e9)
+        return max(self.intended, default=self.start_ns)

@@ -1,8 +1,10 @@
 """Executing one shard: a provider, in one region, at one load level of one stage.
 
-Plain async code (no Celery here): resolve the endpoint, run the closed loop, turn each
-result into a record, publish batches and lifecycle events. Every request yields exactly
-one record, failed or not; a shard that cannot start at all (e.g. its API key variable
+Plain async code (no Celery here): resolve the endpoint, run the load shape (closed or
+open loop, ``workers/load``), turn each result into a record, publish batches and
+lifecycle events; ``shard_finished`` carries the stage window and the client's own
+health figures (``workers/health.py``, names in docs/load.md). Every request yields
+exactly one record, failed or not; a shard that cannot start at all (e.g. its API key variable
 is missing on this worker) reports ``shard_failed`` with a message instead of records.
 """
 
@@ -13,14 +15,24 @@ import contextlib
 import statistics
 from dataclasses import dataclass, field
 
-from scenarios.wire import EventType, ShardSpec, attempts_key, cancel_key
+from scenarios.egress import EgressDenied, check_url
+from scenarios.wire import (
+    EventType,
+    ShardSpec,
+    attempts_key,
+    cancel_key,
+    done_key,
+    owner_key,
+)
 from workers.client.adapters import ProviderSetupError, build_adapter
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
-from workers.executor import RequestSource, run_closed_loop
-from workers.prompts import PlannedRequest, plan_request
+from workers.health import ShardHealth
+from workers.load.files import WorkloadFileError
+from workers.load.shapes import LoadShape, build_load, rate_figures
+from workers.prompts import PlannedRequest, request_planner
 from workers.publisher import ShardPublisher
-from workers.rows import RowContext, record_row
+from workers.rows import RowContext, record_row, wall_ns
 
 
 @dataclass
@@ -41,8 +53,26 @@ class _Progress:
         return round(statistics.median(window), 3) if window else -1.0
 
 
+OWNER_TTL_S = 10.0
+DONE_TTL_S = 7 * 24 * 3600
+
+
 async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
-    """Run the shard, publish its records and events; return the number of records."""
+    """Run the shard unless it is done or running elsewhere; publish its records and
+    events; return the number of records (0 when skipped)."""
+    redis = context.redis
+    owner = owner_key(spec.run_id, spec.shard_id)
+    if await redis.exists(done_key(spec.run_id, spec.shard_id), cancel_key(spec.run_id)):
+        return 0  # a late duplicate delivery of a finished shard, or a cancelled run
+    if not await redis.set(owner, context.worker_name, nx=True, ex=round(OWNER_TTL_S)):
+        return 0  # another live worker is executing it (duplicate delivery)
+    try:
+        return await _execute_owned(spec, context)
+    finally:
+        await redis.delete(owner)
+
+
+async def _execute_owned(spec: ShardSpec, context: WorkerContext) -> int:
     redis = context.redis
     attempt = int(await redis.incr(attempts_key(spec.run_id, spec.shard_id)))
     publish = context.settings.publish
@@ -51,8 +81,11 @@ async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
     )
     await publisher.event(EventType.STARTED, worker=context.worker_name, region=context.region)
     try:
+        for url in spec.provider.endpoint_urls():
+            # Checked again here, after DNS, on the machine that will connect.
+            await asyncio.to_thread(check_url, url, context.settings.egress, True)
         adapter = await build_adapter(spec.provider, context)
-    except (ProviderSetupError, RuntimeError, OSError) as exc:
+    except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
 
@@ -65,22 +98,23 @@ async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
         model=spec.provider.model,
         region=context.region,
         worker=context.worker_name,
-        load_kind="closed",
+        load_kind="closed" if spec.rate is None else "open",
         concurrency=spec.concurrency,
     )
-    source = RequestSource(
-        lambda seq: plan_request(spec.workload, spec.seed, spec.stage, seq),
-        spec.seq_start,
-        spec.requests,
-        spec.duration_s,
-    )
+    try:
+        load = build_load(spec, request_planner(spec.workload, spec.seed, spec.stage))
+    except WorkloadFileError as exc:
+        await publisher.event(EventType.FAILED, message=str(exc))
+        return 0
     progress = _Progress()
+    health = ShardHealth()
 
     async def send(request: PlannedRequest, intended_start: int) -> RequestResult:
         return await adapter.measure(context.http, request, intended_start)
 
     def record(request: PlannedRequest, result: RequestResult) -> None:
         progress.add(result)
+        health.add(result.intended_start, result.sent)
         publisher.add(record_row(rows, request, result))
 
     async with publisher:
@@ -88,35 +122,66 @@ async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
         # call can be swallowed by the client library and leave the task running.
         stop_reporting = asyncio.Event()
         reporter = asyncio.create_task(
-            _report_progress(spec, context, publisher, source, progress, stop_reporting)
+            _report_progress(spec, context, publisher, load, progress, stop_reporting)
         )
         try:
-            await run_closed_loop(spec.concurrency, source, send, record)
+            async with health:
+                await load.run(send, record)
         finally:
             stop_reporting.set()
             await reporter
+    await redis.set(done_key(spec.run_id, spec.shard_id), attempt, ex=DONE_TTL_S)
     await publisher.event(
         EventType.FINISHED,
         records=publisher.records_published,
         batches=publisher.batches_published,
         errors=progress.errors,
-        cancelled=int(source.stopped),
+        cancelled=int(load.stopped),
+        load_kind=load.kind,
+        **stage_window(load, spec.warmup_s, spec.cooldown_s),
+        **health.summary(**rate_figures(load, _target_rps(spec))),
     )
     return publisher.records_published
+
+
+def stage_window(load: LoadShape, warmup_s: float, cooldown_s: float) -> dict[str, int]:
+    """The stage window and its steady part as wall-clock epoch ns (the records' ``*_at``
+    clock), and how many sent requests were intended to start inside the steady part.
+
+    A record is steady state when ``steady_start_at <= intended_start_at <
+    steady_end_at``; warm-up and cool-down requests are kept but excluded from it.
+    """
+    start, end = load.start_ns, load.planned_end_ns()
+    steady_start = start + round(warmup_s * 1e9)
+    steady_end = max(steady_start, end - round(cooldown_s * 1e9))
+    steady = sum(1 for t in load.intended if steady_start <= t < steady_end)
+    return {
+        "window_start_at": wall_ns(start) or 0,
+        "steady_start_at": wall_ns(steady_start) or 0,
+        "steady_end_at": wall_ns(steady_end) or 0,
+        "window_end_at": wall_ns(end) or 0,
+        "steady_requests": steady,
+    }
+
+
+def _target_rps(spec: ShardSpec) -> float | None:
+    """This part's share of the stage's rate (open loop)."""
+    return None if spec.rate is None else spec.rate.rps / spec.rate.parts
 
 
 async def _report_progress(
     spec: ShardSpec,
     context: WorkerContext,
     publisher: ShardPublisher,
-    source: RequestSource,
+    load: LoadShape,
     progress: _Progress,
     stop: asyncio.Event,
 ) -> None:
     """Publish progress periodically; stop issuing requests once the run is cancelled."""
     while not await _wait(stop, context.settings.publish.progress_interval_s):
+        await context.redis.expire(owner_key(spec.run_id, spec.shard_id), round(OWNER_TTL_S))
         if await context.redis.exists(cancel_key(spec.run_id)):
-            source.stop()
+            load.stop()
         await publisher.event(
             EventType.PROGRESS,
             done=progress.done,

@@ -66,6 +66,9 @@ def start_worker(region: str, concurrency: int = 8, loglevel: str = "WARNING") -
     if settings.redis.url is None:
         raise SystemExit("set TOKENBENCH__REDIS__URL to the broker a worker should use")
     name = f"{region}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
+    # Events and records carry this name, so the control plane can tell from the
+    # heartbeat whether the worker running a shard is still alive.
+    os.environ["TOKENBENCH_WORKER_NAME"] = name
     beat = Heartbeat(settings.redis.url, region, name, concurrency, settings.worker.heartbeat_s)
 
     @worker_ready.connect(weak=False)  # type: ignore[untyped-decorator]

@@ -18,10 +18,11 @@ CREATE TABLE shards (
     region            VARCHAR NOT NULL,
     concurrency       INTEGER NOT NULL,
     planned_requests  INTEGER,
-    state             VARCHAR NOT NULL,   -- planned | running | finished | failed | cancelled
+    state             VARCHAR NOT NULL,   -- planned | dispatched | running | finished | failed | cancelled
     accepted_attempt  INTEGER,            -- the attempt whose records count; others are kept, not mixed in
     records           INTEGER NOT NULL DEFAULT 0,
     message           VARCHAR,
+    dispatches        INTEGER NOT NULL DEFAULT 0,  -- times its task was sent (re-sent after a worker loss)
     PRIMARY KEY (run_id, shard_id)
 );
 

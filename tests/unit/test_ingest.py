@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analytics.db import connect, migrate, schema_version
+import duckdb
+
+from analytics.db import SCHEMA_VERSION, connect, load_sql, migrate, schema_version
 from analytics.ingest import BatchMessage, ingest_batches
+from scenarios.loader import parse_scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
 from tests.unit.test_metrics import CTX, result
+from tests.unit.test_scenario_schema import VALID
 from workers.prompts import PlannedRequest
 from workers.rows import record_row
 
@@ -41,4 +45,20 @@ def test_table_columns_mirror_the_arrow_schema(tmp_path: Path) -> None:
 
 def test_migration_is_idempotent(tmp_path: Path) -> None:
     con = connect(tmp_path / "v.duckdb")
-    assert migrate(con) == schema_version(con) == 1
+    assert migrate(con) == schema_version(con) == SCHEMA_VERSION == 2
+
+
+def test_v1_database_gets_its_run_dimensions_back_filled(tmp_path: Path) -> None:
+    con = duckdb.connect(str(tmp_path / "old.duckdb"))
+    con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    con.execute(load_sql("schema_v1"))
+    con.execute("INSERT INTO schema_version VALUES (1)")
+    scenario = parse_scenario(VALID)
+    con.execute(
+        "INSERT INTO runs VALUES ('old', 'n', ?, now(), NULL, 'finished')",
+        [scenario.model_dump_json()],
+    )
+    assert migrate(con) == 2
+    names = [r[0] for r in con.execute("SELECT provider FROM providers ORDER BY 1").fetchall()]
+    assert names == sorted(p.name for p in scenario.providers)
+    assert con.execute("SELECT count(*) FROM slos").fetchone() == (1,)

@@ -137,5 +137,6 @@ def test_tpot_follows_the_domain_definition(filled_db: tuple[object, list[Reques
         assert speed == pytest.approx((tokens - 1) / ((last - first) / 1e9))
 
 
-def test_stage_summary_sql_is_shipped() -> None:
-    assert "quantile_cont" in load_sql("stage_summary")
+def test_report_sql_is_shipped() -> None:
+    assert "FROM stage_summary" in load_sql("stage_summary")
+    assert "quantile_cont" in load_sql("schema_v2")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import random
 import statistics
+from pathlib import Path
+
+import pytest
 
 from scenarios.model import (
     FixedLength,
@@ -13,6 +16,7 @@ from scenarios.model import (
     UniformLength,
     Workload,
 )
+from workers.load.files import WorkloadFileError
 from workers.prompts import plan_request, sample_length
 
 
@@ -60,3 +64,63 @@ def test_mix_weights_are_respected() -> None:
     workload = Workload(mix=[small, large])
     share = sum(plan_request(workload, 0, 0, i).prompt_tokens == 1 for i in range(4000)) / 4000
     assert 0.72 < share < 0.78
+
+
+def _fixed_workload(**extra: object) -> Workload:
+    mix = [
+        MixClass(
+            prompt_tokens=FixedLength(dist="fixed", value=40),
+            output_tokens=FixedLength(dist="fixed", value=7),
+        )
+    ]
+    return Workload.model_validate({"mix": mix, **extra})
+
+
+def test_shared_prefix_is_common_to_every_prompt_and_counted() -> None:
+    workload = _fixed_workload(shared_prefix_tokens=32)
+    a, b = (plan_request(workload, 5, 0, seq) for seq in (0, 1))
+    assert a.prompt.split()[:32] == b.prompt.split()[:32]
+    assert a.prompt.split()[32:] != b.prompt.split()[32:]
+    assert a.prompt_tokens == len(a.prompt.split()) == 40
+    # the prefix is the run's: the same in every stage
+    assert plan_request(workload, 5, 3, 0).prompt.split()[:32] == a.prompt.split()[:32]
+
+
+def test_prompt_file_lines_are_used_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "prompts.jsonl"
+    path.write_text(
+        '{"prompt": "What is the capital of France?"}\n'
+        "# a comment\n"
+        '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "max_tokens": 3}\n'
+    )
+    workload = _fixed_workload(prompts={"path": str(path)})
+    first, second, third = (plan_request(workload, 0, 0, seq) for seq in range(3))
+    assert first.prompt == "What is the capital of France?"
+    assert first.messages == (("user", "What is the capital of France?"),)
+    assert first.output_tokens == 7  # from the mix
+    assert second.messages == (("system", "Be brief."), ("user", "Hi"))
+    assert second.output_tokens == 3  # from the line
+    assert third.prompt == first.prompt  # cycles
+    assert first.prompt_tokens == round(len(first.prompt) / 4)
+
+
+def test_replay_entries_become_requests_in_timestamp_order(tmp_path: Path) -> None:
+    path = tmp_path / "traffic.jsonl"
+    path.write_text(
+        '{"timestamp": 10.5, "prompt": "second", "max_tokens": 5}\n'
+        '{"timestamp": "1970-01-01T00:00:10+00:00", "prompt": "first", "max_tokens": 9}\n'
+    )
+    workload = Workload.model_validate({"replay": {"path": str(path)}})
+    first, second = (plan_request(workload, 0, 0, seq) for seq in range(2))
+    assert (first.prompt, first.output_tokens) == ("first", 9)
+    assert (second.prompt, second.output_tokens) == ("second", 5)
+
+
+def test_bad_workload_files_name_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        '{"timestamp": 1, "prompt": "ok", "max_tokens": 5}\n{"timestamp": 2, "prompt": "x"}\n'
+    )
+    workload = Workload.model_validate({"replay": {"path": str(path)}})
+    with pytest.raises(WorkloadFileError, match=r"bad.jsonl:2: .*max_tokens"):
+        plan_request(workload, 0, 0, 0)

@@ -6,16 +6,19 @@ from itertools import pairwise
 
 import pytest
 
-from scenarios.catalog import Catalog, default_catalog
+from scenarios.catalog import Catalog, UnknownIdError, default_catalog
 from scenarios.roofline import (
     Assumptions,
     Deployment,
+    StepCost,
     batch_table,
+    decode_ceiling,
     decode_step,
     kv_bytes_per_token,
     kv_replication,
     memory_fit,
     prefill,
+    resolve_deployment,
     sweep_batches,
     usd_per_million_output_tokens,
     weight_bytes,
@@ -197,3 +200,67 @@ def test_invalid_inputs_raise(catalog: Catalog) -> None:
         decode_step(dep, 0, 0)
     with pytest.raises(ValueError, match="context"):
         memory_fit(dep, 0)
+
+
+# ------------------------------------------------------------- continuous batching
+
+KNOBS = Assumptions(efficiency=0.6, mfu=0.4, step_overhead_s=0.003)
+
+
+@pytest.mark.parametrize(("batch", "kv"), [(1, 0), (1, 8192), (32, 2048), (256, 100)])
+def test_step_cost_of_pure_decode_is_the_decode_step(catalog: Catalog, batch: int, kv: int) -> None:
+    dep = deployment(catalog, "llama-3.1-405b", "fp8", "h100", 8)
+    cost = StepCost.of(dep, KNOBS)
+    assert cost.seconds(batch, batch * kv, 0) == pytest.approx(
+        decode_step(dep, batch, kv, KNOBS).step_s, rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("prompt", [1, 100, 8000])
+def test_step_cost_of_pure_prefill_is_prefill_plus_overhead(catalog: Catalog, prompt: int) -> None:
+    dep = deployment(catalog, "llama-3.1-70b", "fp16", "h200", 4)
+    cost = StepCost.of(dep, KNOBS)
+    assert cost.seconds(0, 0, prompt) == pytest.approx(
+        prefill(dep, prompt, KNOBS).prefill_s + 0.003, rel=1e-12
+    )
+
+
+def test_mixed_step_shares_one_weight_read(catalog: Catalog) -> None:
+    dep = deployment(catalog, "llama-3.1-405b", "fp8", "h100", 8)
+    cost = StepCost.of(dep, CEILING)
+    decode_only, prefill_only = cost.seconds(8, 8 * 1000, 0), cost.seconds(0, 0, 512)
+    assert max(decode_only, prefill_only) < cost.seconds(8, 8 * 1000, 512)
+    assert cost.seconds(8, 8 * 1000, 512) < decode_only + prefill_only
+
+
+def test_decode_ceiling_matches_the_domain_figures(catalog: Catalog) -> None:
+    h100 = resolve_deployment(
+        catalog, model="llama-3.1-405b", quant="fp16", hardware="h100", gpus=8
+    )
+    h200 = resolve_deployment(
+        catalog, model="llama-3.1-405b", quant="fp16", hardware="h200", gpus=8
+    )
+    assert decode_ceiling(h100, 1, 0).per_stream_tok_s == pytest.approx(33.0, abs=0.05)
+    single = decode_ceiling(h200, 1, 0)
+    assert single.per_stream_tok_s == pytest.approx(47.3, abs=0.05)
+    assert single.bound == "memory"
+    assert decode_ceiling(h200, 1, 0).max_sequences > 0  # FP16 405B fits 8×H200
+    assert decode_ceiling(h100, 1, 2048).max_sequences == 0  # ... but not 8×H100
+
+
+def test_decode_ceiling_takes_an_observed_fractional_batch(catalog: Catalog) -> None:
+    dep = resolve_deployment(catalog, model="llama-3.1-8b", quant="fp8", hardware="h100", gpus=1)
+    low, mid, high = (decode_ceiling(dep, b, 1500) for b in (7, 7.5, 8))
+    assert low.aggregate_tok_s < mid.aggregate_tok_s < high.aggregate_tok_s
+    assert mid.aggregate_tok_s == pytest.approx(7.5 * mid.per_stream_tok_s)
+    exact = decode_step(dep, 8, 1500)
+    assert high.step_s == pytest.approx(exact.step_s, rel=1e-12)
+    with pytest.raises(ValueError, match="batch"):
+        decode_ceiling(dep, 0.5, 100)
+
+
+def test_resolve_deployment_names_what_is_wrong(catalog: Catalog) -> None:
+    with pytest.raises(UnknownIdError, match="unknown hardware id 'b300'"):
+        resolve_deployment(catalog, model="llama-3.1-8b", quant="fp8", hardware="b300", gpus=1)
+    with pytest.raises(ValueError, match="at most 1"):
+        resolve_deployment(catalog, model="llama-3.1-8b", quant="fp8", hardware="m3-ultra", gpus=2)

@@ -1,7 +1,17 @@
 """The built-in simulated OpenAI-compatible endpoint and its pluggable latency models."""
 
+from workers.simulator.batching import BatchingLatency, latency_for
 from workers.simulator.latency import FixedLatency, LatencyModel
 from workers.simulator.process import SimulatorPool, run
 from workers.simulator.server import SimulatorApp, start_server
 
-__all__ = ["FixedLatency", "LatencyModel", "SimulatorApp", "SimulatorPool", "run", "start_server"]
+__all__ = [
+    "BatchingLatency",
+    "FixedLatency",
+    "LatencyModel",
+    "SimulatorApp",
+    "SimulatorPool",
+    "latency_for",
+    "run",
+    "start_server",
+]

@@ -1,10 +1,11 @@
 """The simulated OpenAI-compatible endpoint: a small, fast HTTP/1.1 server.
 
 It serves ``POST /v1/chat/completions`` (streaming with usage, and non-streaming),
-``GET /v1/models`` and ``GET /health``. HTTP parsing is httptools (uvicorn's parser);
-responses are pre-encoded bytes written straight to the transport, because a simulator
-that spends milliseconds per event would itself become the latency it reports. Faults
-(error statuses, stalls, streams cut short) are drawn per request from a seeded RNG.
+``GET /v1/models``, ``GET /health`` and ``GET /v1/simulator/stats`` (the latency model's
+own timing drift). HTTP parsing is httptools (uvicorn's parser); responses are
+pre-encoded bytes written straight to the transport, because a simulator that spends
+milliseconds per event would itself become the latency it reports. Faults (error
+statuses, stalls, streams cut short) are drawn per request from a seeded RNG.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import httptools
 import orjson
 
 from scenarios.model import SimulateSpec
-from workers.simulator.latency import FixedLatency, LatencyModel
+from workers.simulator.batching import latency_for
+from workers.simulator.latency import LatencyModel
 
 _WORD = " tok"
 
@@ -51,9 +53,7 @@ class SimulatorApp:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.spec.seed)
         if self.latency is None:
-            self.latency = FixedLatency(
-                self.spec.ttft_ms / 1000, self.spec.itl_ms / 1000, self.spec.tokens_per_chunk
-            )
+            self.latency = latency_for(self.spec)  # batching when spec.model is set
         model = orjson.dumps(self.model).decode()
         head = '{"id":"chatcmpl-sim","object":"chat.completion.chunk","created":0,"model":'
         self._prefix = f'data: {head}{model},"choices":[{{"index":0,"delta":'
@@ -89,6 +89,11 @@ class SimulatorApp:
             text += f"{self._usage_head}{counts.decode()}}}\n\n"
         text += "data: [DONE]\n\n"
         return _chunk(text) + b"0\r\n\r\n"
+
+    def stats(self) -> bytes:
+        """JSON of the latency model's own measurements (its timing drift), if it has any."""
+        report = getattr(self.latency, "stats", None)
+        return orjson.dumps(report() if callable(report) else {"latency_model": "fixed"})
 
     def role_chunk(self) -> bytes:
         """The role-only first event that OpenAI-style servers send (not a token)."""
@@ -151,6 +156,8 @@ class _Connection(asyncio.Protocol):
         elif request.method == "GET" and request.path == "/v1/models":
             models = {"object": "list", "data": [{"id": self.app.model, "object": "model"}]}
             self._write_simple(200, orjson.dumps(models))
+        elif request.method == "GET" and request.path == "/v1/simulator/stats":
+            self._write_simple(200, self.app.stats())
         elif request.method == "POST" and request.path == "/v1/chat/completions":
             await self._chat(request.body)
         else:

@@ -1,6 +1,15 @@
 """Provider adapters by ``kind``. Importing this package registers every adapter."""
 
-from workers.client.adapters import openai_chat  # noqa: F401 - registers openai, simulated
+# Imported for their @register side effect: one module per wire dialect.
+from workers.client.adapters import (  # noqa: F401
+    azure_openai,
+    bedrock,
+    llamacpp,
+    openai_chat,
+    openai_completions,
+    replicate,
+    tgi,
+)
 from workers.client.adapters.base import Adapter, ProviderSetupError, build_adapter, register
 
 __all__ = ["Adapter", "ProviderSetupError", "build_adapter", "register"]

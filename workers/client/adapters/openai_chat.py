@@ -1,61 +1,110 @@
-"""``kind: openai`` and ``kind: simulated``: OpenAI-compatible streaming chat completions."""
+"""``kind: openai`` and ``kind: simulated``: OpenAI-compatible streaming chat completions.
+
+The stream is interpreted by ``chat_stream.ChatStream`` (role-only chunks are not
+tokens, reasoning text counts for ``first_token`` only, ``usage`` supplies the counts);
+this module sends the request through the shared measurement core so that 429 answers
+keep their Retry-After and the provider's ``retry`` option applies.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import httpx
+import orjson
 
 from scenarios.model import OpenAIProvider, ProviderBase, SimulatedProvider
+from scenarios.providers import RetryPolicy
 from workers.client.adapters.base import read_secret, register
-from workers.client.openai_chat import ChatEndpoint, measure_chat
+from workers.client.chat_stream import ChatStream
 from workers.client.result import RequestResult
+from workers.client.sse import SSEDecoder
+from workers.client.streaming import HttpCall, Limits, json_headers, measure_request
 from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
 
 
-@dataclass(frozen=True)
-class OpenAIChatAdapter:
-    """Measures ``/chat/completions`` on one endpoint."""
+class ChatParser:
+    """SSE splitting plus ChatStream interpretation, as a StreamParser."""
 
-    endpoint: ChatEndpoint
+    __slots__ = ("decoder", "stream")
+
+    def __init__(self, result: RequestResult) -> None:
+        self.stream = ChatStream(result)
+        self.decoder = SSEDecoder()
+
+    def feed(self, chunk: bytes, stamp: int) -> None:
+        """Interpret the events completed by ``chunk``."""
+        for payload in self.decoder.feed(chunk):
+            self.stream.on_payload(payload, stamp)
+
+    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
+        """Interpret an unterminated last event, then check completion."""
+        for payload in self.decoder.flush():
+            self.stream.on_payload(payload, stamp)
+        self.stream.finish(planned_prompt_tokens)
+
+
+def chat_body(model: str, prompt: str, max_tokens: int) -> bytes:
+    """Request body asking for a stream with usage, answer bounded by ``max_tokens``."""
+    return orjson.dumps(
+        {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    )
+
+
+@dataclass(frozen=True)
+class ChatAdapter:
+    """Measures streaming chat completions at one URL (OpenAI-compatible or Azure)."""
+
+    url: str
+    model: str
+    headers: dict[str, str]
+    limits: Limits
+    retry: RetryPolicy | None
 
     async def measure(
         self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
     ) -> RequestResult:
-        """One measured streaming request."""
-        return await measure_chat(
+        """One measured streaming request (retried on 429 only if the provider opts in)."""
+        body = chat_body(self.model, request.prompt, request.output_tokens)
+        return await measure_request(
             http,
-            self.endpoint,
-            request.prompt,
-            request.output_tokens,
+            HttpCall("POST", self.url, self.headers, body),
+            ChatParser,
+            self.limits,
+            self.retry,
             request.prompt_tokens,
             intended_start,
         )
 
 
-def _endpoint(provider: ProviderBase, base_url: str, model: str, key: str | None) -> ChatEndpoint:
-    return ChatEndpoint(
+def _chat_adapter(
+    provider: ProviderBase, base_url: str, model: str, key: str | None
+) -> ChatAdapter:
+    return ChatAdapter(
         url=base_url.rstrip("/") + "/chat/completions",
         model=model,
-        api_key=key,
-        timeout_s=provider.timeout_s,
-        stall_timeout_s=provider.stall_timeout_s,
-        connect_timeout_s=provider.connect_timeout_s,
+        headers=json_headers(key),
+        limits=Limits.of(provider, key),
+        retry=provider.retry,
     )
 
 
 @register("openai")
-async def openai_adapter(provider: OpenAIProvider, context: WorkerContext) -> OpenAIChatAdapter:
+async def openai_adapter(provider: OpenAIProvider, context: WorkerContext) -> ChatAdapter:
     """Adapter of an OpenAI-compatible endpoint; the key comes from the worker's env."""
     key = read_secret(provider.api_key_env, provider.name, context)
-    return OpenAIChatAdapter(_endpoint(provider, provider.base_url, provider.model, key))
+    return _chat_adapter(provider, provider.base_url, provider.model, key)
 
 
 @register("simulated")
-async def simulated_adapter(
-    provider: SimulatedProvider, context: WorkerContext
-) -> OpenAIChatAdapter:
+async def simulated_adapter(provider: SimulatedProvider, context: WorkerContext) -> ChatAdapter:
     """Adapter of the built-in simulated endpoint, started on loopback for this worker."""
     base_url = await context.simulators.base_url(provider)
-    return OpenAIChatAdapter(_endpoint(provider, base_url, provider.model, None))
+    return _chat_adapter(provider, base_url, provider.model, None)

@@ -1,0 +1,161 @@
+"""How report values are written as text, shared by every format (table, markdown, HTML).
+
+A percentile whose sample cannot support it (``analytics.stats.supported``) is written
+with a trailing ``*``; a footnote in each format says what it means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from analytics.stats import QUANTILES, TAIL_SAMPLES
+
+LOW_SAMPLE_NOTE = (
+    f"* fewer than {TAIL_SAMPLES} samples beyond this percentile (n < {TAIL_SAMPLES}/(1−q)): "
+    "indicative only"
+)
+LATENCY_METRICS = (
+    ("ttft", "TTFT"),
+    ("itl", "ITL"),
+    ("tpot", "TPOT"),
+    ("e2e", "E2E"),
+    ("ttft_intent", "TTFT from intent"),
+    ("e2e_intent", "E2E from intent"),
+)
+PERCENTILE_LABELS = tuple(label for label, _ in QUANTILES)
+PERCENTILE_TITLES = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9"}
+
+
+def number(value: Any, digits: int = 1) -> str:
+    """A number with thousands separators, or an en dash for missing."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def percentile(row: dict[str, Any], column: str, digits: int = 1, ci: bool = False) -> str:
+    """A percentile cell: value, ``*`` when flagged, and ``[low–high]`` when asked and known."""
+    text = number(row.get(column), digits)
+    if column in row.get("low_sample", ()):
+        text += "*"
+    if ci:
+        stem = column.removesuffix("_ms")
+        low, high = row.get(f"{stem}_ci_low_ms"), row.get(f"{stem}_ci_high_ms")
+        if low is not None and high is not None:
+            text += f" [{low:,.{digits}f}–{high:,.{digits}f}]"
+    return text
+
+
+def money(value: Any) -> str:
+    """USD with precision that suits its size."""
+    if value is None:
+        return "–"
+    return f"${value:,.2f}" if value >= 1 else f"${value:,.4f}"
+
+
+def errors(row: dict[str, Any]) -> str:
+    """Error count with its classes."""
+    if not row["errors"]:
+        return "0"
+    return f"{row['errors']} ({row['errors_by_class']})"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of the summary table."""
+
+    title: str
+    cell: Callable[[dict[str, Any]], str]
+    numeric: bool = True
+
+
+SUMMARY_COLUMNS: tuple[Column, ...] = (
+    Column("provider", lambda r: str(r["provider"]), numeric=False),
+    Column("stage", lambda r: str(r["stage"])),
+    Column("region", lambda r: str(r["region"]), numeric=False),
+    Column("conc", lambda r: str(r["concurrency"])),
+    Column("requests", lambda r: str(r["requests"])),
+    Column("errors", errors, numeric=False),
+    Column("req/s", lambda r: number(r["request_rate"], 2)),
+    Column("TTFT p50 [95% CI]", lambda r: percentile(r, "ttft_p50_ms", ci=True)),
+    Column("TTFT p99 [95% CI]", lambda r: percentile(r, "ttft_p99_ms", ci=True)),
+    Column("ITL p50", lambda r: percentile(r, "itl_p50_ms", 2)),
+    Column("ITL p99", lambda r: percentile(r, "itl_p99_ms", 2)),
+    Column("TPOT p50", lambda r: percentile(r, "tpot_p50_ms", 2)),
+    Column("E2E p99", lambda r: percentile(r, "e2e_p99_ms")),
+    Column("tok/s/stream", lambda r: number(r["decode_tok_s_p50"])),
+    Column("agg out tok/s", lambda r: number(r["output_tok_s"])),
+    Column("goodput/s", lambda r: number(r["goodput_rps"], 2)),
+    Column("SLO %", lambda r: number(r["slo_attainment_pct"])),
+    Column("$/1M in", lambda r: money(r["cost_per_mtok_input"])),
+    Column("$/1M out", lambda r: money(r["cost_per_mtok_output"])),
+    Column("$/1k req", lambda r: money(r["cost_per_1k_requests"])),
+)
+
+
+_TERMINAL_DROPPED = {"$/1M in", "$/1k req", "TTFT p50 [95% CI]", "TTFT p99 [95% CI]"}
+# A terminal is narrower: intervals move to the percentile table, two cost columns go.
+TERMINAL_COLUMNS: tuple[Column, ...] = tuple(
+    column
+    for column in (
+        *SUMMARY_COLUMNS[:7],
+        Column("TTFT p50", lambda r: percentile(r, "ttft_p50_ms")),
+        Column("TTFT p99", lambda r: percentile(r, "ttft_p99_ms")),
+        *SUMMARY_COLUMNS[7:],
+    )
+    if column.title not in _TERMINAL_DROPPED
+)
+
+
+def _interval(row: dict[str, Any], metric: str, label: str, digits: int) -> str:
+    low, high = row.get(f"{metric}_{label}_ci_low_ms"), row.get(f"{metric}_{label}_ci_high_ms")
+    if low is None or high is None:
+        return "–"
+    return f"{low:,.{digits}f}–{high:,.{digits}f}"
+
+
+def percentile_rows(stages: list[dict[str, Any]]) -> list[list[str]]:
+    """One line per row × latency metric with a sample: the five percentiles (ms)."""
+    lines = []
+    for row in stages:
+        for metric, title in LATENCY_METRICS:
+            if not row.get(f"{metric}_n"):
+                continue
+            lines.append(
+                [
+                    str(row["provider"]),
+                    str(row["stage"]),
+                    str(row["region"]),
+                    title,
+                    str(row[f"{metric}_n"]),
+                    *(
+                        percentile(
+                            row, f"{metric}_{label}_ms", 2 if metric in {"itl", "tpot"} else 1
+                        )
+                        for label in PERCENTILE_LABELS
+                    ),
+                    *(
+                        _interval(row, metric, label, 2 if metric in {"itl", "tpot"} else 1)
+                        for label in ("p50", "p99")
+                    ),
+                ]
+            )
+    return lines
+
+
+PERCENTILE_HEADER = (
+    "provider", "stage", "region", "metric", "n",
+    *(PERCENTILE_TITLES[label] for label in PERCENTILE_LABELS),
+    "p50 95% CI", "p99 95% CI",
+)  # fmt: skip
+
+CAPTION = (
+    "latencies in ms, send-based unless 'from intent'; percentiles over successful requests; "
+    "rates and tok/s in each shard's steady-state window"
+)

@@ -1,0 +1,81 @@
+"""The report as GitHub-flavoured markdown (for pull requests, issues, notebooks)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from analytics.formatting import (
+    CAPTION,
+    LOW_SAMPLE_NOTE,
+    PERCENTILE_HEADER,
+    SUMMARY_COLUMNS,
+    money,
+    number,
+    percentile_rows,
+)
+from analytics.report import RunReport
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool]) -> str:
+    """A markdown table; numeric columns right-aligned."""
+    lines = [
+        "| " + " | ".join(_escape(h) for h in header) + " |",
+        "|" + "|".join("---:" if n else "---" for n in numeric) + "|",
+    ]
+    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
+    """Verdict bullets of a comparison, if any."""
+    if not comparison:
+        return []
+    lines = [f"## Comparison: {comparison['b']} vs {comparison['a']}", ""]
+    for row in comparison["rows"]:
+        where = f"stage {row['stage']}, {row['region']}"
+        lines.append(f"- {where}: {row['verdict']}")
+    if not comparison["rows"]:
+        lines.append("- nothing in common to compare")
+    return [*lines, ""]
+
+
+def render_markdown(report: RunReport) -> str:
+    """The whole report as markdown."""
+    out = [f"# tokenbench run {report.run_id} · {report.name} · {report.state}", ""]
+    out.append(
+        table(
+            [c.title for c in SUMMARY_COLUMNS],
+            [[c.cell(row) for c in SUMMARY_COLUMNS] for row in report.stages],
+            [c.numeric for c in SUMMARY_COLUMNS],
+        )
+    )
+    out += ["", f"_{CAPTION}_", "", "## Latency percentiles (ms)", ""]
+    out.append(table(PERCENTILE_HEADER, percentile_rows(report.stages), [False] * 4 + [True] * 8))
+    out += ["", LOW_SAMPLE_NOTE, ""]
+    out += comparison_lines(report.comparison)
+    if report.pareto:
+        out += ["## Cost vs p99 TTFT", ""]
+        out.append(
+            table(
+                ["provider", "stage", "region", "$/1M out", "TTFT p99", "Pareto-optimal"],
+                [
+                    [
+                        p["provider"],
+                        str(p["stage"]),
+                        p["region"],
+                        money(p["cost_per_mtok_output"]),
+                        number(p["ttft_p99_ms"]) + ("*" if p["ttft_p99_low_sample"] else ""),
+                        "yes" if p["pareto"] else "",
+                    ]
+                    for p in report.pareto
+                ],
+                [False, True, False, True, True, False],
+            )
+        )
+        out.append("")
+    return "\n".join(out)

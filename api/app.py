@@ -1,0 +1,71 @@
+"""The REST control plane: ``create_app()`` wires settings, Redis, DuckDB and the loop.
+
+The application owns one DuckDB writer connection and one :class:`ControlPlane`, whose
+loop runs as a background task for the application's lifetime; routes read through
+cursors of that connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from celery import Celery
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from analytics.db import connect
+from api.body_limit import BodyLimitMiddleware
+from api.control_plane import ControlPlane
+from api.errors import install_error_handlers
+from api.routes import health, runs, scenarios
+from api.scenario_store import ScenarioStore
+from scenarios.settings import Settings, get_settings
+
+
+def create_app(settings: Settings | None = None, celery: Celery | None = None) -> FastAPI:
+    """The FastAPI application of the control plane."""
+    settings = settings or get_settings()
+    if settings.redis.url is None:
+        raise RuntimeError("the control plane needs TOKENBENCH__REDIS__URL")
+    redis_url = settings.redis.url
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from workers.celery_app import app as default_celery  # noqa: PLC0415
+
+        celery_app = celery or default_celery
+        celery_app.conf.broker_url = redis_url
+        con = connect(Path(settings.duckdb.path))
+        redis = Redis.from_url(redis_url)
+        plane = ControlPlane(redis, con, celery_app, settings.control)
+        await plane.start()
+        app.state.settings = settings
+        app.state.con = con
+        app.state.redis = redis
+        app.state.plane = plane
+        app.state.scenarios = ScenarioStore(con)
+        stop = asyncio.Event()
+        loop_task = asyncio.create_task(plane.serve_forever(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            await loop_task
+            await redis.aclose()
+            con.close()
+
+    app = FastAPI(
+        title="tokenbench control plane",
+        version="0.1.0",
+        description="Submit benchmark scenarios, follow runs, fetch reports and records.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes)
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(scenarios.router)
+    app.include_router(runs.router)
+    return app

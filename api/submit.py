@@ -1,0 +1,96 @@
+"""``tokenbench submit``: send a scenario to a control plane over REST and follow the run."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import httpx
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from analytics.report import RunReport
+from scenarios.model import Scenario
+
+POLL_S = 0.5
+
+
+class SubmitError(Exception):
+    """The control plane refused the request; ``code`` is the CLI exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = {"detail": response.text[:500]}
+    detail = body.get("detail") if isinstance(body, dict) else body
+    if isinstance(detail, list):
+        lines = [
+            ".".join(str(p) for p in item.get("loc", [])) + f": {item.get('msg')}"
+            for item in detail
+        ]
+        message = "\n".join(lines)
+    else:
+        message = str(detail)
+    code = 2 if response.status_code in (400, 404, 409, 413, 422) else 1
+    raise SubmitError(f"HTTP {response.status_code}: {message}", code)
+
+
+def submit_run(client: httpx.Client, scenario: Scenario, wait_for_workers: bool) -> str:
+    """POST the scenario inline; return the run id."""
+    response = client.post(
+        "/v1/runs",
+        json={"scenario": scenario.model_dump(mode="json"), "wait_for_workers": wait_for_workers},
+    )
+    _raise_for(response)
+    return str(response.json()["id"])
+
+
+def follow_run(client: httpx.Client, run_id: str, console: Console) -> dict[str, Any]:
+    """Poll the run with a progress bar per stage until it ends; return its last view."""
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[detail]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    tasks: dict[int, Any] = {}
+    with progress:
+        while True:
+            response = client.get(f"/v1/runs/{run_id}")
+            _raise_for(response)
+            view = response.json()
+            for stage in view["stages"]:
+                if stage["state"] == "planned":
+                    continue
+                done = sum(s["requests_done"] for s in stage["shards"])
+                planned = [s["requests_planned"] for s in stage["shards"]]
+                total = None if None in planned else sum(planned)
+                errors = sum(s["errors"] for s in stage["shards"])
+                detail = f"errors {errors} · {stage['state']}"
+                if stage["index"] not in tasks:
+                    description = f"stage {stage['index']} · concurrency {stage['concurrency']}"
+                    tasks[stage["index"]] = progress.add_task(description, total=total, detail="")
+                progress.update(tasks[stage["index"]], completed=done, total=total, detail=detail)
+            if view["state"] != "running":
+                return dict(view)
+            time.sleep(POLL_S)
+
+
+def fetch_report(client: httpx.Client, run_id: str) -> RunReport:
+    """The run's report from the control plane."""
+    response = client.get(f"/v1/runs/{run_id}/report")
+    _raise_for(response)
+    data = response.json()
+    names = {f.name for f in dataclasses.fields(RunReport)}
+    return RunReport(**{key: value for key, value in data.items() if key in names})

@@ -1,0 +1,174 @@
+"""Shared by the client benchmarks: one measured closed-loop run in a fresh process.
+
+A child process (``python benchmarks/client_common.py --url ... --streams N``) plays one
+worker process: it builds the chosen httpx client, runs N closed-loop streams through
+the real OpenAI chat adapter for ``--duration`` seconds and prints one JSON line of
+figures. Running each configuration in its own process keeps one run's connections,
+garbage and CPU time out of the next one's numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+import psutil  # noqa: E402
+
+CLIENTS = ("httpx-default", "httpx-unbounded", "httpx-aiohttp")
+
+
+def make_http(name: str) -> httpx.AsyncClient:
+    """The client configurations compared (docs/load.md)."""
+    from workers.client.http import UNBOUNDED, make_client
+
+    if name == "httpx-default":
+        return httpx.AsyncClient()  # pool of 100 connections, httpx's own transport
+    if name == "httpx-unbounded":
+        return httpx.AsyncClient(limits=UNBOUNDED)
+    if name == "httpx-aiohttp":
+        return make_client("aiohttp")
+    raise ValueError(name)
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
+    from scenarios.model import FixedLength, MixClass, Workload
+    from workers.executor import ClosedLoop, RequestSource
+    from workers.health import ShardHealth
+    from workers.prompts import request_planner
+
+    from tests.fakes.load_harness import chat_adapter
+
+    workload = Workload(
+        mix=[
+            MixClass(
+                prompt_tokens=FixedLength(dist="fixed", value=32),
+                output_tokens=FixedLength(dist="fixed", value=args.tokens),
+            )
+        ]
+    )
+    adapter = chat_adapter(args.url)
+    ttft, itl, events, ok, errors = [], [], 0, 0, {}
+    health = ShardHealth()
+    process = psutil.Process()
+    async with make_http(args.client) as http:
+        source = RequestSource(request_planner(workload, 0, 0), 0, None, args.duration)
+        load = ClosedLoop(args.streams, source, args.duration)
+
+        async def send(request, intended):  # type: ignore[no-untyped-def]
+            return await adapter.measure(http, request, intended)
+
+        def record(request, result):  # type: ignore[no-untyped-def]
+            nonlocal events, ok
+            health.add(result.intended_start, result.sent)
+            if result.failure is not None:
+                key = result.failure.error_class.value
+                errors[key] = errors.get(key, 0) + 1
+                return
+            ok += 1
+            events += len(result.token_stamps)
+            ttft.append((result.first_token - result.sent) / 1e6)
+            itl.extend(g / 1e6 for g in result.itl_gaps())
+
+        cpu0, wall0 = process.cpu_times(), time.perf_counter()
+        async with health:
+            await load.run(send, record)
+        wall = time.perf_counter() - wall0
+        cpu1 = process.cpu_times()
+    cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / wall
+    summary = health.summary()
+    t = np.array(ttft) - args.ttft_ms if ttft else np.array([np.nan])
+    g = np.array(itl) - args.itl_ms if itl else np.array([np.nan])
+    return {
+        "client": args.client,
+        "streams": args.streams,
+        "requests_ok": ok,
+        "errors": errors,
+        "wall_s": wall,
+        "events_per_s": events / wall,
+        "ttft_err_p50_ms": float(np.percentile(t, 50)),
+        "ttft_err_p99_ms": float(np.percentile(t, 99)),
+        "itl_err_p50_ms": float(np.percentile(g, 50)),
+        "itl_err_p99_ms": float(np.percentile(g, 99)),
+        "cpu": cpu,
+        "loop_lag_p99_ms": summary["loop_lag_p99_ms"],
+        "client_bound": summary["client_bound_reasons"] or "-",
+    }
+
+
+def child_main() -> None:
+    """Entry point of the child process: run once, print one JSON line."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--client", choices=CLIENTS, default="httpx-aiohttp")
+    parser.add_argument("--streams", type=int, required=True)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--ttft-ms", type=float, required=True)
+    parser.add_argument("--itl-ms", type=float, required=True)
+    args = parser.parse_args()
+    from workers.event_loop import new_loop
+
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        print(json.dumps(runner.run(_run(args))), flush=True)
+
+
+def run_child(url: str, client: str, streams: int, duration: float, tokens: int,
+              ttft_ms: float, itl_ms: float, timeout: float = 300) -> dict[str, Any]:  # fmt: skip
+    """One measured run in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--url", url, "--client", client, "--streams", str(streams),
+         "--duration", str(duration), "--tokens", str(tokens), "--ttft-ms", str(ttft_ms),
+         "--itl-ms", str(itl_ms)],  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0:
+        return {"client": client, "streams": streams, "failed": done.stderr[-500:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@contextmanager
+def process_endpoint(args: list[str], ready_prefix: str) -> Iterator[str]:
+    """Start an endpoint process printing ``ready_prefix + port``; yield its /v1 URL."""
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, cwd=REPO)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline().decode().strip()
+        if not line.startswith(ready_prefix):
+            raise RuntimeError(f"endpoint did not start: {line!r}")
+        yield f"http://127.0.0.1:{int(line.removeprefix(ready_prefix))}/v1"
+    finally:
+        process.terminate()
+        process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def machine() -> str:
+    """A one-line description of this machine."""
+    import platform
+
+    return (
+        f"{psutil.cpu_count(logical=True)} CPUs ({platform.processor() or platform.machine()}), "
+        f"Python {platform.python_version()}, load average {psutil.getloadavg()[0]:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    child_main()

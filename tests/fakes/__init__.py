@@ -1,0 +1,1 @@
+"""Fake provider servers: real HTTP servers on loopback replaying recorded wire formats."""

@@ -1,0 +1,42 @@
+"""``kind: azure-openai``: Azure OpenAI chat completions.
+
+Same SSE dialect as OpenAI (Azure adds a first chunk with empty ``choices`` carrying
+``prompt_filter_results``, which is not a token), addressed differently: the deployment
+is in the path, ``api-version`` is a query parameter and the key travels in an
+``api-key`` header rather than as a bearer token. 429 answers carry ``retry-after`` and
+``retry-after-ms``.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from scenarios.providers import AzureOpenAIProvider
+from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.openai_chat import ChatAdapter
+from workers.client.streaming import Limits, json_headers
+from workers.context import WorkerContext
+
+
+def azure_chat_url(provider: AzureOpenAIProvider) -> str:
+    """``{endpoint}/openai/deployments/{deployment}/chat/completions?api-version=...``."""
+    deployment = quote(provider.deployment_name or provider.model, safe="")
+    return (
+        f"{provider.endpoint.rstrip('/')}/openai/deployments/{deployment}/chat/completions"
+        f"?api-version={quote(provider.api_version, safe='')}"
+    )
+
+
+@register("azure-openai")
+async def azure_adapter(provider: AzureOpenAIProvider, context: WorkerContext) -> ChatAdapter:
+    """Adapter of one Azure OpenAI deployment."""
+    key = read_secret(provider.api_key_env, provider.name, context)
+    headers = json_headers()
+    headers["api-key"] = key or ""
+    return ChatAdapter(
+        url=azure_chat_url(provider),
+        model=provider.deployment_name or provider.model,
+        headers=headers,
+        limits=Limits.of(provider, key),
+        retry=provider.retry,
+    )

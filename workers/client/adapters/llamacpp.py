@@ -1,0 +1,151 @@
+"""``kind: llamacpp``: llama.cpp ``llama-server``, native ``POST /completion`` streaming.
+
+Wire format: SSE ``data: {"content":"...","stop":false,...}`` per token; the last event
+has ``"stop":true``, ``tokens_predicted``, ``tokens_evaluated`` and ``timings``
+(``prompt_n``, ``prompt_ms``, ``predicted_n``, ``predicted_ms``, ...). The server's own
+prompt and decode times are recorded beside the client's stamps (``server_prompt_ns``,
+``server_decode_ns``): their difference from TTFT and decode time is the queueing and
+transport the server does not see. A mid-stream error arrives as a non-standard
+``error: {json}`` line (older servers) or ``data: {"error": {...}}``; error answers are
+``{"error": {"code": N, "message": "...", "type": "..."}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from scenarios.providers import LlamaCppProvider, RetryPolicy
+from workers.client.adapters.base import read_secret, register
+from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
+from workers.client.result import RequestResult
+from workers.client.sse_events import NamedSSEDecoder, SSEEvent
+from workers.client.streaming import (
+    HttpCall,
+    Limits,
+    json_headers,
+    json_object,
+    measure_request,
+    settle_counts,
+    token_event,
+)
+from workers.context import WorkerContext
+from workers.prompts import PlannedRequest
+
+
+class LlamaCppParser:
+    """Interprets a ``/completion`` SSE stream, keeping the server's timings."""
+
+    __slots__ = ("decoder", "evaluated", "events", "predicted", "result", "stopped")
+
+    def __init__(self, result: RequestResult) -> None:
+        self.result = result
+        self.decoder = NamedSSEDecoder()
+        self.stopped = False
+        self.events = 0
+        self.evaluated: int | None = None
+        self.predicted: int | None = None
+
+    def feed(self, chunk: bytes, stamp: int) -> None:
+        """Interpret the events completed by ``chunk``."""
+        for event in self.decoder.feed(chunk):
+            self._on_event(event, stamp)
+
+    def _on_event(self, event: SSEEvent, stamp: int) -> None:
+        if event.data == b"[DONE]" or not event.data.strip():
+            return
+        message = json_object(event.data)
+        if event.event == "error":
+            raise llamacpp_error(message)
+        if "error" in message:
+            raise llamacpp_error(message["error"])
+        if message.get("content"):
+            token_event(self.result, stamp, output=True)
+            self.events += 1
+        if message.get("stop") is True:
+            self.stopped = True
+            self._on_final(message)
+
+    def _on_final(self, message: dict[str, Any]) -> None:
+        if isinstance(message.get("tokens_predicted"), int):
+            self.predicted = message["tokens_predicted"]
+        if isinstance(message.get("tokens_evaluated"), int):
+            self.evaluated = message["tokens_evaluated"]
+        timings = message.get("timings")
+        if isinstance(timings, dict):
+            prompt_ms, predicted_ms = timings.get("prompt_ms"), timings.get("predicted_ms")
+            if isinstance(prompt_ms, int | float):
+                self.result.server_prompt_ns = round(prompt_ms * 1e6)
+            if isinstance(predicted_ms, int | float):
+                self.result.server_decode_ns = round(predicted_ms * 1e6)
+
+    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
+        """Interpret an unterminated last event, check completion, settle counts."""
+        for event in self.decoder.flush():
+            self._on_event(event, stamp)
+        if not self.stopped:
+            raise ProtocolFailure(
+                f"stream cut short after {self.events} token events (no stop:true event)"
+            )
+        settle_counts(
+            self.result, self.evaluated, self.predicted, self.events, planned_prompt_tokens
+        )
+
+
+def llamacpp_error(error: Any) -> RequestFailure:
+    """Failure of an error object sent with HTTP 200."""
+    code = error.get("code") if isinstance(error, dict) else None
+    message = error.get("message", error) if isinstance(error, dict) else error
+    status = code if isinstance(code, int) and 400 <= code <= 599 else None
+    return RequestFailure(
+        class_of_status(status or 500), redact(f"error event mid-stream: {message}"), status
+    )
+
+
+def completion_body(prompt: str, n_predict: int, cache_prompt: bool) -> bytes:
+    """A streaming ``/completion`` request."""
+    return orjson.dumps(
+        {"prompt": prompt, "n_predict": n_predict, "stream": True, "cache_prompt": cache_prompt}
+    )
+
+
+@dataclass(frozen=True)
+class LlamaCppAdapter:
+    """Measures ``/completion`` on one llama-server."""
+
+    url: str
+    headers: dict[str, str]
+    cache_prompt: bool
+    limits: Limits
+    retry: RetryPolicy | None
+
+    async def measure(
+        self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
+    ) -> RequestResult:
+        """One measured streaming request."""
+        body = completion_body(request.prompt, request.output_tokens, self.cache_prompt)
+        return await measure_request(
+            http,
+            HttpCall("POST", self.url, self.headers, body),
+            LlamaCppParser,
+            self.limits,
+            self.retry,
+            request.prompt_tokens,
+            intended_start,
+        )
+
+
+@register("llamacpp")
+async def llamacpp_adapter(provider: LlamaCppProvider, context: WorkerContext) -> LlamaCppAdapter:
+    """Adapter of one llama-server."""
+    key = read_secret(provider.api_key_env, provider.name, context)
+    return LlamaCppAdapter(
+        url=provider.base_url.rstrip("/") + "/completion",
+        headers=json_headers(key),
+        cache_prompt=provider.cache_prompt,
+        limits=Limits.of(provider, key),
+        retry=provider.retry,
+    )

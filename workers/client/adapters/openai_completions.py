@@ -1,0 +1,165 @@
+"""``kind: openai-completions``: OpenAI-compatible legacy ``/v1/completions`` streaming.
+
+Each SSE event carries ``choices[].text``; a non-empty text is one token-bearing event
+(several tokens in one chunk are still one event). Servers that reason (vLLM with a
+reasoning parser) may send ``reasoning_content``/``reasoning`` beside ``text``; that
+counts for ``first_token`` but not ``first_output_token``. ``usage`` comes in a last
+chunk with empty ``choices`` when ``stream_options.include_usage`` is honoured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from scenarios.providers import OpenAICompletionsProvider, RetryPolicy
+from workers.client.adapters.base import read_secret, register
+from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
+from workers.client.result import RequestResult
+from workers.client.sse import SSEDecoder
+from workers.client.streaming import (
+    HttpCall,
+    Limits,
+    json_headers,
+    json_object,
+    measure_request,
+    settle_counts,
+    token_event,
+)
+from workers.context import WorkerContext
+from workers.prompts import PlannedRequest
+
+_DONE = b"[DONE]"
+_REASONING_KEYS = ("reasoning_content", "reasoning")
+
+
+class CompletionsParser:
+    """Interprets a ``/v1/completions`` SSE stream into a RequestResult."""
+
+    __slots__ = ("completion", "decoder", "done", "events", "finished", "prompt", "result")
+
+    def __init__(self, result: RequestResult) -> None:
+        self.result = result
+        self.decoder = SSEDecoder()
+        self.done = self.finished = False
+        self.events = 0
+        self.prompt: int | None = None
+        self.completion: int | None = None
+
+    def feed(self, chunk: bytes, stamp: int) -> None:
+        """Interpret the events completed by ``chunk``."""
+        for payload in self.decoder.feed(chunk):
+            self._on_payload(payload, stamp)
+
+    def _on_payload(self, payload: bytes, stamp: int) -> None:
+        if payload == _DONE:
+            self.done = True
+            return
+        if not payload.strip():
+            return
+        message = json_object(payload)
+        if "error" in message:
+            raise stream_error(message["error"])
+        choices = message.get("choices")
+        if choices:
+            self._on_choices(choices, stamp)
+        usage = message.get("usage")
+        if isinstance(usage, dict):
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            if isinstance(prompt, int) and isinstance(completion, int):
+                self.prompt, self.completion = prompt, completion
+
+    def _on_choices(self, choices: Any, stamp: int) -> None:
+        if not isinstance(choices, list):
+            raise ProtocolFailure("'choices' is not a list")
+        has_token = has_output = False
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise ProtocolFailure("choice is not an object")
+            if choice.get("text"):
+                has_token = has_output = True
+            elif any(choice.get(key) for key in _REASONING_KEYS):
+                has_token = True
+            if choice.get("finish_reason"):
+                self.finished = True
+        if has_token:
+            token_event(self.result, stamp, output=has_output)
+            self.events += 1
+
+    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
+        """Interpret an unterminated last event, check completion, settle counts."""
+        for payload in self.decoder.flush():
+            self._on_payload(payload, stamp)
+        if not (self.done or self.finished):
+            raise ProtocolFailure(
+                f"stream cut short after {self.events} token events "
+                "(no finish_reason and no [DONE])"
+            )
+        settle_counts(self.result, self.prompt, self.completion, self.events, planned_prompt_tokens)
+
+
+def stream_error(error: Any) -> RequestFailure:
+    """Failure of an ``error`` object sent mid-stream (HTTP status was 200)."""
+    code = error.get("code") if isinstance(error, dict) else None
+    message = error.get("message", error) if isinstance(error, dict) else error
+    status = code if isinstance(code, int) and 400 <= code <= 599 else None
+    return RequestFailure(
+        class_of_status(status or 500), redact(f"error event mid-stream: {message}"), status
+    )
+
+
+def completions_body(model: str, prompt: str, max_tokens: int) -> bytes:
+    """A streaming completions request asking for usage."""
+    return orjson.dumps(
+        {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+    )
+
+
+@dataclass(frozen=True)
+class CompletionsAdapter:
+    """Measures ``/completions`` on one endpoint."""
+
+    url: str
+    model: str
+    headers: dict[str, str]
+    limits: Limits
+    retry: RetryPolicy | None
+
+    async def measure(
+        self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
+    ) -> RequestResult:
+        """One measured streaming request."""
+        body = completions_body(self.model, request.prompt, request.output_tokens)
+        return await measure_request(
+            http,
+            HttpCall("POST", self.url, self.headers, body),
+            CompletionsParser,
+            self.limits,
+            self.retry,
+            request.prompt_tokens,
+            intended_start,
+        )
+
+
+@register("openai-completions")
+async def completions_adapter(
+    provider: OpenAICompletionsProvider, context: WorkerContext
+) -> CompletionsAdapter:
+    """Adapter of an OpenAI-compatible completions endpoint."""
+    key = read_secret(provider.api_key_env, provider.name, context)
+    return CompletionsAdapter(
+        url=provider.base_url.rstrip("/") + "/completions",
+        model=provider.model,
+        headers=json_headers(key),
+        limits=Limits.of(provider, key),
+        retry=provider.retry,
+    )

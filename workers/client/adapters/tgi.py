@@ -1,0 +1,144 @@
+"""``kind: tgi``: Hugging Face text-generation-inference, native ``POST /generate_stream``.
+
+Wire format: SSE events ``data:{"index":N,"token":{"id":..,"text":..,"logprob":..,
+"special":false},"generated_text":null,"details":null}``; the last event carries
+``generated_text`` and, with ``details: true``, ``details.finish_reason`` and
+``generated_tokens`` (and ``input_length`` in TGI 2.x). Special tokens (the EOS piece)
+carry no text for the user and are not token events. Errors mid-stream are
+``data:{"error":"...","error_type":"..."}``; error answers are JSON of the same shape
+(422 validation, 424 generation, 429 overloaded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+from scenarios.providers import RetryPolicy, TGIProvider
+from workers.client.adapters.base import read_secret, register
+from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
+from workers.client.result import RequestResult
+from workers.client.sse import SSEDecoder
+from workers.client.streaming import (
+    HttpCall,
+    Limits,
+    json_headers,
+    json_object,
+    measure_request,
+    settle_counts,
+    token_event,
+)
+from workers.context import WorkerContext
+from workers.prompts import PlannedRequest
+
+# TGI's error_type values and the HTTP status it uses for each.
+_ERROR_STATUS = {"overloaded": 429, "validation": 422, "generation": 424}
+
+
+class TGIParser:
+    """Interprets a ``/generate_stream`` SSE stream."""
+
+    __slots__ = ("decoder", "events", "finished", "generated", "input_length", "result")
+
+    def __init__(self, result: RequestResult) -> None:
+        self.result = result
+        self.decoder = SSEDecoder()
+        self.finished = False
+        self.events = 0
+        self.generated: int | None = None
+        self.input_length: int | None = None
+
+    def feed(self, chunk: bytes, stamp: int) -> None:
+        """Interpret the events completed by ``chunk``."""
+        for payload in self.decoder.feed(chunk):
+            self._on_payload(payload, stamp)
+
+    def _on_payload(self, payload: bytes, stamp: int) -> None:
+        if payload == b"[DONE]" or not payload.strip():
+            return
+        message = json_object(payload)
+        if "error" in message:
+            raise tgi_error(message)
+        token = message.get("token")
+        if isinstance(token, dict) and token.get("text") and not token.get("special"):
+            token_event(self.result, stamp, output=True)
+            self.events += 1
+        details = message.get("details")
+        if isinstance(details, dict):
+            self.finished = True
+            if isinstance(details.get("generated_tokens"), int):
+                self.generated = details["generated_tokens"]
+            if isinstance(details.get("input_length"), int):
+                self.input_length = details["input_length"]
+        elif message.get("generated_text") is not None:
+            self.finished = True
+
+    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
+        """Interpret an unterminated last event, check completion, settle counts."""
+        for payload in self.decoder.flush():
+            self._on_payload(payload, stamp)
+        if not self.finished:
+            raise ProtocolFailure(
+                f"stream cut short after {self.events} token events (no generated_text)"
+            )
+        settle_counts(
+            self.result, self.input_length, self.generated, self.events, planned_prompt_tokens
+        )
+
+
+def tgi_error(message: dict[str, Any]) -> RequestFailure:
+    """Failure of an error event sent with HTTP 200."""
+    status = _ERROR_STATUS.get(str(message.get("error_type")), 500)
+    return RequestFailure(
+        class_of_status(status),
+        redact(f"error event mid-stream ({message.get('error_type')}): {message.get('error')}"),
+        status,
+    )
+
+
+def generate_body(prompt: str, max_new_tokens: int) -> bytes:
+    """A ``/generate_stream`` request; ``details`` asks for the final token count."""
+    return orjson.dumps(
+        {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "details": True}}
+    )
+
+
+@dataclass(frozen=True)
+class TGIAdapter:
+    """Measures ``/generate_stream`` on one server."""
+
+    url: str
+    headers: dict[str, str]
+    limits: Limits
+    retry: RetryPolicy | None
+
+    async def measure(
+        self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
+    ) -> RequestResult:
+        """One measured streaming request."""
+        return await measure_request(
+            http,
+            HttpCall(
+                "POST", self.url, self.headers, generate_body(request.prompt, request.output_tokens)
+            ),
+            TGIParser,
+            self.limits,
+            self.retry,
+            request.prompt_tokens,
+            intended_start,
+        )
+
+
+@register("tgi")
+async def tgi_adapter(provider: TGIProvider, context: WorkerContext) -> TGIAdapter:
+    """Adapter of one TGI server."""
+    key = read_secret(provider.api_key_env, provider.name, context)
+    return TGIAdapter(
+        url=provider.base_url.rstrip("/") + "/generate_stream",
+        headers=json_headers(key),
+        limits=Limits.of(provider, key),
+        retry=provider.retry,
+    )

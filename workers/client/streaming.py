@@ -1,0 +1,242 @@
+"""The measured streaming request every adapter shares: stamps, deadlines, classification.
+
+An adapter supplies how to build its request (``prepare``, run after ``sent`` is stamped,
+so signing or a preliminary call is inside the measured time, as in decision 2) and a
+``StreamParser`` for its wire format. This module stamps the bytes the moment they
+arrive, before the parser decodes anything (DOMAIN §1), applies the provider's deadlines
+(whole request, silence between bytes, connect) and turns every failure into a
+classified RequestFailure; it never raises for a request's own failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+import orjson
+
+from scenarios.providers import ProviderBase, RetryPolicy
+from workers.client.errors import ProtocolFailure, classify_exception, redact
+from workers.client.result import RequestResult
+from workers.client.retry import measure_with_retry, status_failure
+
+MAX_ERROR_BODY = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Deadlines of one provider's requests and the secrets its messages must not show."""
+
+    timeout_s: float
+    stall_timeout_s: float
+    connect_timeout_s: float
+    secrets: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, provider: ProviderBase, *secrets: str | None) -> Limits:
+        """The provider's deadlines; ``secrets`` are credential values to redact."""
+        return cls(
+            provider.timeout_s,
+            provider.stall_timeout_s,
+            provider.connect_timeout_s,
+            tuple(secret for secret in secrets if secret),
+        )
+
+    def http_timeout(self) -> httpx.Timeout:
+        """Per-phase httpx timeouts; ``read`` is the longest silence between bytes."""
+        return httpx.Timeout(
+            connect=self.connect_timeout_s, read=self.stall_timeout_s, write=30.0, pool=None
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HttpCall:
+    """The streaming HTTP request to send."""
+
+    method: str
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+    content: bytes | None = None
+
+
+class StreamParser(Protocol):
+    """Interprets one response body of a wire format, updating a RequestResult."""
+
+    def feed(self, chunk: bytes, stamp: int) -> None:
+        """Account for ``chunk``, whose bytes arrived at ``stamp``; raise RequestFailure
+        for an error the stream reports."""
+
+    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
+        """The body ended at ``stamp``: check it completed and settle token counts."""
+
+
+Prepare = Callable[[httpx.AsyncClient], Awaitable[HttpCall]]
+
+
+async def measure_request(
+    client: httpx.AsyncClient,
+    request: HttpCall | Prepare,
+    make_parser: Callable[[RequestResult], StreamParser],
+    limits: Limits,
+    retry: RetryPolicy | None,
+    planned_prompt_tokens: int,
+    intended_start: int,
+) -> RequestResult:
+    """One measured request of an adapter: a fixed call or a ``prepare`` step, its parser,
+    and the provider's opt-in 429 retries."""
+    prepare = _fixed(request) if isinstance(request, HttpCall) else request
+
+    async def attempt() -> RequestResult:
+        result = RequestResult(intended_start=intended_start)
+        return await measure_stream(
+            client, result, prepare, make_parser(result), limits, planned_prompt_tokens
+        )
+
+    return await measure_with_retry(retry, attempt)
+
+
+async def measure_stream(
+    client: httpx.AsyncClient,
+    result: RequestResult,
+    prepare: Prepare,
+    parser: StreamParser,
+    limits: Limits,
+    planned_prompt_tokens: int,
+) -> RequestResult:
+    """Send the request ``prepare`` builds and feed its body to ``parser``."""
+    now = time.perf_counter_ns
+    try:
+        async with asyncio.timeout(limits.timeout_s):
+            result.sent = now()
+            call = await prepare(client)
+            async with client.stream(
+                call.method,
+                call.url,
+                content=call.content,
+                headers=call.headers,
+                timeout=limits.http_timeout(),
+            ) as response:
+                if response.status_code != 200:
+                    body = await bounded_body(response)
+                    result.end = now()
+                    result.failure = status_failure(
+                        response.status_code, response.headers, body, limits.secrets
+                    )
+                    return result
+                async for chunk in response.aiter_raw():
+                    stamp = now()  # before any decoding (DOMAIN §1)
+                    if result.first_byte is None:
+                        result.first_byte = stamp
+                    parser.feed(chunk, stamp)
+                result.end = now()
+                parser.finish(result.end, planned_prompt_tokens)
+    except BaseException as exc:
+        if result.end is None:
+            result.end = now()
+        if result.sent == 0:
+            result.sent = result.end
+        # Cancellation is recorded, not propagated: the executor stops virtual users by a
+        # flag, and a request cut by it must still leave its row.
+        result.failure = classify_exception(exc, limits.secrets)
+    return result
+
+
+def _fixed(call: HttpCall) -> Prepare:
+    async def prepare(_: httpx.AsyncClient) -> HttpCall:
+        return call
+
+    return prepare
+
+
+async def bounded_body(response: httpx.Response) -> bytes:
+    """At most MAX_ERROR_BODY bytes of an (error) response body."""
+    body = b""
+    async for chunk in response.aiter_raw():
+        body += chunk
+        if len(body) >= MAX_ERROR_BODY:
+            break
+    return body[:MAX_ERROR_BODY]
+
+
+async def read_json(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    limits: Limits,
+    headers: dict[str, str],
+    content: bytes | None = None,
+    ok: tuple[int, ...] = (200, 201),
+) -> dict[str, Any]:
+    """A small non-streaming JSON call inside a measurement (e.g. creating a prediction);
+    an error status raises the same classified failure a stream's would."""
+    response = await client.request(
+        method, url, content=content, headers=headers, timeout=limits.http_timeout()
+    )
+    if response.status_code not in ok:
+        raise status_failure(
+            response.status_code,
+            response.headers,
+            response.content[:MAX_ERROR_BODY],
+            limits.secrets,
+        )
+    return json_object(response.content)
+
+
+def json_object(payload: bytes) -> dict[str, Any]:
+    """Decode a JSON object or raise a protocol failure quoting (a redacted bit of) it."""
+    try:
+        message = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise ProtocolFailure(f"malformed JSON in stream: {preview(payload)}") from None
+    if not isinstance(message, dict):
+        raise ProtocolFailure(f"stream event is not a JSON object: {preview(payload)}")
+    return message
+
+
+def preview(payload: bytes) -> str:
+    """A short, redacted rendering of bytes for an error message."""
+    return redact(payload[:120].decode("utf-8", errors="replace"))
+
+
+def token_event(result: RequestResult, stamp: int, *, output: bool) -> None:
+    """Record one token-bearing event; ``output`` False for reasoning text (it counts for
+    ``first_token`` but not ``first_output_token``, DOMAIN §1)."""
+    if result.first_token is None:
+        result.first_token = stamp
+    if output and result.first_output_token is None:
+        result.first_output_token = stamp
+    result.last_token = stamp
+    result.token_stamps.append(stamp)
+
+
+def settle_counts(
+    result: RequestResult,
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    events: int,
+    planned_prompt_tokens: int,
+) -> None:
+    """Token counts: the server's when it gave both (``usage``), else completions counted
+    from events and the planned prompt length (``events``)."""
+    if prompt_tokens is not None and completion_tokens is not None:
+        result.prompt_tokens = prompt_tokens
+        result.completion_tokens = completion_tokens
+        result.token_count_source = "usage"
+    else:
+        result.prompt_tokens = planned_prompt_tokens
+        result.completion_tokens = completion_tokens if completion_tokens is not None else events
+        result.token_count_source = "events"
+
+
+def json_headers(
+    bearer_key: str | None = None, accept: str = "text/event-stream"
+) -> dict[str, str]:
+    """Headers of a JSON request, with ``Authorization: Bearer`` when a key is set."""
+    headers = {"content-type": "application/json", "accept": accept}
+    if bearer_key:
+        headers["authorization"] = f"Bearer {bearer_key}"
+    return headers

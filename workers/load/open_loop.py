@@ -1,0 +1,138 @@
+"""Open-loop load: requests start at their scheduled times, whatever the server does.
+
+The schedule (``workers/load/schedule.py``) gives each arrival an offset from one start
+stamp; its intended start is ``start + offset``, fixed before anything is sent. The
+dispatcher sleeps until each absolute deadline (re-checked after waking, since timers
+may fire early or round to the millisecond) and launches the request as a task, so a
+slow server never delays the next send: the client does not coordinate with the
+server (coordinated omission, DOMAIN §7). Every lateness, the dispatcher's own included,
+is in the record as schedule lag = sent − intended start.
+
+With ``max_in_flight``, an arrival that finds the cap full waits for a slot; it keeps
+its intended start, so the wait shows as schedule lag and the intent-based latencies
+include it. In a stage bounded by ``duration_s`` such waits end with the stage: arrivals
+still waiting then are not sent and are counted (``not_sent``), never silently lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterator
+
+from workers.client.errors import ErrorClass
+from workers.client.result import RequestResult
+from workers.prompts import PlannedRequest
+
+__all__ = ["OpenLoop", "sleep_until"]
+
+# Longest single sleep: bounds how long a stop request waits at low rates.
+_MAX_SLEEP_NS = 250_000_000
+
+Send = Callable[[PlannedRequest, int], Awaitable[RequestResult]]
+Record = Callable[[PlannedRequest, RequestResult], None]
+
+
+async def sleep_until(deadline_ns: int, stopped: Callable[[], bool] = lambda: False) -> None:
+    """Return at ``deadline_ns`` (perf_counter_ns) or just after, never before."""
+    now = time.perf_counter_ns()
+    while now < deadline_ns and not stopped():
+        await asyncio.sleep(min(deadline_ns - now, _MAX_SLEEP_NS) / 1e9)
+        now = time.perf_counter_ns()
+
+
+class OpenLoop:
+    """Sends ``arrivals`` (``(seq, offset_ns)`` in offset order) at their offsets from
+    the start, each request planned by ``plan``."""
+
+    kind = "open"
+
+    def __init__(
+        self,
+        arrivals: Iterator[tuple[int, int]],
+        plan: Callable[[int], PlannedRequest],
+        max_in_flight: int | None = None,
+        duration_s: float | None = None,
+    ) -> None:
+        self._arrivals = arrivals
+        self._plan = plan
+        self._cap = max_in_flight
+        self._duration_ns = None if duration_s is None else round(duration_s * 1e9)
+        self.stopped = False
+        self.start_ns = 0
+        self.intended: list[int] = []  # intended starts of the arrivals sent so far
+        self.cap_waits = 0
+        self.not_sent = 0
+        self._slot_freed = asyncio.Event()
+        self._active = 0  # requests in flight (a counter: task done-callbacks run late)
+
+    def stop(self) -> None:
+        """Send no further requests (in-flight ones complete)."""
+        self.stopped = True
+
+    async def run(self, send: Send, record: Record) -> None:
+        """Dispatch every arrival on schedule; return when all sent requests ended."""
+        in_flight: set[asyncio.Task[None]] = set()
+
+        async def one(request: PlannedRequest, intended: int) -> None:
+            try:
+                result = await send(request, intended)
+                record(request, result)
+                if result.failure is not None and result.failure.error_class is (
+                    ErrorClass.CANCELLED
+                ):
+                    self.stop()  # the shard is being torn down: send nothing more
+            finally:
+                self._active -= 1
+                self._slot_freed.set()
+
+        self.start_ns = time.perf_counter_ns()
+        stage_end = None if self._duration_ns is None else self.start_ns + self._duration_ns
+        for seq, offset in self._arrivals:
+            request = self._plan(seq)  # planned before its deadline: not in the lag
+            intended = self.start_ns + offset
+            await sleep_until(intended, lambda: self.stopped)
+            if self.stopped:
+                break
+            if self._cap is not None and not await self._wait_for_slot(stage_end):
+                if not self.stopped:
+                    self.not_sent += 1 + sum(1 for _ in self._arrivals)
+                break
+            self.intended.append(intended)
+            self._active += 1
+            task = asyncio.create_task(one(request, intended))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+        if in_flight:
+            await asyncio.gather(*in_flight)
+
+    async def _wait_for_slot(self, end: int | None) -> bool:
+        """Wait until fewer than the cap are in flight; False if the stage ended (or was
+        stopped) first."""
+        assert self._cap is not None
+        if self._active < self._cap:
+            return True
+        self.cap_waits += 1
+        while self._active >= self._cap:
+            if self.stopped:
+                return False
+            timeout_ns = _MAX_SLEEP_NS
+            if end is not None:
+                timeout_ns = min(timeout_ns, end - time.perf_counter_ns())
+                if timeout_ns <= 0:
+                    return False
+            self._slot_freed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._slot_freed.wait(), timeout_ns / 1e9)
+        return True
+
+    def scheduled_span_ns(self) -> int:
+        """From the first to the last intended start of the arrivals sent."""
+        return self.intended[-1] - self.intended[0] if len(self.intended) > 1 else 0
+
+    def planned_end_ns(self) -> int:
+        """The stage's end: start + duration, else the last intended start."""
+        if self._duration_ns is not None:
+            return self.start_ns + self._duration_ns
+        return self.intended[-1] if self.intended else self.start_ns

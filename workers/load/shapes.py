@@ -1,0 +1,90 @@
+"""The shard's load shape: the closed loop (virtual users) or the open loop (a seeded
+arrival schedule, or a replayed traffic log), behind one interface.
+
+``build_load`` picks the shape from the shard spec; the shard executes it without
+knowing which it is. docs/load.md describes the shapes for users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Protocol
+
+from scenarios.wire import ShardSpec
+from workers.client.result import RequestResult
+from workers.executor import ClosedLoop, RequestSource
+from workers.load.files import load_replay
+from workers.load.open_loop import OpenLoop
+from workers.load.schedule import NS_PER_S, arrival_offsets, part_arrivals, schedule_rng
+from workers.prompts import PlannedRequest
+
+__all__ = ["LoadShape", "build_load", "rate_figures", "stage_offsets"]
+
+
+class LoadShape(Protocol):
+    """What a shard needs of its load: run it, stop it, and where its stage began/ends."""
+
+    kind: str
+    start_ns: int
+    intended: list[int]
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` was called."""
+        ...
+
+    def stop(self) -> None:
+        """Send no further requests."""
+
+    async def run(
+        self,
+        send: Callable[[PlannedRequest, int], Awaitable[RequestResult]],
+        record: Callable[[PlannedRequest, RequestResult], None],
+    ) -> None:
+        """Send the shard's requests; return when all ended."""
+
+    def planned_end_ns(self) -> int:
+        """End of the stage window (perf ns)."""
+        ...
+
+
+def stage_offsets(spec: ShardSpec) -> Iterator[int]:
+    """Offsets (ns from the stage start) of every arrival of the spec's open-loop stage."""
+    rate = spec.rate
+    assert rate is not None, "closed-loop shards have no schedule"
+    if rate.replay:
+        assert spec.workload.replay is not None
+        entries = load_replay(spec.workload.replay.path)
+        first = entries[0].timestamp_s or 0.0
+        scale = spec.workload.replay.time_scale
+        return (round(((e.timestamp_s or 0.0) - first) * scale * NS_PER_S) for e in entries)
+    return arrival_offsets(
+        rate.arrival, rate.rps, rate.burstiness, schedule_rng(spec.seed, spec.stage)
+    )
+
+
+def build_load(spec: ShardSpec, plan: Callable[[int], PlannedRequest]) -> LoadShape:
+    """The shard's load shape: open loop when the spec has a rate, else closed loop."""
+    if spec.rate is None:
+        source = RequestSource(plan, spec.seq_start, spec.requests, spec.duration_s)
+        return ClosedLoop(spec.concurrency, source, spec.duration_s)
+    duration_ns = None if spec.duration_s is None else round(spec.duration_s * NS_PER_S)
+    arrivals = part_arrivals(
+        stage_offsets(spec), spec.rate.part, spec.rate.parts, spec.requests, duration_ns
+    )
+    return OpenLoop(arrivals, plan, spec.rate.max_in_flight, spec.duration_s)
+
+
+def rate_figures(load: LoadShape, target_rps: float | None) -> dict[str, Any]:
+    """Keyword arguments of ``ShardHealth.summary`` describing an open loop's schedule:
+    its target and scheduled rates and what its ``max_in_flight`` cap did."""
+    if not isinstance(load, OpenLoop):
+        return {}
+    span = load.scheduled_span_ns()
+    scheduled = (len(load.intended) - 1) / (span / NS_PER_S) if span > 0 else None
+    return {
+        "target_rps": target_rps,
+        "scheduled_rps": scheduled,
+        "cap_waits": load.cap_waits,
+        "not_sent": load.not_sent,
+    }
