@@ -17,10 +17,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from analytics.db import load_sql
+from analytics.sketch import Histogram
+from analytics.sqlfiles import load_sql
 from analytics.stats import (
     CI_QUANTILES,
     QUANTILES,
+    SortedWindow,
     bootstrap_quantile,
     percentile_interval,
     stable_seed,
@@ -59,13 +61,13 @@ def _wanted(row: dict[str, Any]) -> list[tuple[str, str, float]]:
     ]
 
 
-def bootstrap_rows(
-    con: duckdb.DuckDBPyConnection, run_id: str, rows: list[dict[str, Any]]
-) -> dict[ReplicateKey, list[float]]:
-    """Replicates of every supported p50/p99 of ``rows``; adds ``*_ci_low/high`` to rows."""
-    wanted = {(r["stage"], r["provider"], r["region"]): _wanted(r) for r in rows}
-    if not any(wanted.values()):
-        return {}
+def _sql_windows(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    rows: list[dict[str, Any]],
+    wanted: dict[GroupKey, list[tuple[str, str, float]]],
+) -> dict[tuple[GroupKey, str, str], SortedWindow]:
+    """Sorted raw values around each wanted percentile, in one SQL pass."""
     width = {"p50": 1, "p99": 1}
     for row in rows:
         for metric, label, q in wanted[(row["stage"], row["provider"], row["region"])]:
@@ -94,20 +96,53 @@ def bootstrap_rows(
         }
     finally:
         con.unregister("boot_pivots")
-    replicates: dict[ReplicateKey, list[float]] = {}
+    windows: dict[tuple[GroupKey, str, str], SortedWindow] = {}
     for row in rows:
         key: GroupKey = (row["stage"], row["provider"], row["region"])
         split = fetched.get(key)
-        for metric, label, q in wanted[key]:
-            if split is None:
-                continue
+        if split is None:
+            continue
+        for metric, label, _ in wanted[key]:
             prefix = f"{metric}_{label}"
-            window = window_from_split(
+            windows[(key, metric, label)] = window_from_split(
                 row[f"{metric}_n"],
                 split[f"{prefix}_below"],
                 split[f"{prefix}_lower"] or [],
                 split[f"{prefix}_upper"] or [],
             )
+    return windows
+
+
+def bootstrap_rows(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    rows: list[dict[str, Any]],
+    histograms: dict[GroupKey, dict[str, Histogram]] | None = None,
+) -> dict[ReplicateKey, list[float]]:
+    """Replicates of every supported p50/p99 of ``rows``; adds ``*_ci_low/high`` to rows.
+
+    The sorted values near each percentile come from the raw records, or, for a run
+    reported from stored histograms, from those (within their relative error)."""
+    wanted = {(r["stage"], r["provider"], r["region"]): _wanted(r) for r in rows}
+    if not any(wanted.values()):
+        return {}
+    if histograms is None:
+        windows = _sql_windows(con, run_id, rows, wanted)
+    else:
+        windows = {}
+        for group, items in wanted.items():
+            for metric, label, q in items:
+                hist = histograms.get(group, {}).get(metric)
+                if hist is not None and hist.n:
+                    windows[(group, metric, label)] = hist.window(q, window_half_width(hist.n, q))
+    replicates: dict[ReplicateKey, list[float]] = {}
+    for row in rows:
+        key: GroupKey = (row["stage"], row["provider"], row["region"])
+        for metric, label, q in wanted[key]:
+            window = windows.get((key, metric, label))
+            if window is None:
+                continue
+            prefix = f"{metric}_{label}"
             seed = stable_seed(run_id, *key, metric, label)
             draws = bootstrap_quantile(window, q, seed)
             replicates[(*key, metric, label)] = draws

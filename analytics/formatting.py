@@ -16,6 +16,14 @@ LOW_SAMPLE_NOTE = (
     f"* fewer than {TAIL_SAMPLES} samples beyond this percentile (n < {TAIL_SAMPLES}/(1−q)): "
     "indicative only"
 )
+
+
+def method_note(percentiles: dict[str, Any]) -> str:
+    """How the report's percentiles were computed, for a footnote ("" when exact)."""
+    note = percentiles.get("note")
+    return f"Percentiles: {note}." if note else ""
+
+
 LATENCY_METRICS = (
     ("ttft", "TTFT"),
     ("itl", "ITL"),

@@ -17,6 +17,7 @@ from analytics.formatting import (
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
     SUMMARY_COLUMNS,
+    method_note,
     money,
     number,
     percentile_rows,
@@ -216,7 +217,7 @@ def render_html(report: RunReport) -> str:
         f"<h1>{escape(title)}</h1>"
         f'<p class="note">SLO: {escape(slo)}. {escape(CAPTION)}.</p>'
         f"<h2>Summary</h2>{summary}"
-        f'<p class="note">{escape(LOW_SAMPLE_NOTE)}</p>'
+        f'<p class="note">{escape(LOW_SAMPLE_NOTE)} {escape(method_note(report.percentiles))}</p>'
         f"{_comparison(report)}"
         f'<h2>Charts</h2><div class="charts">{"".join(c for c in charts if c)}</div>'
         f"<h2>Latency percentiles (ms)</h2>{percentiles}"

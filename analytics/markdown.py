@@ -10,6 +10,7 @@ from analytics.formatting import (
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
     SUMMARY_COLUMNS,
+    method_note,
     money,
     number,
     percentile_rows,
@@ -57,6 +58,8 @@ def render_markdown(report: RunReport) -> str:
     out += ["", f"_{CAPTION}_", "", "## Latency percentiles (ms)", ""]
     out.append(table(PERCENTILE_HEADER, percentile_rows(report.stages), [False] * 4 + [True] * 8))
     out += ["", LOW_SAMPLE_NOTE, ""]
+    if note := method_note(report.percentiles):
+        out += [note, ""]
     out += comparison_lines(report.comparison)
     if report.pareto:
         out += ["## Cost vs p99 TTFT", ""]

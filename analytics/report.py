@@ -16,9 +16,18 @@ import duckdb
 
 from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
-from analytics.db import load_sql
-from analytics.plots import plot_data
+from analytics.plots import errors_over_time, plot_data
+from analytics.sqlfiles import load_sql
 from analytics.stats import CI_QUANTILES
+from analytics.stored import (
+    EXACT,
+    HISTOGRAM,
+    ExactLimits,
+    group_histograms,
+    histogram_plots,
+    stored_summary_rows,
+    use_histograms,
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,8 @@ class RunReport:
     pareto: list[dict[str, Any]] = field(default_factory=list)
     plots: dict[str, Any] = field(default_factory=dict)
     comparison: dict[str, Any] | None = None
+    # How the percentiles were computed: exact, or from stored histograms within a bound.
+    percentiles: dict[str, Any] = field(default_factory=lambda: dict(EXACT))
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -48,6 +59,7 @@ class RunReport:
             "providers": self.providers,
             "shards": self.shards,
             "stages": self.stages,
+            "percentiles": self.percentiles,
             "pareto": self.pareto,
             "comparison": self.comparison,
             "plots": self.plots,
@@ -98,12 +110,9 @@ def _rows(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
-def summary_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
-    """The ``stage_summary`` rows of a run, each with CI columns (None until computed)
-    and its ``low_sample`` list."""
-    rows = _rows(con.execute(load_sql("stage_summary"), {"run_id": run_id}))
+def _with_ci_columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
-        del row["run_id"]
+        row.pop("run_id", None)
         for metric in CI_METRICS:
             for label, _ in CI_QUANTILES:
                 row[f"{metric}_{label}_ci_low_ms"] = None
@@ -112,13 +121,42 @@ def summary_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, 
     return rows
 
 
-def build_report(con: duckdb.DuckDBPyConnection, run_id: str, *, plots: bool = True) -> RunReport:
-    """Report of ``run_id`` (raises UnknownRunError if there is none)."""
+def summary_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
+    """The exact ``stage_summary`` rows of a run (from the raw records), each with CI
+    columns (None until computed) and its ``low_sample`` list."""
+    return _with_ci_columns(_rows(con.execute(load_sql("stage_summary"), {"run_id": run_id})))
+
+
+def build_report(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    *,
+    plots: bool = True,
+    exact_limits: ExactLimits | None = None,
+) -> RunReport:
+    """Report of ``run_id`` (raises UnknownRunError if there is none).
+
+    Runs within ``exact_limits`` get exact percentiles from the raw records; larger ones
+    are reported from the shards' stored aggregates (analytics/stored.py), which the
+    report's ``percentiles`` entry discloses."""
     run = con.execute("SELECT name, state FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if run is None:
         raise UnknownRunError(run_id)
-    stages = summary_rows(con, run_id)
-    replicates = bootstrap_rows(con, run_id, stages)
+    if use_histograms(con, run_id, exact_limits or ExactLimits()):
+        histograms = group_histograms(con, run_id)
+        stages = _with_ci_columns(stored_summary_rows(con, run_id, histograms))
+        replicates = bootstrap_rows(con, run_id, stages, histograms)
+        method = dict(HISTOGRAM)
+        charts = (
+            {**histogram_plots(histograms), "errors_over_time": errors_over_time(con, run_id)}
+            if plots
+            else {}
+        )
+    else:
+        stages = summary_rows(con, run_id)
+        replicates = bootstrap_rows(con, run_id, stages)
+        method = dict(EXACT)
+        charts = plot_data(con, run_id) if plots else {}
     shards = _rows(
         con.execute(
             "SELECT shard_id, stage, provider, region, state, accepted_attempt, records, message, "
@@ -144,7 +182,8 @@ def build_report(con: duckdb.DuckDBPyConnection, run_id: str, *, plots: bool = T
         providers=providers,
         slo=slo_rows[0] if slo_rows else {},
         pareto=pareto(stages),
-        plots=plot_data(con, run_id) if plots else {},
+        plots=charts,
+        percentiles=method,
         replicates=replicates,
     )
 

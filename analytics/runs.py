@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import duckdb
 
 from analytics.dimensions import write_dimensions
+from analytics.summaries import store_shard_summary
 from scenarios.model import Scenario
 
 
@@ -113,14 +114,22 @@ class RunStore:
     def shard_done(
         self, run_id: str, shard_id: str, state: str, attempt: int | None, message: str | None
     ) -> None:
-        """Settle a shard: its accepted attempt (whose records count) and final state."""
-        self.con.execute(
-            "UPDATE shards SET state = ?, accepted_attempt = ?, message = ?, "
-            "records = (SELECT count(*) FROM request_records r WHERE r.run_id = ? "
-            "           AND r.shard_id = ? AND r.attempt = ?) "
-            "WHERE run_id = ? AND shard_id = ?",
-            [state, attempt, message, run_id, shard_id, attempt, run_id, shard_id],
-        )
+        """Settle a shard: its accepted attempt (whose records count) and final state, and
+        the pre-aggregates the report of a large run reads (analytics/summaries.py)."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.execute(
+                "UPDATE shards SET state = ?, accepted_attempt = ?, message = ?, "
+                "records = (SELECT count(*) FROM request_records r WHERE r.run_id = ? "
+                "           AND r.shard_id = ? AND r.attempt = ?) "
+                "WHERE run_id = ? AND shard_id = ?",
+                [state, attempt, message, run_id, shard_id, attempt, run_id, shard_id],
+            )
+            store_shard_summary(self.con, run_id, shard_id)
+            self.con.execute("COMMIT")
+        except Exception:
+            self.con.execute("ROLLBACK")
+            raise
 
     def shard_dispatched(self, run_id: str, shard_id: str, dispatches: int) -> None:
         """The shard's task is being sent (for the ``dispatches``-th time)."""

@@ -20,7 +20,7 @@ from analytics.db import connect
 from api.body_limit import BodyLimitMiddleware
 from api.control_plane import ControlPlane
 from api.errors import install_error_handlers
-from api.routes import health, runs, scenarios
+from api.routes import health, runs, scenarios, shadow, sql
 from api.scenario_store import ScenarioStore
 from scenarios.settings import Settings, get_settings
 
@@ -68,4 +68,6 @@ def create_app(settings: Settings | None = None, celery: Celery | None = None) -
     app.include_router(health.router)
     app.include_router(scenarios.router)
     app.include_router(runs.router)
+    app.include_router(sql.router)
+    app.include_router(shadow.router)
     return app

@@ -22,9 +22,10 @@ from redis.asyncio import Redis
 from rich.console import Console
 
 from analytics.db import connect
-from analytics.report import UnknownRunError, build_report, latest_run_id
+from analytics.report import build_report
 from api.plan import plan
 from api.providers_check import providers_app
+from api.report_cli import report, sql
 from api.simulate_options import simulate
 from scenarios.loader import ScenarioError, load_scenario
 from scenarios.model import Scenario
@@ -142,38 +143,6 @@ async def _drive(
 
 
 @app.command()
-def report(
-    run_id: Annotated[str, typer.Argument(help="Run id, or 'latest'.")] = "latest",
-    db: Annotated[Path | None, typer.Option(help="DuckDB file.")] = None,
-    output: Annotated[OutputFormat, typer.Option("--format", help="Report format.")] = (
-        OutputFormat.table
-    ),
-) -> None:
-    """Print a stored run's report again."""
-    from api.console import print_report  # noqa: PLC0415
-
-    path = db or get_settings().duckdb.path
-    try:
-        con = connect(path, read_only=True)
-    except FileNotFoundError as exc:
-        errors.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
-    except duckdb.IOException as exc:
-        # DuckDB allows one writer process: a run in progress holds the file.
-        errors.print(f"[red]cannot open {path}: {str(exc).splitlines()[0]}")
-        raise typer.Exit(1) from None
-    chosen = latest_run_id(con) if run_id == "latest" else run_id
-    if chosen is None:
-        errors.print(f"[red]no runs in {path}")
-        raise typer.Exit(2)
-    try:
-        print_report(console, build_report(con, chosen), output.value)
-    except UnknownRunError:
-        errors.print(f"[red]no run {chosen!r} in {path}")
-        raise typer.Exit(2) from None
-
-
-@app.command()
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
@@ -277,6 +246,8 @@ def worker(
 
 
 app.command()(plan)
+app.command()(report)
+app.command()(sql)
 app.command()(simulate)
 app.add_typer(providers_app, name="providers")
 

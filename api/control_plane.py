@@ -15,6 +15,9 @@ One loop serves all active runs (the embedded ``tokenbench run`` uses it with on
 On start it resumes runs left ``running`` in DuckDB and claims stream entries that a
 previous control plane read but never acknowledged (XAUTOCLAIM), so a restart loses
 and doubles nothing.
+
+Shadow-traffic sessions (docs/shadow.md) are runs of the same loop with a third stream,
+the gateway's per-request captures, and no shards to dispatch; they end when stopped.
 """
 
 from __future__ import annotations
@@ -27,13 +30,16 @@ import uuid
 from typing import Any
 
 import duckdb
+import orjson
 from celery import Celery
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from analytics.ingest import BatchMessage, ingest_batches
 from analytics.runs import RunStore
-from api.coordinator import RunCoordinator, ShardProgress
+from analytics.shadow import ensure_shadow_schema, ingest_captures, session_ids
+from api.coordinator import RunCoordinator, SessionCoordinator, ShardProgress
+from scenarios.gateway_config import GatewayConfig
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.wire import (
@@ -46,6 +52,7 @@ from scenarios.wire import (
     region_queue,
     shard_task_id,
 )
+from workers.shadow import batch_seq_key, captures_stream
 from workers.tasks import RUN_SHARD
 
 log = logging.getLogger("tokenbench.control")
@@ -87,9 +94,13 @@ class ControlPlane:
     async def start(self) -> list[str]:
         """Resume runs left running and reclaim their unacknowledged entries."""
         resumed = []
+        ensure_shadow_schema(self.con)
+        sessions = session_ids(self.con)
         for run_id in self.store.running_runs():
-            coordinator = RunCoordinator.resume(
-                run_id, self.store, self.settings.max_streams_per_shard
+            coordinator = (
+                SessionCoordinator.resume_session(run_id, self.store)
+                if run_id in sessions
+                else RunCoordinator.resume(run_id, self.store, self.settings.max_streams_per_shard)
             )
             self.runs[run_id] = coordinator
             await self._create_groups(run_id)
@@ -109,6 +120,14 @@ class ControlPlane:
         coordinator.wait_for_workers = wait_for_workers
         await self._create_groups(run_id)
         self.runs[run_id] = coordinator
+        self._wake.set()
+        return coordinator
+
+    async def open_session(self, config: GatewayConfig) -> SessionCoordinator:
+        """Open a shadow session: its records and captures are ingested until it stops."""
+        coordinator = SessionCoordinator.open(new_run_id(), config, self.store)
+        self.runs[coordinator.run_id] = coordinator
+        await self._create_groups(coordinator.run_id)
         self._wake.set()
         return coordinator
 
@@ -188,8 +207,8 @@ class ControlPlane:
     async def _consume(self) -> None:
         streams: dict[Any, Any] = {}
         for run_id in self.runs:
-            streams[events_stream(run_id)] = ">"
-            streams[records_stream(run_id)] = ">"
+            for stream in self._streams(run_id):
+                streams[stream] = ">"
         if not streams:
             return
         answer: Any = await self.redis.xreadgroup(
@@ -216,6 +235,9 @@ class ControlPlane:
                 ]
                 result = ingest_batches(self.con, messages)
                 coordinator.on_ingested(result.per_attempt, result.rows)
+            elif stream.endswith(":captures"):
+                rows = [row for _, fields in entries for row in orjson.loads(fields[b"rows"])]
+                ingest_captures(self.con, rows)
             else:
                 for _, fields in entries:
                     coordinator.on_event({k.decode(): v.decode() for k, v in fields.items()})
@@ -261,8 +283,14 @@ class ControlPlane:
 
     # ------------------------------------------------------------------ streams
 
+    def _streams(self, run_id: str) -> tuple[str, ...]:
+        streams: tuple[str, ...] = (events_stream(run_id), records_stream(run_id))
+        if isinstance(self.runs.get(run_id), SessionCoordinator):
+            streams += (captures_stream(run_id),)
+        return streams
+
     async def _create_groups(self, run_id: str) -> None:
-        for stream in (events_stream(run_id), records_stream(run_id)):
+        for stream in self._streams(run_id):
             try:
                 await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
             except ResponseError as exc:
@@ -271,7 +299,7 @@ class ControlPlane:
 
     async def _reclaim(self, run_id: str) -> None:
         """Take over entries a previous control plane read but never acknowledged."""
-        for stream in (events_stream(run_id), records_stream(run_id)):
+        for stream in self._streams(run_id):
             start = "0-0"
             while True:
                 answer: Any = await self.redis.xautoclaim(
@@ -287,10 +315,17 @@ class ControlPlane:
     async def _close_run(self, coordinator: RunCoordinator) -> None:
         """The run is settled in DuckDB: drop its streams from Redis. The done and cancel
         keys stay (they expire) so that a late redelivered task is still skipped."""
+        streams = self._streams(coordinator.run_id)
+        if isinstance(coordinator, SessionCoordinator):
+            # Batch counters of the session's shards; publishers after the stop are lost.
+            streams += tuple(
+                batch_seq_key(coordinator.run_id, shard_id)
+                for (shard_id,) in self.con.execute(
+                    "SELECT shard_id FROM shards WHERE run_id = ?", [coordinator.run_id]
+                ).fetchall()
+            )
         self.runs.pop(coordinator.run_id, None)
-        await self.redis.delete(
-            events_stream(coordinator.run_id), records_stream(coordinator.run_id)
-        )
+        await self.redis.delete(*streams)
 
 
 async def live_worker_count(redis: Redis, region: str) -> int:

@@ -5,6 +5,10 @@ finished with every announced batch ingested, or failed. The coordinator is a st
 machine fed by the control plane; every transition is written to DuckDB before the
 stream entry that caused it is acknowledged, so a restarted control plane rebuilds the
 same state from the database (:meth:`RunCoordinator.resume`).
+
+A shadow-traffic session (:class:`SessionCoordinator`, docs/shadow.md) is a run of
+another shape: no stages to dispatch, a fixed set of record streams (its shards), and no
+end until it is stopped.
 """
 
 from __future__ import annotations
@@ -13,9 +17,12 @@ import time
 from dataclasses import dataclass, field
 
 from analytics.runs import PlannedShard, RunStore
+from analytics.shadow import SessionShard, activate_session, close_session, register_session
 from api.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run
+from scenarios.gateway_config import GatewayConfig
 from scenarios.model import Scenario
 from scenarios.wire import EventType, ShardSpec
+from workers.shadow import PRIMARY_SHARD, shadow_shard_id
 
 SETTLED = ("finished", "failed", "cancelled")
 
@@ -260,3 +267,85 @@ class RunCoordinator:
         self.state = state
         self.store.finish_run(self.run_id, state)
         return state
+
+
+def session_shards(config: GatewayConfig) -> list[SessionShard]:
+    """The record streams of a session: the primary's, and each shadow's per region."""
+    shards = [SessionShard(PRIMARY_SHARD, config.primary.name, config.gateway_region)]
+    shards += [
+        SessionShard(shadow_shard_id(shadow.name, region), shadow.name, region)
+        for shadow in config.shadows
+        for region in config.regions
+    ]
+    return shards
+
+
+class SessionCoordinator(RunCoordinator):
+    """A shadow session: a continuous run whose records are ingested until it is stopped.
+
+    Nothing is dispatched (the gateway enqueues shadow tasks itself) and there are no
+    lifecycle events; stopping it goes through the cancel path of the control plane (the
+    workers see the cancel key and skip the session's remaining tasks), which drains the
+    streams for the grace period and then finishes the session.
+    """
+
+    def __init__(self, run_id: str, scenario: Scenario, store: RunStore) -> None:
+        # Deliberately not RunCoordinator.__init__: a session has no plan to compute.
+        self.run_id = run_id
+        self.scenario = scenario
+        self.store = store
+        self.stages = []
+        self.shards = {}
+        self.state = "running"
+        self.records_ingested = 0
+        self.created = time.monotonic()
+        self.first_dispatch_at = None
+        self.wait_for_workers = True  # never fail a region for lack of workers
+        self.cancel_deadline = None
+
+    @classmethod
+    def open(cls, run_id: str, config: GatewayConfig, store: RunStore) -> SessionCoordinator:
+        """A new session, recorded with its shards (accepted from the start)."""
+        scenario = config.session_scenario()
+        shards = session_shards(config)
+        register_session(store.con, run_id, config.name, config.model_dump_json())
+        store.create_run(
+            run_id,
+            scenario,
+            [PlannedShard(s.shard_id, 0, s.provider, s.region, 0, None) for s in shards],
+        )
+        activate_session(store.con, run_id, shards)
+        return cls(run_id, scenario, store)
+
+    @classmethod
+    def resume_session(cls, run_id: str, store: RunStore) -> SessionCoordinator:
+        """A session left running (after a control-plane restart)."""
+        scenario = Scenario.model_validate_json(store.scenario_json(run_id))
+        coordinator = cls(run_id, scenario, store)
+        coordinator.records_ingested = store.records_count(run_id)
+        return coordinator
+
+    @property
+    def complete(self) -> bool:
+        """Only a stop ends a session."""
+        return self.state != "running"
+
+    @property
+    def quiet(self) -> bool:
+        """Records may arrive at any time: a stop always drains for its full grace period."""
+        return False
+
+    def to_dispatch(self) -> list[ShardProgress]:
+        """Nothing: the gateway enqueues shadow tasks itself."""
+        return []
+
+    def cancel_unsettled(self, reason: str) -> None:
+        """The stop's grace period is over: the session ends finished."""
+        self.finish("finished")
+
+    def finish(self, state: str | None = None) -> str:
+        """Settle the session's shards with their record counts and end the run."""
+        close_session(self.store.con, self.run_id)
+        self.state = state or "finished"
+        self.store.finish_run(self.run_id, self.state)
+        return self.state

@@ -14,6 +14,7 @@ client CPU (1.0 = one core), event-loop lag p99 and the client-bound verdict.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import urllib.request
 
@@ -30,12 +31,16 @@ def main() -> None:
     parser.add_argument("--clients", nargs="+", choices=CLIENTS, default=list(CLIENTS))
     parser.add_argument("--duration", type=float, default=10.0)
     args = parser.parse_args()
-    console = Console()
-    table = Table(title=f"client capacity ({TTFT_MS:.0f} ms TTFT, {TOKENS} tokens at {ITL_MS:.0f} ms)")
+    console = Console(width=220)
+    table = Table(
+        title=f"client capacity ({TTFT_MS:.0f} ms TTFT, {TOKENS} tokens at {ITL_MS:.0f} ms)"
+    )
     for name in ("client", "streams", "ok req", "errors", "events/s", "TTFT err p50",
                  "TTFT err p99", "ITL err p50", "ITL err p99", "server late p99", "CPU",
                  "loop lag p99", "client-bound"):  # fmt: skip
-        table.add_column(name, justify="left" if name in ("client", "errors", "client-bound") else "right")
+        table.add_column(
+            name, justify="left" if name in ("client", "errors", "client-bound") else "right"
+        )
     server = [sys.executable, "-m", "tests.fakes.sse_server", "--port", "0",
               "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)]  # fmt: skip
     for streams in args.streams:
@@ -43,9 +48,7 @@ def main() -> None:
             with process_endpoint(server, "SSE_SERVER_READY port=") as url:
                 console.print(f"[dim]{client} × {streams} streams ...[/dim]")
                 row = run_child(url, client, streams, args.duration, TOKENS, TTFT_MS, ITL_MS)
-                with urllib.request.urlopen(url.removesuffix("/v1") + "/stats") as answer:  # noqa: S310
-                    import json
-
+                with urllib.request.urlopen(url.removesuffix("/v1") + "/stats") as answer:
                     stats = json.loads(answer.read())
             if "failed" in row:
                 table.add_row(client, str(streams), "-", row["failed"][-60:], *["-"] * 9)

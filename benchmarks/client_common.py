@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import platform
 import subprocess
 import sys
 import time
@@ -27,30 +28,31 @@ import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-CLIENTS = ("httpx-default", "httpx-unbounded", "httpx-aiohttp")
+from scenarios.model import FixedLength, MixClass, Workload  # noqa: E402
+from tests.fakes.load_harness import chat_adapter  # noqa: E402
+from workers.client.http import UNBOUNDED, make_client  # noqa: E402
+from workers.event_loop import new_loop  # noqa: E402
+from workers.executor import ClosedLoop, RequestSource  # noqa: E402
+from workers.health import ShardHealth  # noqa: E402
+from workers.prompts import request_planner  # noqa: E402
+
+CLIENTS = ("httpx-default", "httpx-unbounded", "httpx-aiohttp-100", "httpx-aiohttp")
 
 
 def make_http(name: str) -> httpx.AsyncClient:
     """The client configurations compared (docs/load.md)."""
-    from workers.client.http import UNBOUNDED, make_client
-
     if name == "httpx-default":
         return httpx.AsyncClient()  # pool of 100 connections, httpx's own transport
     if name == "httpx-unbounded":
         return httpx.AsyncClient(limits=UNBOUNDED)
+    if name == "httpx-aiohttp-100":
+        return make_client("aiohttp-100")  # the previous default: aiohttp's 100 cap
     if name == "httpx-aiohttp":
-        return make_client("aiohttp")
+        return make_client("aiohttp")  # the default: no connection cap anywhere
     raise ValueError(name)
 
 
 async def _run(args: argparse.Namespace) -> dict[str, Any]:
-    from scenarios.model import FixedLength, MixClass, Workload
-    from workers.executor import ClosedLoop, RequestSource
-    from workers.health import ShardHealth
-    from workers.prompts import request_planner
-
-    from tests.fakes.load_harness import chat_adapter
-
     workload = Workload(
         mix=[
             MixClass(
@@ -119,19 +121,32 @@ def child_main() -> None:
     parser.add_argument("--ttft-ms", type=float, required=True)
     parser.add_argument("--itl-ms", type=float, required=True)
     args = parser.parse_args()
-    from workers.event_loop import new_loop
-
     with asyncio.Runner(loop_factory=new_loop) as runner:
         print(json.dumps(runner.run(_run(args))), flush=True)
 
 
-def run_child(url: str, client: str, streams: int, duration: float, tokens: int,
-              ttft_ms: float, itl_ms: float, timeout: float = 300) -> dict[str, Any]:  # fmt: skip
+def run_child(
+    url: str,
+    client: str,
+    streams: int,
+    duration: float,
+    tokens: int,
+    ttft_ms: float,
+    itl_ms: float,
+    timeout: float = 300,
+) -> dict[str, Any]:
     """One measured run in a fresh process."""
+    options = {
+        "--url": url,
+        "--client": client,
+        "--streams": streams,
+        "--duration": duration,
+        "--tokens": tokens,
+        "--ttft-ms": ttft_ms,
+        "--itl-ms": itl_ms,
+    }
     done = subprocess.run(
-        [sys.executable, __file__, "--url", url, "--client", client, "--streams", str(streams),
-         "--duration", str(duration), "--tokens", str(tokens), "--ttft-ms", str(ttft_ms),
-         "--itl-ms", str(itl_ms)],  # fmt: skip
+        [sys.executable, __file__, *(str(x) for pair in options.items() for x in pair)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -162,8 +177,6 @@ def process_endpoint(args: list[str], ready_prefix: str) -> Iterator[str]:
 
 def machine() -> str:
     """A one-line description of this machine."""
-    import platform
-
     return (
         f"{psutil.cpu_count(logical=True)} CPUs ({platform.processor() or platform.machine()}), "
         f"Python {platform.python_version()}, load average {psutil.getloadavg()[0]:.1f}"

@@ -8,9 +8,11 @@ from scenarios.wire import ShardSpec
 from workers.celery_app import app
 from workers.context import get_context
 from workers.event_loop import run_in_loop
+from workers.shadow import ShadowTask, execute_shadow
 from workers.shard import execute_shard
 
 RUN_SHARD = "tokenbench.run_shard"
+RUN_SHADOW = "tokenbench.run_shadow"
 
 
 @app.task(name=RUN_SHARD)  # type: ignore[untyped-decorator]
@@ -20,5 +22,16 @@ def run_shard(spec: dict[str, Any]) -> int:
 
     async def execute() -> int:
         return await execute_shard(shard, await get_context())
+
+    return run_in_loop(execute())
+
+
+@app.task(name=RUN_SHADOW)  # type: ignore[untyped-decorator]
+def run_shadow(payload: dict[str, Any]) -> int:
+    """Send one sampled live request to this region's shadow providers; returns records."""
+    task = ShadowTask.model_validate(payload)
+
+    async def execute() -> int:
+        return await execute_shadow(task, await get_context())
 
     return run_in_loop(execute())

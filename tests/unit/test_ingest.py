@@ -45,7 +45,7 @@ def test_table_columns_mirror_the_arrow_schema(tmp_path: Path) -> None:
 
 def test_migration_is_idempotent(tmp_path: Path) -> None:
     con = connect(tmp_path / "v.duckdb")
-    assert migrate(con) == schema_version(con) == SCHEMA_VERSION == 2
+    assert migrate(con) == schema_version(con) == SCHEMA_VERSION == 3
 
 
 def test_v1_database_gets_its_run_dimensions_back_filled(tmp_path: Path) -> None:
@@ -58,7 +58,7 @@ def test_v1_database_gets_its_run_dimensions_back_filled(tmp_path: Path) -> None
         "INSERT INTO runs VALUES ('old', 'n', ?, now(), NULL, 'finished')",
         [scenario.model_dump_json()],
     )
-    assert migrate(con) == 2
+    assert migrate(con) == SCHEMA_VERSION
     names = [r[0] for r in con.execute("SELECT provider FROM providers ORDER BY 1").fetchall()]
     assert names == sorted(p.name for p in scenario.providers)
     assert con.execute("SELECT count(*) FROM slos").fetchone() == (1,)

@@ -4,23 +4,46 @@ httpx's own pool caps connections at 100 by default and its bookkeeping degrades
 thousands of in-flight streams; on this kind of machine an aiohttp transport under the
 same httpx API cut TTFT p50 at 256 streams from 6.6 s to 0.18 s (DOMAIN §7). The
 transport is therefore the default; ``native`` keeps plain httpx for comparison runs.
+
+The aiohttp session is built here rather than by ``httpx_aiohttp``: given unbounded
+limits, that package leaves aiohttp's ``TCPConnector`` at *its* default of 100
+connections, so stream 101 onwards queued inside the client and the queueing was timed
+as TTFT (benchmarks/client_capacity.py showed a 1.4 s TTFT error at 256 streams).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
+import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-Transport = Literal["aiohttp", "native"]
+Transport = Literal["aiohttp", "aiohttp-100", "native"]
 
 # No connection cap: a benchmark's concurrency is set by its load shape, not the pool.
 UNBOUNDED = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=30)
+KEEPALIVE_S = 30.0
+
+
+def _unlimited_session() -> aiohttp.ClientSession:
+    # limit=0 is aiohttp's "no limit"; called by the transport on first use, so the
+    # session belongs to the event loop that sends.
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=KEEPALIVE_S)
+    return aiohttp.ClientSession(connector=connector)
 
 
 def make_client(transport: Transport = "aiohttp") -> httpx.AsyncClient:
-    """A client for streaming measurements; one per event loop, kept for its lifetime."""
+    """A client for streaming measurements; one per event loop, kept for its lifetime.
+
+    ``aiohttp-100`` is the transport as ``httpx_aiohttp`` builds it by itself (aiohttp's
+    100-connection cap), kept for the capacity benchmark's comparison.
+    """
     if transport == "aiohttp":
+        return httpx.AsyncClient(
+            transport=AiohttpTransport(limits=UNBOUNDED, client=_unlimited_session),
+            limits=UNBOUNDED,
+        )
+    if transport == "aiohttp-100":
         return httpx.AsyncClient(transport=AiohttpTransport(limits=UNBOUNDED), limits=UNBOUNDED)
     return httpx.AsyncClient(limits=UNBOUNDED)

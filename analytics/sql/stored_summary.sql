@@ -1,0 +1,78 @@
+-- The report's per stage x provider x region rows of one run, from the shards' stored
+-- pre-aggregates (schema_v3.sql) instead of the raw records: every `stage_summary`
+-- column except the percentiles, which analytics/sketch.py reads from the stored
+-- histograms. Same formulas as the view's rates, attainment and cost (schema_v2.sql).
+-- Parameters: $run_id.
+WITH m AS (
+    SELECT m.*
+    FROM shard_summaries AS m
+    JOIN shards AS s
+      ON s.run_id = m.run_id AND s.shard_id = m.shard_id AND s.accepted_attempt = m.attempt
+    WHERE m.run_id = $run_id
+),
+g AS (
+    SELECT
+        run_id, stage, provider, region,
+        any_value(concurrency)                                  AS concurrency,
+        -- A stage has one load kind, so its shards' lists are equal.
+        string_agg(DISTINCT load_kinds, ',' ORDER BY load_kinds) AS load_kind,
+        sum(requests)                                           AS requests,
+        sum(ok)                                                 AS ok,
+        sum(errors)                                             AS errors,
+        sum(ttft_n) AS ttft_n, sum(tpot_n) AS tpot_n, sum(e2e_n) AS e2e_n,
+        sum(ttft_intent_n) AS ttft_intent_n, sum(e2e_intent_n) AS e2e_intent_n,
+        sum(decode_sum) / nullif(sum(decode_n), 0)              AS decode_tok_s_mean,
+        sum(input_tokens)                                       AS input_tokens,
+        sum(output_tokens)                                      AS output_tokens,
+        bool_or(has_slo)                                        AS has_slo,
+        sum(met_slo)                                            AS met_slo,
+        bool_and(steady)                                        AS steady_window,
+        sum(window_us) / 1e6                                    AS window_s,
+        sum(span_us) / 1e6                                      AS span_s,
+        sum(done * 1e6 / nullif(window_us, 0))                  AS request_rate,
+        sum(ok_done * 1e6 / nullif(window_us, 0))               AS ok_request_rate,
+        sum(good_done * 1e6 / nullif(window_us, 0))             AS goodput_rps,
+        sum(in_tokens_done * 1e6 / nullif(window_us, 0))        AS input_tok_s,
+        sum(out_tokens_done * 1e6 / nullif(window_us, 0))       AS output_tok_s,
+        sum(busy_us / nullif(window_us, 0))                     AS achieved_concurrency
+    FROM m
+    GROUP BY run_id, stage, provider, region
+),
+errs AS (
+    SELECT stage, provider, region,
+           string_agg(error_class || '=' || n, ', ' ORDER BY error_class) AS errors_by_class
+    FROM (SELECT m.stage, m.provider, m.region, e.error_class, sum(e.n) AS n
+          FROM m JOIN shard_errors AS e USING (run_id, shard_id)
+          GROUP BY ALL)
+    GROUP BY ALL
+)
+SELECT
+    g.run_id, g.stage, g.provider, g.region, g.load_kind, g.concurrency,
+    g.requests, g.ok, g.errors,
+    g.errors / g.requests::DOUBLE                                  AS error_rate,
+    coalesce(e.errors_by_class, '')                                AS errors_by_class,
+    g.request_rate, g.achieved_concurrency, g.window_s, g.span_s, g.steady_window,
+    g.ttft_n, g.tpot_n, g.e2e_n, g.ttft_intent_n, g.e2e_intent_n,
+    g.decode_tok_s_mean,
+    g.input_tokens, g.output_tokens, g.input_tok_s, g.output_tok_s,
+    CASE WHEN g.has_slo THEN g.goodput_rps END                     AS goodput_rps,
+    CASE WHEN g.has_slo THEN 100.0 * g.met_slo / g.requests END    AS slo_attainment_pct,
+    CASE WHEN p.input_per_mtok IS NOT NULL THEN 'api'
+         WHEN p.gpu_hour_usd IS NOT NULL AND p.gpus IS NOT NULL THEN 'gpu_hour' END AS cost_basis,
+    p.gpu_hour_usd * p.gpus                                        AS deployment_usd_per_hour,
+    CASE WHEN p.input_per_mtok IS NOT NULL THEN p.input_per_mtok
+         ELSE p.gpu_hour_usd * p.gpus / (g.input_tok_s * 3600) * 1e6 END  AS cost_per_mtok_input,
+    CASE WHEN p.input_per_mtok IS NOT NULL THEN p.output_per_mtok
+         ELSE p.gpu_hour_usd * p.gpus / (g.output_tok_s * 3600) * 1e6 END AS cost_per_mtok_output,
+    CASE WHEN p.input_per_mtok IS NOT NULL
+         THEN (g.input_tokens * p.input_per_mtok + g.output_tokens * p.output_per_mtok)
+              / 1e6 / nullif(g.ok, 0) * 1000
+         ELSE p.gpu_hour_usd * p.gpus / (g.ok_request_rate * 3600) * 1000 END
+                                                                   AS cost_per_1k_requests,
+    CASE WHEN p.input_per_mtok IS NOT NULL
+         THEN (g.input_tokens * p.input_per_mtok + g.output_tokens * p.output_per_mtok) / 1e6
+         ELSE p.gpu_hour_usd * p.gpus * g.span_s / 3600 END        AS cost_usd
+FROM g
+LEFT JOIN errs AS e USING (stage, provider, region)
+LEFT JOIN providers AS p USING (run_id, provider)
+ORDER BY g.provider, g.stage, g.region

@@ -1,0 +1,135 @@
+"""``/v1/sql``: read-only SQL over the results, sandboxed, away from the ingest writer.
+
+Each query runs in a child process (analytics/sql_process.py) on a read-only copy of the
+database (analytics/snapshot.py), under analytics/safe_sql.py's rules: one SELECT, no
+file or network access, no extensions, locked configuration, memory and thread caps, a
+statement timeout (the child is killed if it overruns) and a row cap. The copy is
+refreshed when it is older than the request's ``max_staleness_s``; the answer says how
+old its data is (``X-Tokenbench-Snapshot-Age-S``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from typing import Annotated, Any, Literal
+
+import duckdb
+import pyarrow as pa
+from fastapi import APIRouter, Header, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from analytics.safe_sql import SqlError, SqlLimits, SqlRefused, SqlTimeout, encode
+from analytics.snapshot import SnapshotInfo, SqlSnapshot
+from analytics.sql_process import SqlUnavailable, run_in_child
+from api.deps import Authenticated, WriterDep
+
+router = APIRouter(prefix="/v1/sql", tags=["sql"], dependencies=[Authenticated])
+
+MEDIA = {
+    "json": "application/json",
+    "csv": "text/csv",
+    "arrow": "application/vnd.apache.arrow.stream",
+    "parquet": "application/vnd.apache.parquet",
+}
+# Queries running at once; more wait. Each is a process with up to 1 GB and one thread.
+MAX_CONCURRENT_QUERIES = 2
+# HTTP status of a query that did not run, by kind.
+STATUS = {"invalid": 400, "refused": 403, "timeout": 408, "unavailable": 503}
+
+
+class SqlQuery(BaseModel):
+    """One read-only query and how to answer it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=100_000, description="One SELECT statement.")
+    format: Literal["json", "csv", "arrow", "parquet"] | None = Field(
+        None, description="Answer format; default: from the Accept header, else JSON."
+    )
+    max_rows: int = Field(10_000, ge=1, le=100_000, description="Row cap of the answer.")
+    timeout_s: float = Field(30.0, gt=0, le=300, description="Statement timeout (seconds).")
+    max_staleness_s: float = Field(
+        30.0,
+        ge=0,
+        le=3600,
+        description="Oldest acceptable data: an older database copy is refreshed first.",
+    )
+
+
+def _format(body: SqlQuery, accept: str | None) -> str:
+    if body.format is not None:
+        return body.format
+    for name, media in MEDIA.items():
+        if media in (accept or ""):
+            return name
+    return "json"
+
+
+def _state(
+    request: Request, writer: duckdb.DuckDBPyConnection
+) -> tuple[SqlSnapshot, asyncio.Semaphore]:
+    """The app's snapshot and query slots, created on first use."""
+    state = request.app.state
+    if getattr(state, "sql_snapshot", None) is None:
+        state.sql_snapshot = SqlSnapshot.of(writer)
+        state.sql_slots = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
+    return state.sql_snapshot, state.sql_slots
+
+
+def _refusal(kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"detail": message, "kind": kind}, status_code=STATUS[kind])
+
+
+def _json_body(table: pa.Table, truncated: bool, snapshot: SnapshotInfo) -> bytes:
+    rows = json.loads(encode(table, "json"))
+    body: dict[str, Any] = {
+        "columns": [{"name": f.name, "type": str(f.type)} for f in table.schema],
+        "rows": rows,
+        "row_count": table.num_rows,
+        "truncated": truncated,
+        "snapshot_age_s": round(snapshot.age_s, 3),
+    }
+    out = io.StringIO()
+    json.dump(body, out, default=str)
+    return out.getvalue().encode()
+
+
+@router.post(
+    "",
+    responses={200: {"content": {m: {} for m in MEDIA.values()}}, 400: {}, 403: {}, 408: {}},
+)
+async def run_sql(
+    body: SqlQuery,
+    request: Request,
+    writer: WriterDep,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Run one read-only SELECT on a recent copy of the results; JSON, CSV, Arrow or Parquet."""
+    fmt = _format(body, accept)
+    snapshot, slots = _state(request, writer)
+    limits = SqlLimits(max_rows=body.max_rows, timeout_s=body.timeout_s)
+    async with slots:
+        try:
+            info = await asyncio.to_thread(snapshot.ensure, writer, body.max_staleness_s)
+            result = await run_in_child(info.path, body.query, limits)
+        except SqlRefused as exc:
+            return _refusal("refused", str(exc))
+        except SqlTimeout as exc:
+            return _refusal("timeout", str(exc))
+        except SqlError as exc:
+            return _refusal("invalid", str(exc))
+        except SqlUnavailable as exc:
+            return _refusal("unavailable", str(exc))
+    if fmt == "json":
+        payload = await asyncio.to_thread(_json_body, result.table, result.truncated, info)
+    else:
+        payload = await asyncio.to_thread(encode, result.table, fmt)
+    headers = {
+        "X-Tokenbench-Rows": str(result.table.num_rows),
+        "X-Tokenbench-Truncated": "true" if result.truncated else "false",
+        "X-Tokenbench-Snapshot-Age-S": f"{info.age_s:.3f}",
+    }
+    return Response(payload, media_type=MEDIA[fmt], headers=headers)

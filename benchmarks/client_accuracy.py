@@ -1,0 +1,68 @@
+"""How far the client's TTFT and ITL are from the truth, at 1, 256 and 1,000 streams.
+
+Run: ``python benchmarks/client_accuracy.py`` (``--help`` for options).
+
+The ground truth is the built-in simulator (``workers/simulator``, fixed timing, its own
+process): every answer's first token is due ``--ttft-ms`` after the request arrived and
+each next one ``--itl-ms`` later, on absolute deadlines. One fresh client process (the
+default client of ``workers/client/http.py`` and the real chat adapter) runs closed-loop
+at each stream count; the error is measured − configured, so it contains the client's
+own delays (and any lateness of the simulator, which shares this machine's cores).
+Goal (issue 4): TTFT error ≤ 2 ms p50 and ≤ 5 ms p99 at 256 streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from client_common import machine, process_endpoint, run_child
+from rich.console import Console
+from rich.table import Table
+
+from scenarios.model import SimulateSpec
+from workers.simulator.process import READY_PREFIX
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 256, 1000])
+    parser.add_argument("--ttft-ms", type=float, default=100.0)
+    parser.add_argument("--itl-ms", type=float, default=20.0)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--duration", type=float, default=10.0)
+    args = parser.parse_args()
+    spec = SimulateSpec(ttft_ms=args.ttft_ms, itl_ms=args.itl_ms)
+    simulator = [sys.executable, "-m", "workers.simulator", "--spec-json", spec.model_dump_json()]
+    console = Console(width=200)
+    timing = f"{args.ttft_ms:.0f} ms TTFT, {args.tokens} tokens at {args.itl_ms:.0f} ms"
+    table = Table(title=f"client accuracy vs simulator ({timing})")
+    for name in ("streams", "ok req", "events/s", "TTFT err p50", "TTFT err p99",
+                 "ITL err p50", "ITL err p99", "CPU", "loop lag p99", "client-bound"):  # fmt: skip
+        table.add_column(name, justify="left" if name == "client-bound" else "right")
+    for streams in args.streams:
+        with process_endpoint(simulator, READY_PREFIX) as url:
+            console.print(f"[dim]{streams} streams ...[/dim]")
+            row = run_child(url, "httpx-aiohttp", streams, args.duration, args.tokens,
+                            args.ttft_ms, args.itl_ms)  # fmt: skip
+        if "failed" in row:
+            table.add_row(str(streams), "-", row["failed"][-60:], *["-"] * 7)
+            continue
+        table.add_row(
+            str(streams),
+            str(row["requests_ok"]),
+            f"{row['events_per_s']:,.0f}",
+            f"{row['ttft_err_p50_ms']:.2f} ms",
+            f"{row['ttft_err_p99_ms']:.2f} ms",
+            f"{row['itl_err_p50_ms']:.2f} ms",
+            f"{row['itl_err_p99_ms']:.2f} ms",
+            f"{row['cpu']:.2f}",
+            f"{row['loop_lag_p99_ms']:.1f} ms",
+            str(row["client_bound"]),
+        )
+    console.print(table)
+    console.print(f"machine: {machine()}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Shadow traffic on the worker side: send one sampled live request to each shadow provider.
+
+The gateway (``api/gateway``) turns a sampled request into a :class:`ShadowTask` on the
+Celery queue of each region it mirrors to. A worker executes it here, as plain async
+code: every shadow provider of the task gets the same chat messages concurrently,
+through the provider's own adapter and key (read from this worker's environment), and
+each result becomes one record carrying the primary's ``request_key``, so that the
+comparison can pair them (docs/shadow.md).
+
+Records of a shadow session are published per (session, shard id) with a batch number
+drawn from a Redis counter rather than counted per process: many gateway and worker
+processes publish under the same shard id for as long as the session lasts, and the
+control plane's exactly-once key (run, shard, attempt, batch) must stay unique among
+all of them. Every session record has attempt 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+from redis.asyncio import Redis
+
+from scenarios.egress import EgressDenied, check_url
+from scenarios.providers import Provider
+from scenarios.records import batch_to_ipc, records_to_batch
+from scenarios.wire import KEY_PREFIX, cancel_key, records_stream
+from workers.client.adapters import ProviderSetupError, build_adapter
+from workers.client.adapters.openai_chat import ChatAdapter, ChatParser
+from workers.client.errors import ErrorClass, RequestFailure, redact
+from workers.client.result import RequestResult
+from workers.client.streaming import HttpCall, measure_request
+from workers.context import WorkerContext
+from workers.prompts import PlannedRequest, estimate_tokens
+from workers.publisher import STREAM_MAXLEN
+from workers.rows import RowContext, record_row
+
+log = logging.getLogger("tokenbench.shadow")
+
+PRIMARY_SHARD = "primary"
+SESSION_ATTEMPT = 1
+# Sampling parameters a shadow receives as the client sent them; everything else (tools,
+# logit bias, n > 1...) is left out: a shadow measures serving, not feature parity.
+FORWARDED_PARAMS = (
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+)
+# Answer bound for dialects that need one when the client gave none (docs/shadow.md).
+DEFAULT_MAX_TOKENS = 512
+
+
+def shadow_shard_id(provider: str, region: str) -> str:
+    """Shard id of a shadow provider's records from one region."""
+    return f"shadow.{provider}.{region}"
+
+
+def batch_seq_key(run_id: str, shard_id: str) -> str:
+    """Counter handing out batch numbers of a session shard to every publisher."""
+    return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:batch_seq"
+
+
+def captures_stream(run_id: str) -> str:
+    """Redis Stream carrying the gateway's per-request capture rows (JSON)."""
+    return f"{KEY_PREFIX}:run:{run_id}:captures"
+
+
+async def publish_rows(
+    redis: Redis, run_id: str, shard_id: str, rows: list[dict[str, object]]
+) -> None:
+    """Publish ``rows`` as one Arrow batch of a session shard (no-op when empty)."""
+    if not rows:
+        return
+    payload = batch_to_ipc(records_to_batch(rows))
+    seq = int(await redis.incr(batch_seq_key(run_id, shard_id)))
+    await redis.xadd(
+        records_stream(run_id),
+        {
+            "shard_id": shard_id,
+            "attempt": SESSION_ATTEMPT,
+            "batch_seq": seq,
+            "rows": len(rows),
+            "ipc": payload,
+        },
+        maxlen=STREAM_MAXLEN,
+        approximate=True,
+    )
+
+
+class ShadowTask(BaseModel):
+    """One sampled live request, as the gateway enqueues it for a region."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str = Field(description="The shadow session (a run) the records belong to.")
+    request_key: str = Field(min_length=1, description="Pairs the records with the primary's.")
+    seq: int = Field(ge=0, description="The gateway's request number (also on the primary).")
+    messages: list[dict[str, Any]] = Field(min_length=1, description="Chat messages as sent.")
+    max_tokens: int | None = Field(default=None, ge=1, description="The client's answer bound.")
+    params: dict[str, Any] = Field(default_factory=dict, description="FORWARDED_PARAMS given.")
+    prompt_tokens: int = Field(ge=0, description="Estimated prompt length (planned column).")
+    providers: list[Provider] = Field(min_length=1, description="The shadow providers.")
+
+
+def shadow_body(model: str, task: ShadowTask) -> bytes:
+    """The streaming chat request a shadow receives: the client's messages and sampling
+    parameters, the shadow's own model, usage requested."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": task.messages,
+        **task.params,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if task.max_tokens is not None:
+        body["max_tokens"] = task.max_tokens
+    return orjson.dumps(body)
+
+
+def flat_messages(messages: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """(role, text) pairs of chat messages; multi-part content keeps its text parts."""
+    pairs = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = " ".join(
+                str(part.get("text", "")) for part in content if isinstance(part, dict)
+            )
+        pairs.append((str(message.get("role", "user")), str(content or "")))
+    return tuple(pairs)
+
+
+async def execute_shadow(task: ShadowTask, context: WorkerContext) -> int:
+    """Send the task's request to every shadow provider; publish one record each.
+    Returns the number of records (0 when the session has been stopped)."""
+    if await context.redis.exists(cancel_key(task.run_id)):
+        return 0  # the session was stopped: do not spend shadow capacity on it
+    intended_start = time.perf_counter_ns()
+    results = await asyncio.gather(
+        *(_measure(provider, task, context, intended_start) for provider in task.providers)
+    )
+    planned = PlannedRequest(task.seq, task.prompt_tokens, task.max_tokens or 0, "")
+    published = 0
+    for provider, result in zip(task.providers, results, strict=True):
+        shard_id = shadow_shard_id(provider.name, context.region)
+        row = record_row(
+            RowContext(
+                run_id=task.run_id,
+                stage=0,
+                shard_id=shard_id,
+                attempt=SESSION_ATTEMPT,
+                provider=provider.name,
+                model=provider.model,
+                region=context.region,
+                worker=context.worker_name,
+                load_kind="shadow",
+                concurrency=0,
+                request_key=task.request_key,
+            ),
+            planned,
+            result,
+        )
+        await publish_rows(context.redis, task.run_id, shard_id, [row])
+        published += 1
+    return published
+
+
+async def _measure(
+    provider: Any, task: ShadowTask, context: WorkerContext, intended_start: int
+) -> RequestResult:
+    try:
+        for url in provider.endpoint_urls():
+            # Checked on the machine that connects, after DNS, as for shards.
+            await asyncio.to_thread(check_url, url, context.settings.egress, True)
+        adapter = await build_adapter(provider, context)
+    except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
+        # The request could not be sent at all; it still leaves a row, so a shadow that
+        # is misconfigured on a worker shows up as errors rather than as missing pairs.
+        now = time.perf_counter_ns()
+        result = RequestResult(intended_start=intended_start, sent=now, end=now)
+        result.failure = RequestFailure(ErrorClass.CONNECT, redact(f"setup: {exc}"))
+        log.warning("shadow %s on %s: %s", provider.name, context.worker_name, result.failure)
+        return result
+    if isinstance(adapter, ChatAdapter):
+        # Chat-completions dialects get the conversation exactly as the client sent it.
+        call = HttpCall("POST", adapter.url, adapter.headers, shadow_body(adapter.model, task))
+        return await measure_request(
+            context.http,
+            call,
+            ChatParser,
+            adapter.limits,
+            adapter.retry,
+            task.prompt_tokens,
+            intended_start,
+        )
+    # Other dialects take one prompt: the conversation's text, turns labelled.
+    messages = flat_messages(task.messages)
+    text = "\n\n".join(f"{role}: {content}" for role, content in messages)
+    request = PlannedRequest(
+        task.seq,
+        task.prompt_tokens or estimate_tokens(text),
+        task.max_tokens or DEFAULT_MAX_TOKENS,
+        messages[0][1] if len(messages) == 1 else text,
+        messages,
+    )
+    return await adapter.measure(context.http, request, intended_start)
