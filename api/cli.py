@@ -23,6 +23,7 @@ from rich.console import Console
 
 from analytics.db import connect
 from analytics.report import build_report
+from api.gateway import gateway, shadow_app
 from api.plan import plan
 from api.providers_check import providers_app
 from api.report_cli import report, sql
@@ -78,10 +79,30 @@ def run(
     ),
 ) -> None:
     """Run a scenario: start what is missing (Redis, regional workers), print the report."""
+    _run_scenario(_load(scenario_path), db, output)
+
+
+DEMO_SCENARIO = "h100-vs-h200-405b.yaml"
+
+
+@app.command()
+def demo(
+    db: Annotated[Path | None, typer.Option(help="DuckDB file to append results to.")] = None,
+    output: Annotated[OutputFormat, typer.Option("--format", help="Report format.")] = (
+        OutputFormat.table
+    ),
+) -> None:
+    """Run the shipped example: simulated 8×H100 FP8 vs 8×H200 FP16 405B vs a hosted API."""
+    from importlib import resources  # noqa: PLC0415
+
+    example = resources.files("scenarios").joinpath("examples", DEMO_SCENARIO)
+    _run_scenario(_load(Path(str(example))), db, output)
+
+
+def _run_scenario(scenario: Scenario, db: Path | None, output: OutputFormat) -> None:
     from api.embedded import local_stack  # noqa: PLC0415
     from workers.celery_app import app as celery_app  # noqa: PLC0415
 
-    scenario = _load(scenario_path)
     settings = get_settings()
     if settings.redis.url is None:
         _check_keys(scenario)
@@ -248,6 +269,8 @@ def worker(
 app.command()(plan)
 app.command()(report)
 app.command()(sql)
+app.command()(gateway)
+app.add_typer(shadow_app, name="shadow")
 app.command()(simulate)
 app.add_typer(providers_app, name="providers")
 

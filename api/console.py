@@ -21,12 +21,14 @@ from analytics.formatting import (
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
     TERMINAL_COLUMNS,
+    method_note,
     percentile_rows,
 )
 from analytics.html_report import render_html
 from analytics.markdown import render_markdown
 from analytics.report import RunReport
 from api.coordinator import RunCoordinator
+from api.schemas import stage_label
 
 
 class StageProgress:
@@ -68,7 +70,7 @@ class StageProgress:
             detail = f"errors {errors}"
             if ttfts:
                 detail += f" · TTFT p50 ~{sorted(ttfts)[len(ttfts) // 2]:.0f} ms"
-            description = f"stage {stage.index} · concurrency {stage.concurrency}"
+            description = f"stage {stage.index} · {stage_label(stage.concurrency, stage.rate)}"
             task = self._tasks.get(stage.index)
             if task is None:
                 task = self.progress.add_task(description, total=total, detail=detail)
@@ -88,7 +90,8 @@ def report_table(report: RunReport) -> Table:
         )
     for row in report.stages:
         table.add_row(*(column.cell(row) for column in TERMINAL_COLUMNS))
-    table.caption = f"{CAPTION}\n{LOW_SAMPLE_NOTE}"
+    notes = [CAPTION, LOW_SAMPLE_NOTE, method_note(report.percentiles)]
+    table.caption = "\n".join(note for note in notes if note)
     return table
 
 

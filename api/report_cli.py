@@ -34,6 +34,7 @@ from analytics.safe_sql import (
     encode,
     run_query,
 )
+from analytics.shadow import comparison, is_session
 from scenarios.settings import get_settings
 
 
@@ -111,8 +112,12 @@ def report(
         raise _fail(err, "give --compare or --providers, not both", 2)
     path = db or get_settings().duckdb.path
     con = _open(path, err)
+    shadow_rows = None
     try:
         result = _build(con, run_id, path, err)
+        if is_session(con, result.run_id):
+            # A shadow-traffic session: its paired comparison follows the report.
+            shadow_rows = comparison(con, result.run_id)
         if providers is not None:
             names = [p.strip() for p in providers.split(",")]
             if len(names) != 2 or not all(names):
@@ -125,8 +130,12 @@ def report(
             result = result.with_run_comparison(_build(con, compare, path, err))
     finally:
         con.close()
+    from api.gateway.report import print_comparison  # noqa: PLC0415
+
     if out_file is None:
         print_report(out, result, output.value)
+        if shadow_rows is not None and output.value == "table":
+            print_comparison(out, result.run_id, shadow_rows)
         return
     with out_file.open("w", encoding="utf-8") as handle:
         print_report(Console(file=handle, width=250, no_color=True), result, output.value)

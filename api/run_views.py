@@ -8,6 +8,7 @@ import duckdb
 
 from analytics.report import UnknownRunError
 from api.coordinator import RunCoordinator
+from api.planner import plan_run
 from api.schemas import RunPublic, ShardPublic, StagePublic
 from scenarios.model import Scenario
 
@@ -23,6 +24,7 @@ def live_view(coordinator: RunCoordinator, name: str) -> RunPublic:
             StagePublic(
                 index=stage.index,
                 concurrency=stage.concurrency,
+                rate=stage.rate,
                 state=state,
                 shards=[
                     ShardPublic(
@@ -77,7 +79,8 @@ def stored_view(con: duckdb.DuckDBPyConnection, run_id: str) -> RunPublic:
         [run_id],
     ).fetchall()
     stages = []
-    for index, concurrency in enumerate(scenario.load.concurrency):
+    for stage in plan_run(run_id, scenario):
+        index = stage.index
         shards = [
             ShardPublic(
                 shard_id=r[0],
@@ -96,7 +99,15 @@ def stored_view(con: duckdb.DuckDBPyConnection, run_id: str) -> RunPublic:
         ]
         states = {s.state for s in shards}
         state = "finished" if states == {"finished"} else _stage_state(states)
-        stages.append(StagePublic(index=index, concurrency=concurrency, state=state, shards=shards))
+        stages.append(
+            StagePublic(
+                index=index,
+                concurrency=stage.concurrency,
+                rate=stage.rate,
+                state=state,
+                shards=shards,
+            )
+        )
     view = _summarise(run_id, run[0], run[1], stages)
     view.created_at, view.finished_at = run[2], run[3]
     return view

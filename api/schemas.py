@@ -8,6 +8,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 
+def stage_label(concurrency: int, rate: float | None) -> str:
+    """How a stage is named to users: its load level."""
+    if rate is None:
+        return f"concurrency {concurrency}"
+    cap = f", ≤{concurrency} in flight" if concurrency else ""
+    return f"rate {rate:g} rps{cap}"
+
+
 class ScenarioPublic(BaseModel):
     """A stored scenario."""
 
@@ -23,7 +31,8 @@ class RunOverrides(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     regions: list[str] | None = Field(default=None, description="Regions to run from.")
-    concurrency: list[int] | None = Field(default=None, description="Load levels (stages).")
+    concurrency: list[int] | None = Field(default=None, description="Closed-loop levels.")
+    rps: list[float] | None = Field(default=None, description="Open-loop rates (stages).")
     requests_per_level: int | None = Field(default=None, description="Requests per stage.")
     duration_s: float | None = Field(default=None, description="Stage length.")
 
@@ -70,9 +79,15 @@ class StagePublic(BaseModel):
     """Progress of one stage."""
 
     index: int
-    concurrency: int
+    concurrency: int = Field(description="Virtual users (closed loop) or in-flight cap (0: none).")
+    rate: float | None = Field(default=None, description="Open loop: arrivals per second.")
     state: str
     shards: list[ShardPublic]
+
+    @property
+    def label(self) -> str:
+        """``concurrency 8`` or ``rate 5 rps``."""
+        return stage_label(self.concurrency, self.rate)
 
 
 class RunPublic(BaseModel):

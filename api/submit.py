@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from analytics.report import RunReport
+from api.schemas import stage_label
 from scenarios.model import Scenario
 
 POLL_S = 0.5
@@ -79,7 +80,8 @@ def follow_run(client: httpx.Client, run_id: str, console: Console) -> dict[str,
                 errors = sum(s["errors"] for s in stage["shards"])
                 detail = f"errors {errors} · {stage['state']}"
                 if stage["index"] not in tasks:
-                    description = f"stage {stage['index']} · concurrency {stage['concurrency']}"
+                    label = stage_label(stage["concurrency"], stage.get("rate"))
+                    description = f"stage {stage['index']} · {label}"
                     tasks[stage["index"]] = progress.add_task(description, total=total, detail="")
                 progress.update(tasks[stage["index"]], completed=done, total=total, detail=detail)
             if view["state"] != "running":

@@ -31,6 +31,9 @@ def scenario_with_overrides(data: dict[str, Any], overrides: RunOverrides | None
             value = getattr(overrides, key)
             if value is not None:
                 data["load"][key] = value
+        if overrides.rps is not None:
+            rate = dict(data["load"].get("rate") or {})
+            data["load"]["rate"] = {**rate, "rps": overrides.rps}
     return validate_scenario(data)
 
 

@@ -8,7 +8,8 @@ endpoint is not the bottleneck), each client configuration runs closed-loop at e
 stream count in a fresh process for ``--duration`` seconds. Printed per run: token
 events/s the client consumed, TTFT and ITL error against the endpoint's configured
 timing, the endpoint's own lateness (so a late server is not blamed on the client),
-client CPU (1.0 = one core), event-loop lag p99 and the client-bound verdict.
+client CPU (1.0 = one core) and per token event, event-loop lag p99 and the client-bound
+verdict.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def main() -> None:
     )
     for name in ("client", "streams", "ok req", "errors", "events/s", "TTFT err p50",
                  "TTFT err p99", "ITL err p50", "ITL err p99", "server late p99", "CPU",
-                 "loop lag p99", "client-bound"):  # fmt: skip
+                 "CPU/event", "loop lag p99", "client-bound"):  # fmt: skip
         table.add_column(
             name, justify="left" if name in ("client", "errors", "client-bound") else "right"
         )
@@ -51,7 +52,7 @@ def main() -> None:
                 with urllib.request.urlopen(url.removesuffix("/v1") + "/stats") as answer:
                     stats = json.loads(answer.read())
             if "failed" in row:
-                table.add_row(client, str(streams), "-", row["failed"][-60:], *["-"] * 9)
+                table.add_row(client, str(streams), "-", row["failed"][-60:], *["-"] * 10)
                 continue
             table.add_row(
                 client,
@@ -65,6 +66,7 @@ def main() -> None:
                 f"{row['itl_err_p99_ms']:.1f} ms",
                 f"{stats['p99_ms']:.1f} ms",
                 f"{row['cpu']:.2f}",
+                f"{row['cpu_us_per_event']:.0f} µs",
                 f"{row['loop_lag_p99_ms']:.1f} ms",
                 str(row["client_bound"]),
             )

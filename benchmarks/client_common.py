@@ -36,7 +36,13 @@ from workers.executor import ClosedLoop, RequestSource  # noqa: E402
 from workers.health import ShardHealth  # noqa: E402
 from workers.prompts import request_planner  # noqa: E402
 
-CLIENTS = ("httpx-default", "httpx-unbounded", "httpx-aiohttp-100", "httpx-aiohttp")
+CLIENTS = (
+    "httpx-default",
+    "httpx-unbounded",
+    "httpx-aiohttp-100",
+    "httpx-aiohttp",
+    "httpx-arrival",
+)
 
 
 def make_http(name: str) -> httpx.AsyncClient:
@@ -48,7 +54,9 @@ def make_http(name: str) -> httpx.AsyncClient:
     if name == "httpx-aiohttp-100":
         return make_client("aiohttp-100")  # the previous default: aiohttp's 100 cap
     if name == "httpx-aiohttp":
-        return make_client("aiohttp")  # the default: no connection cap anywhere
+        return make_client("aiohttp")  # no connection cap; chunks stamped when read
+    if name == "httpx-arrival":
+        return make_client("arrival")  # the default: chunks stamped in data_received
     raise ValueError(name)
 
 
@@ -105,6 +113,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         "itl_err_p50_ms": float(np.percentile(g, 50)),
         "itl_err_p99_ms": float(np.percentile(g, 99)),
         "cpu": cpu,
+        "cpu_us_per_event": cpu * wall / events * 1e6 if events else float("nan"),
         "loop_lag_p99_ms": summary["loop_lag_p99_ms"],
         "client_bound": summary["client_bound_reasons"] or "-",
     }
@@ -114,7 +123,7 @@ def child_main() -> None:
     """Entry point of the child process: run once, print one JSON line."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", required=True)
-    parser.add_argument("--client", choices=CLIENTS, default="httpx-aiohttp")
+    parser.add_argument("--client", choices=CLIENTS, default="httpx-arrival")
     parser.add_argument("--streams", type=int, required=True)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--tokens", type=int, default=64)

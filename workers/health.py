@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-import psutil  # type: ignore[import-untyped]  # no stubs in the test extra
+import psutil
 
 from scenarios.calibration import ClientHealth, client_bound_reasons
 

@@ -1,9 +1,13 @@
-"""The HTTP client the measurement loop uses: httpx's API on an unbounded aiohttp pool.
+"""The HTTP client the measurement loop uses: httpx's API on a transport that stamps bytes
+as they arrive (``workers/client/transport.py``).
 
 httpx's own pool caps connections at 100 by default and its bookkeeping degrades with
 thousands of in-flight streams; on this kind of machine an aiohttp transport under the
-same httpx API cut TTFT p50 at 256 streams from 6.6 s to 0.18 s (DOMAIN §7). The
-transport is therefore the default; ``native`` keeps plain httpx for comparison runs.
+same httpx API cut TTFT p50 at 256 streams from 6.6 s to 0.18 s (DOMAIN §7). It still
+timed each chunk when the reading coroutine got its turn, so at 256 streams the TTFT
+error was 77/259 ms p50/p99 (benchmarks/client_accuracy.py). The ``arrival`` transport
+stamps in ``data_received`` and is the default; ``aiohttp``, ``aiohttp-100`` and
+``native`` stay selectable for the side-by-side benchmarks (docs/load.md).
 
 The aiohttp session is built here rather than by ``httpx_aiohttp``: given unbounded
 limits, that package leaves aiohttp's ``TCPConnector`` at *its* default of 100
@@ -19,7 +23,9 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-Transport = Literal["aiohttp", "aiohttp-100", "native"]
+from workers.client.transport import ArrivalTransport
+
+Transport = Literal["arrival", "aiohttp", "aiohttp-100", "native"]
 
 # No connection cap: a benchmark's concurrency is set by its load shape, not the pool.
 UNBOUNDED = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=30)
@@ -33,12 +39,17 @@ def _unlimited_session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector)
 
 
-def make_client(transport: Transport = "aiohttp") -> httpx.AsyncClient:
+def make_client(transport: Transport = "arrival") -> httpx.AsyncClient:
     """A client for streaming measurements; one per event loop, kept for its lifetime.
 
-    ``aiohttp-100`` is the transport as ``httpx_aiohttp`` builds it by itself (aiohttp's
-    100-connection cap), kept for the capacity benchmark's comparison.
+    ``aiohttp`` is the previous default (unbounded aiohttp pool, chunks stamped when
+    read); ``aiohttp-100`` is that transport as ``httpx_aiohttp`` builds it by itself
+    (aiohttp's 100-connection cap); ``native`` is plain httpx with limits lifted.
     """
+    if transport == "arrival":
+        return httpx.AsyncClient(
+            transport=ArrivalTransport(keepalive_expiry=KEEPALIVE_S), limits=UNBOUNDED
+        )
     if transport == "aiohttp":
         return httpx.AsyncClient(
             transport=AiohttpTransport(limits=UNBOUNDED, client=_unlimited_session),

@@ -3,7 +3,10 @@
 An adapter supplies how to build its request (``prepare``, run after ``sent`` is stamped,
 so signing or a preliminary call is inside the measured time, as in decision 2) and a
 ``StreamParser`` for its wire format. This module stamps the bytes the moment they
-arrive, before the parser decodes anything (DOMAIN §1), applies the provider's deadlines
+arrive, before the parser decodes anything (DOMAIN §1): with the default transport that
+is the stamp taken in ``data_received`` (``arrival_of``), so time the chunk then waits for
+this coroutine's turn is not counted; other transports are stamped here, when the chunk
+reaches this coroutine. It applies the provider's deadlines
 (whole request, silence between bytes, connect) and turns every failure into a
 classified RequestFailure; it never raises for a request's own failure.
 """
@@ -23,6 +26,7 @@ from scenarios.providers import ProviderBase, RetryPolicy
 from workers.client.errors import ProtocolFailure, classify_exception, redact
 from workers.client.result import RequestResult
 from workers.client.retry import measure_with_retry, status_failure
+from workers.client.transport import arrival_of
 
 MAX_ERROR_BODY = 4096
 
@@ -127,12 +131,16 @@ async def measure_stream(
                         response.status_code, response.headers, body, limits.secrets
                     )
                     return result
+                arrival = arrival_of(response)
                 async for chunk in response.aiter_raw():
-                    stamp = now()  # before any decoding (DOMAIN §1)
+                    # before any decoding (DOMAIN §1); aiter_raw passes the transport's
+                    # chunks through one for one, so ``last`` is this chunk's arrival
+                    stamp = now() if arrival is None else arrival.last
                     if result.first_byte is None:
                         result.first_byte = stamp
                     parser.feed(chunk, stamp)
-                result.end = now()
+                end = None if arrival is None else arrival.end
+                result.end = now() if end is None else end
                 parser.finish(result.end, planned_prompt_tokens)
     except BaseException as exc:
         if result.end is None:
