@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 
 import duckdb
@@ -83,8 +84,8 @@ class RunStore:
             [run_id, shard_id, attempt],
         )
         self.con.execute(
-            "INSERT OR REPLACE INTO shard_attempts "
-            "VALUES (?, ?, ?, ?, 'running', ?, NULL, NULL, NULL, NULL)",
+            "INSERT OR REPLACE INTO shard_attempts (run_id, shard_id, attempt, worker, state, "
+            "started_at) VALUES (?, ?, ?, ?, 'running', ?)",
             [run_id, shard_id, attempt, worker, _now()],
         )
         self.con.execute(
@@ -102,13 +103,25 @@ class RunStore:
         records: int | None,
         batches: int | None,
         message: str | None,
+        health: dict[str, str] | None = None,
     ) -> None:
-        """An attempt finished or failed (as the worker reported)."""
+        """An attempt finished or failed (as the worker reported, with its client's
+        self-measurement when it sent one)."""
         self.con.execute(
             "UPDATE shard_attempts SET state = ?, finished_at = ?, records = ?, batches = ?, "
-            "message = ? "
+            "message = ?, health = ? "
             "WHERE run_id = ? AND shard_id = ? AND attempt = ?",
-            [state, _now(), records, batches, message, run_id, shard_id, attempt],
+            [
+                state,
+                _now(),
+                records,
+                batches,
+                message,
+                json.dumps(health) if health else None,
+                run_id,
+                shard_id,
+                attempt,
+            ],
         )
 
     def shard_done(

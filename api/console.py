@@ -119,6 +119,43 @@ def comparison_table(comparison: dict[str, Any]) -> Table:
     return table
 
 
+def roofline_table(report: RunReport) -> Table | None:
+    """Self-hosted providers against the roofline at the observed batch (None if none)."""
+    rows = [r for r in report.stages if r.get("roofline_per_stream_tok_s") is not None]
+    if not rows:
+        return None
+    table = Table(title="self-hosted vs roofline ceiling (docs/roofline.md)")
+    for name in (
+        "provider", "stage", "region", "batch", "ceiling tok/s/stream", "measured",
+        "efficiency", "ceiling agg tok/s", "measured agg", "bound", "$/1M out",
+    ):  # fmt: skip
+        table.add_column(
+            name, justify="left" if name in ("provider", "region", "bound") else "right"
+        )
+    for r in rows:
+        cost = r.get("cost_per_mtok_output")
+        table.add_row(
+            r["provider"], str(r["stage"]), r["region"], f"{r['roofline_batch']:.1f}",
+            f"{r['roofline_per_stream_tok_s']:.1f}", _number(r.get("decode_tok_s_p50")),
+            _percent(r.get("efficiency_pct")), f"{r['roofline_aggregate_tok_s']:,.0f}",
+            _number(r.get("output_tok_s"), 0), r["roofline_bound"] or "–",
+            "–" if cost is None else f"${cost:,.2f}",
+        )  # fmt: skip
+    table.caption = (
+        "ceiling at efficiency 1 for the observed batch (achieved concurrency, capped by "
+        "memory) and mean resident KV; efficiency = measured per-stream decode ÷ ceiling"
+    )
+    return table
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f} %"
+
+
 def print_report(console: Console, report: RunReport, fmt: str) -> None:
     """Print the report as a table, JSON, markdown or HTML."""
     if fmt == "json":
@@ -130,8 +167,23 @@ def print_report(console: Console, report: RunReport, fmt: str) -> None:
         return
     console.print(report_table(report))
     console.print(percentile_table(report))
+    roofline = roofline_table(report)
+    if roofline is not None:
+        console.print(roofline)
     if report.comparison:
         console.print(comparison_table(report.comparison))
+    for row in report.stages:
+        if row.get("client_bound"):
+            health = row["client_health"]
+            console.print(
+                f"[yellow]client-bound: {row['provider']} stage {row['stage']} "
+                f"{row['region']} ({', '.join(health['client_bound_reasons'])}): "
+                f"loop lag p99 {health['loop_lag_p99_ms']:.1f} ms, loop CPU "
+                f"{health['loop_cpu_util']:.0%}, schedule lag p99 "
+                f"{health['schedule_lag_p99_ms']:.1f} ms — its latencies include the "
+                "client's own delay (docs/load.md)",
+                highlight=False,
+            )
     failed = [s for s in report.shards if s["state"] != "finished"]
     for shard in failed:
         console.print(f"[yellow]shard {shard['shard_id']}: {shard['state']}: {shard['message']}")

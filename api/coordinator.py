@@ -25,6 +25,9 @@ from scenarios.wire import EventType, ShardSpec
 from workers.shadow import PRIMARY_SHARD, shadow_shard_id
 
 SETTLED = ("finished", "failed", "cancelled")
+# Fields of `shard_finished` that describe the lifecycle; the rest is the client's
+# self-measurement (docs/load.md), stored as the attempt's health.
+_LIFECYCLE_FIELDS = {"type", "shard_id", "attempt", "at", "records", "batches", "errors"}
 
 
 @dataclass
@@ -205,8 +208,16 @@ class RunCoordinator:
         elif kind == EventType.FINISHED:
             shard.finished_attempt, shard.expected_batches = attempt, int(event["batches"])
             shard.done, shard.errors = int(event["records"]), int(event["errors"])
+            health = {k: v for k, v in event.items() if k not in _LIFECYCLE_FIELDS}
             self.store.attempt_ended(
-                self.run_id, shard_id, attempt, "finished", shard.done, shard.expected_batches, None
+                self.run_id,
+                shard_id,
+                attempt,
+                "finished",
+                shard.done,
+                shard.expected_batches,
+                None,
+                health,
             )
         elif kind == EventType.FAILED:
             message = event.get("message", "shard failed")

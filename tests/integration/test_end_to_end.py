@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -68,6 +69,11 @@ def test_run_records_one_row_per_request_with_accurate_latencies(
     assert {r[6] for r in rows} == {"usage"}
     # Each request has one ITL gap per token after the first.
     assert all(len(r[3]) == r[4] - 1 for r in rows)
+
+    # Each accepted attempt stored its client's self-measurement, and the report read it.
+    health = [json.loads(h) for (h,) in con.execute("SELECT health FROM shard_attempts").fetchall()]
+    assert len(health) == 2
+    assert all(float(h["loop_lag_p99_ms"]) >= 0 for h in health)
 
     # The table names the provider and both stages; `report` prints the same again.
     assert "sim" in result.stdout and "TTFT p99" in result.stdout

@@ -116,7 +116,8 @@ def test_settled_shards_store_aggregates_and_migration_back_fills(tmp_path: Path
     con.execute("DROP TABLE shard_summaries")
     con.execute("DROP TABLE shard_errors")
     con.execute("DROP TABLE shard_histograms")
-    con.execute("DELETE FROM schema_version WHERE version = 3")
+    con.execute("ALTER TABLE shard_attempts DROP COLUMN health")  # added by v4
+    con.execute("DELETE FROM schema_version WHERE version >= 3")
     con.close()
     con = connect(tmp_path / "m.duckdb")
     assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (SCHEMA_VERSION,)

@@ -1,17 +1,22 @@
-"""An httpx transport that stamps response bytes when they arrive, not when they are read.
+"""An httpx transport that stamps response bytes when they arrived, not when they are read.
 
 With httpx's API over aiohttp (or httpcore), a chunk is timed when the coroutine that
-iterates ``response.aiter_raw()`` is next scheduled. When many streams' bytes arrive
+iterates ``response.aiter_raw()`` gets its turn. When many streams' bytes arrive
 together, that coroutine runs after every other stream's parsing and decoding, so the
 stamp carries the client's own queueing: 77/259 ms TTFT error p50/p99 at 256 streams
-(benchmarks/client_accuracy.py). Here the bytes are stamped with ``perf_counter_ns()``
-first thing in ``asyncio.Protocol.data_received``, the earliest point Python sees them,
-and the stamp travels with the bytes to the reader (``arrival_of(response).last``).
+(benchmarks/client_accuracy.py). Stamping in ``asyncio.Protocol.data_received`` only
+moves the problem: bytes still wait in the kernel while the loop is busy (a burst of
+256 requests being built keeps it busy for tens of ms), and measured p99 stayed at
+~40 ms. So this transport reads its sockets itself (``loop.add_reader`` + ``recvmsg``)
+and asks Linux for the receive time of the bytes (``SO_TIMESTAMPNS``, the moment the
+kernel queued them on the socket), converted to the ``perf_counter_ns`` clock of every
+other stamp. Elsewhere the stamp is the read time, as early as Python sees the bytes.
+The stamp travels with the bytes to the reader: ``arrival_of(response).last``.
 
-    ArrivalTransport      httpx.AsyncBaseTransport; a pool of connections per origin,
-                          no cap (the load shape sets concurrency, never the pool)
-      _Connection         asyncio.Protocol: one HTTP/1.1 keep-alive connection, httptools'
-                          response parser (llhttp: chunked decoding, lengths, keep-alive)
+    ArrivalTransport      httpx.AsyncBaseTransport: connections pooled per origin without
+                          a cap (the load shape sets concurrency, never the pool), TLS
+      _Connection         one HTTP/1.1 keep-alive socket; httptools' response parser
+                          (llhttp: chunked decoding, lengths, keep-alive)
         ArrivalStream     the response body: (stamp, bytes) pairs, as httpx byte chunks
 
 Errors are raised as httpx exceptions so ``workers.client.errors`` classifies them as it
@@ -21,18 +26,26 @@ stream cut or malformed → ``RemoteProtocolError`` / ``ReadError``.
 
 The read timeout is the longest silence of the server while a response is due (from the
 request written to the response's last byte), whether or not anyone is reading — the
-stall DOMAIN §1 means. HTTP/1.1 only, no proxies of its own (httpx's environment proxy
-mounts still take precedence), no DNS cache (connections are long-lived and reused).
+stall DOMAIN §1 means. HTTP/1.1 only; no proxies of its own (httpx's environment proxy
+mounts take precedence); no DNS cache (connections are long-lived and reused).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import ipaddress
+import os
+import select
+import socket
 import ssl
+import struct
+import sys
 from collections import deque
 from collections.abc import AsyncIterator
-from time import perf_counter_ns
-from typing import cast
+from time import perf_counter_ns, time_ns
+from typing import Any
 
 import httptools
 import httpx
@@ -47,18 +60,44 @@ ARRIVAL_EXTENSION = "tokenbench.arrival"
 _HIGH_WATER = 4 * 1024 * 1024
 _LOW_WATER = 1024 * 1024
 _NO_BODY_STATUS = (204, 304)
+_READ_SIZE = 64 * 1024
+# Scratch space for reads whose bytes were already seen with MSG_PEEK.
+_SCRATCH = memoryview(bytearray(_READ_SIZE))
+# States of _Writes on a plain-text response.
+_HEAD, _SIZE, _DATA, _TRAILER, _RAW = range(5)
+
+# SO_TIMESTAMPNS (asm-generic/socket.h; Python's socket module does not name it): each
+# recvmsg() carries the CLOCK_REALTIME at which the kernel received the last bytes read.
+_SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
+_TIMESPEC = struct.Struct("@qq")
+_ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if _SO_TIMESTAMPNS else 0
+# A kernel stamp older than this (or in the future) means the wall clock was stepped
+# between receive and read: the read time is used instead.
+_MAX_AGE_NS = 60 * 1_000_000_000
 
 Origin = tuple[bytes, bytes, int, str | None]  # scheme, host, port, TLS server name
 
 
+def _arrival(ancillary: list[tuple[int, int, bytes]]) -> int:
+    """``perf_counter_ns`` of the kernel's receive time in ``ancillary``, else of now."""
+    now = perf_counter_ns()
+    for level, kind, payload in ancillary:
+        if kind == _SO_TIMESTAMPNS and level == socket.SOL_SOCKET:
+            seconds, nanos = _TIMESPEC.unpack(payload[: _TIMESPEC.size])
+            age: int = time_ns() - (seconds * 1_000_000_000 + nanos)
+            if 0 <= age < _MAX_AGE_NS:
+                return now - age
+    return now
+
+
 class ArrivalStream(httpx.AsyncByteStream):
-    """A response body as httpx byte chunks, each with the ``perf_counter_ns`` stamp of the
-    ``data_received`` call that delivered it.
+    """A response body as httpx byte chunks, each with the ``perf_counter_ns`` arrival
+    stamp of the socket read that delivered it.
 
     While iterating, ``last`` is the arrival stamp of the chunk just yielded (httpx's
     ``aiter_raw()`` passes chunks through one for one); ``end`` is the arrival of the
-    bytes that completed the body. Bytes delivered by one ``data_received`` are joined
-    into one chunk; bytes of different arrivals never are.
+    bytes that completed the body. Bytes of one read are joined into one chunk; bytes of
+    different reads never are.
     """
 
     __slots__ = ("_buffered", "_chunks", "_done", "_error", "_owner", "_stamps", "_waiter",
@@ -75,7 +114,7 @@ class ArrivalStream(httpx.AsyncByteStream):
         self.last = 0
         self.end: int | None = None
 
-    # -- producer side (the connection, inside data_received) --
+    # -- producer side (the connection, as bytes are read) --
 
     def _push(self, data: bytes, stamp: int) -> None:
         if self._stamps and self._stamps[-1] == stamp:
@@ -115,8 +154,9 @@ class ArrivalStream(httpx.AsyncByteStream):
                 chunk = chunks.popleft()
                 self.last = stamps.popleft()
                 self._buffered -= len(chunk)
-                if self._owner is not None and self._buffered < _LOW_WATER:
-                    self._owner.resume()
+                owner = self._owner
+                if owner is not None and owner.paused and self._buffered < _LOW_WATER:
+                    owner.resume()
                 yield chunk
             elif self._error is not None:
                 raise self._error
@@ -154,21 +194,174 @@ class _StaleConnection(httpx.RemoteProtocolError):
     dropped it while idle, so the request is sent again on a new one."""
 
 
-class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection; one request at a time, kept alive between them."""
+class _Writes:
+    """Where the server's separate writes end in the bytes of one connection, found before
+    the bytes are consumed.
 
-    __slots__ = ("_body_to_eof", "_head_only", "_headers", "_informational", "_last_rx",
-                 "_loop", "_parser", "_paused", "_pool", "_read_timeout", "_reason",
-                 "_received", "_stamp", "_stream", "_timer", "_transport", "_waiter",
-                 "_writable", "closed", "idle_since", "origin", "served")  # fmt: skip
+    The kernel's receive stamp of a read is that of its *last* segment, so a read that
+    gathers several writes (the loop was busy for longer than the gap between them)
+    would stamp them all with the latest arrival. Reading up to each end found here
+    instead gives every write its own stamp. A server write is an HTTP chunk in plain
+    text and a TLS record under TLS; a body that is not chunked has no inner ends. The
+    scan only steers how reads are split: a wrong guess costs stamp precision, never
+    bytes (httptools parses what was read).
+    """
 
-    def __init__(self, pool: ArrivalTransport, origin: Origin) -> None:
+    __slots__ = ("_carry", "_left", "_mode", "_tls")
+
+    def __init__(self, tls: bool) -> None:
+        self._tls = tls
+        self._mode = _HEAD
+        self._left = 0  # bytes to the end of the current chunk / record
+        self._carry = b""  # an incomplete line (plain) or record header (TLS)
+
+    def reset(self) -> None:
+        """A new request: its answer starts with a response head."""
+        if not self._tls:
+            self._mode, self._left, self._carry = _HEAD, 0, b""
+
+    def ends(self, data: bytes) -> list[int]:
+        """Offsets in ``data`` just past each write that ends inside it."""
+        return self._records(data) if self._tls else self._chunks(data)
+
+    def _records(self, data: bytes) -> list[int]:
+        ends: list[int] = []
+        pos, size = 0, len(data)
+        while pos < size:
+            if self._left == 0:  # at a record header: type, version, length (5 bytes)
+                need = 5 - len(self._carry)
+                self._carry += data[pos : pos + need]
+                pos = min(pos + need, size)
+                if len(self._carry) < 5:
+                    break
+                self._left = int.from_bytes(self._carry[3:5], "big")
+                self._carry = b""
+            take = min(self._left, size - pos)
+            pos += take
+            self._left -= take
+            if self._left == 0:
+                ends.append(pos)
+        return ends
+
+    def _chunks(self, data: bytes) -> list[int]:
+        ends: list[int] = []
+        pos, size = 0, len(data)
+        while pos < size and self._mode != _RAW:
+            if self._mode == _DATA:
+                take = min(self._left, size - pos)
+                pos += take
+                self._left -= take
+                if self._left == 0:
+                    ends.append(pos)
+                    self._mode = _SIZE
+                continue
+            # A line-oriented part: the head, a chunk-size line or a trailer line.
+            mark = b"\r\n\r\n" if self._mode == _HEAD else b"\r\n"
+            if self._carry:  # rare: a line split between reads
+                text = self._carry + data[pos:]
+                found = text.find(mark)
+                if found < 0:
+                    self._carry = text
+                    break
+                line = text[:found]
+                pos += found + len(mark) - len(self._carry)
+                self._carry = b""
+            else:
+                found = data.find(mark, pos)
+                if found < 0:
+                    self._carry = data[pos:]
+                    break
+                line, pos = data[pos:found], found + len(mark)
+            self._line(line)
+        if len(self._carry) > _READ_SIZE:
+            self._mode, self._carry = _RAW, b""  # no line end in 64 KiB: not worth following
+        return ends
+
+    def _line(self, line: bytes) -> None:
+        if self._mode == _HEAD:
+            if line.startswith(b"HTTP/1.1 1"):
+                return  # 100 Continue: the answer's own head follows
+            self._mode = _SIZE if b"chunked" in line.lower() else _RAW
+        elif self._mode == _SIZE:
+            try:
+                self._left = int(line.split(b";", 1)[0], 16) + 2  # data and its CRLF
+            except ValueError:
+                self._mode = _RAW
+                return
+            self._mode = _DATA if self._left > 2 else _TRAILER
+        elif not line:  # _TRAILER: the blank line ends the body
+            self._mode = _RAW
+
+
+class _Tls:
+    """TLS over the connection's own socket I/O (ssl's memory BIOs, as asyncio does)."""
+
+    __slots__ = ("incoming", "outgoing", "session")
+
+    def __init__(self, context: ssl.SSLContext, server_name: str) -> None:
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.session = context.wrap_bio(self.incoming, self.outgoing, server_hostname=server_name)
+
+    async def handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
+        while True:
+            try:
+                self.session.do_handshake()
+            except ssl.SSLWantReadError:
+                if self.outgoing.pending:
+                    await loop.sock_sendall(sock, self.outgoing.read())
+                data = await loop.sock_recv(sock, _READ_SIZE)
+                if not data:
+                    raise ConnectionResetError(
+                        "connection closed during the TLS handshake"
+                    ) from None
+                self.incoming.write(data)
+            else:
+                break
+        if self.outgoing.pending:
+            await loop.sock_sendall(sock, self.outgoing.read())
+
+    def decrypt(self, data: bytes) -> tuple[bytes, bool]:
+        """Plaintext of ``data`` and whether the server ended the session (close_notify)."""
+        self.incoming.write(data)
+        pieces: list[bytes] = []
+        ended = False
+        try:
+            while piece := self.session.read(_READ_SIZE):
+                pieces.append(piece)
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLZeroReturnError:
+            ended = True
+        return b"".join(pieces), ended
+
+
+class _Connection:
+    """One HTTP/1.1 connection; one request at a time, kept alive between them.
+
+    Reads happen in the loop's reader callback, one ``recvmsg`` per readiness, so bytes
+    that arrived apart keep apart stamps unless the loop fell behind by more than the gap.
+    """
+
+    __slots__ = ("_body_to_eof", "_fd", "_got_bytes", "_head_only", "_headers",
+                 "_informational", "_last_rx", "_loop", "_out", "_parser", "_pool",
+                 "_read_timeout", "_reason", "_sock", "_stream", "_timer", "_tls", "_waiter",
+                 "_writable", "_writes", "closed", "idle_since", "origin", "paused",
+                 "served")  # fmt: skip
+
+    def __init__(
+        self, pool: ArrivalTransport, origin: Origin, sock: socket.socket, tls: _Tls | None
+    ) -> None:
         self._pool = pool
         self.origin = origin
         self._loop = asyncio.get_running_loop()
+        self._sock = sock
+        self._fd = sock.fileno()
+        self._tls = tls
         self._parser = httptools.HttpResponseParser(self)
-        self._transport: asyncio.Transport | None = None
-        self._stamp = 0  # arrival of the bytes being parsed
+        self._writes = _Writes(tls is not None)
+        self._out = bytearray()  # bytes the socket did not take yet
+        self._writable: asyncio.Future[None] | None = None
         self._last_rx = 0
         self._waiter: asyncio.Future[_Head] | None = None  # the response head, while due
         self._stream: ArrivalStream | None = None  # the body, while arriving
@@ -177,66 +370,128 @@ class _Connection(asyncio.Protocol):
         self._informational = False
         self._head_only = False
         self._body_to_eof = False
-        self._received = False
-        self._paused = False
-        self._writable: asyncio.Future[None] | None = None
+        self._got_bytes = False
         self._timer: asyncio.TimerHandle | None = None
         self._read_timeout: float | None = None
+        self.paused = False
         self.closed = False
         self.served = 0
         self.idle_since = 0.0
+        self._loop.add_reader(self._fd, self._on_readable)
 
     @property
     def busy(self) -> bool:
         """True while a response is due or its body is arriving."""
         return self._waiter is not None or self._stream is not None
 
-    # -- asyncio.Protocol --
+    # -- socket I/O (loop callbacks) --
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports are not asyncio.Transport subclasses, but have its methods.
-        self._transport = cast(asyncio.Transport, transport)
+    def _on_readable(self) -> None:
+        # Peek at everything queued, then consume it write by write (see _Writes): two
+        # system calls where one would do when a single write is queued, the price of
+        # a stamp per write when the loop fell behind.
+        sock = self._sock
+        try:
+            data, ancillary, _, _ = sock.recvmsg(_READ_SIZE, _ANCILLARY_SIZE, socket.MSG_PEEK)
+            if not data:
+                self._lost(None)
+                return
+            start, size = 0, len(data)
+            for end in [*(end for end in self._writes.ends(data) if end < size), size]:
+                taken, ancillary, _, _ = sock.recvmsg_into(
+                    [_SCRATCH[: end - start]], _ANCILLARY_SIZE
+                )
+                # never short for bytes already queued; if it were, stay exact
+                self._piece(data[start : start + taken], _arrival(ancillary))
+                start += taken
+                if self.closed:
+                    return
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
 
-    def data_received(self, data: bytes) -> None:
-        # The stamp every byte of this call carries: nothing else runs before it.
-        self._stamp = self._last_rx = perf_counter_ns()
+    def _piece(self, data: bytes, stamp: int) -> None:
+        if self._tls is None:
+            self._received(data, stamp)
+            return
+        try:
+            data, ended = self._tls.decrypt(data)
+        except ssl.SSLError as exc:
+            self._lost(exc)
+            return
+        if self._tls.outgoing.pending:  # e.g. a TLS 1.3 key update to answer
+            self._send(self._tls.outgoing.read())
+        if data:
+            self._received(data, stamp)
+        if ended:
+            self._lost(None)
+
+    def _received(self, data: bytes, stamp: int) -> None:
+        self._last_rx = stamp
         if not self.busy:
             self.close()  # nothing was asked: a server speaking out of turn
             return
-        self._received = True
+        self._got_bytes = True
         try:
             self._parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
             self._fail(httpx.RemoteProtocolError(f"malformed HTTP response: {exc!r}"))
 
-    def eof_received(self) -> bool | None:
-        return None  # close; connection_lost settles the exchange
+    def _send(self, data: bytes) -> None:
+        # Never raises: a failed send loses the connection, and the exchange's waiter
+        # carries the error to whoever awaits the answer.
+        if self._out:
+            self._out += data  # earlier bytes still queued: keep the order
+            return
+        try:
+            sent = self._sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError as exc:
+            self._lost(exc)
+            return
+        if sent < len(data):
+            self._out += data[sent:]
+            self._writable = self._loop.create_future()
+            self._loop.add_writer(self._fd, self._on_writable)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self._pool.forget(self)
-        self.resume_writing()  # a writer waiting wakes up and finds the connection closed
+    def _on_writable(self) -> None:
+        try:
+            sent = self._sock.send(self._out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(exc)
+            return
+        del self._out[:sent]
+        if not self._out:
+            self._loop.remove_writer(self._fd)
+            self._wake_writer()
+
+    def _wake_writer(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    def _lost(self, exc: BaseException | None) -> None:
+        """The peer closed (``exc`` None) or the socket failed."""
+        if self.closed:
+            return
+        self.close()
+        stream = self._stream
         if not self.busy:
             return
-        stream = self._stream
         if stream is not None and self._body_to_eof and exc is None:
             # A body without length or chunking ends when the server closes (RFC 9112 §6.3).
             self._done_exchange()
             stream._finish(perf_counter_ns())
-        elif not self._received and self.served and exc is None:
+        elif not self._got_bytes and self.served:
             self._fail(_StaleConnection("keep-alive connection closed by the server"))
         elif exc is not None:
             self._fail(httpx.ReadError(f"connection lost: {exc}"))
         else:
             self._fail(httpx.RemoteProtocolError("server closed the connection mid-response"))
-
-    def pause_writing(self) -> None:
-        self._writable = self._loop.create_future()
-
-    def resume_writing(self) -> None:
-        if self._writable is not None and not self._writable.done():
-            self._writable.set_result(None)
-        self._writable = None
 
     # -- httptools callbacks --
 
@@ -267,12 +522,12 @@ class _Connection(asyncio.Protocol):
             # llhttp does not know the request was HEAD and would wait for the body a
             # Content-Length announces; the answer is complete, the connection unusable.
             self._done_exchange()
-            stream._finish(self._stamp)
+            stream._finish(self._last_rx)
             self.close()
 
     def on_body(self, body: bytes) -> None:
         if self._stream is not None:
-            self._stream._push(body, self._stamp)
+            self._stream._push(body, self._last_rx)
 
     def on_message_complete(self) -> None:
         if self._informational:
@@ -282,38 +537,43 @@ class _Connection(asyncio.Protocol):
         if stream is None:
             return
         self._done_exchange()
-        stream._finish(self._stamp)
+        stream._finish(self._last_rx)
         if self._parser.should_keep_alive() and not self.closed:
             self.served += 1
             self._pool.release(self)
         else:
             self.close()
 
-    # -- used by the transport --
+    # -- used by the transport and the stream --
 
     def begin(self, head_only: bool) -> asyncio.Future[_Head]:
         """Expect the answer to a request about to be written."""
         self._waiter = waiter = self._loop.create_future()
         self._head_only = head_only
-        self._received = False
+        self._got_bytes = False
+        self._writes.reset()
         return waiter
 
     def write(self, data: bytes) -> None:
-        """Queue bytes of the request (asyncio's transport buffers them)."""
-        if self._transport is None or self.closed:
+        """Send bytes of the request (queued when the socket is full)."""
+        if self.closed:
             raise httpx.WriteError("connection closed")
-        self._transport.write(data)
+        if self._tls is not None:
+            self._tls.session.write(data)
+            data = self._tls.outgoing.read()
+        self._send(data)
 
     async def drain(self, write_timeout_s: float | None) -> None:
-        """Wait while the socket's send buffer is full (only a large body gets here)."""
+        """Wait while bytes of the request are queued (only a large body gets here)."""
         writable = self._writable
-        if writable is None:
-            return
-        try:
-            async with asyncio.timeout(write_timeout_s):
-                await writable
-        except TimeoutError:
-            raise httpx.WriteTimeout("request body not sent in time") from None
+        if writable is not None:
+            try:
+                async with asyncio.timeout(write_timeout_s):
+                    await writable
+            except TimeoutError:
+                raise httpx.WriteTimeout("request body not sent in time") from None
+        if self.closed:
+            raise httpx.WriteError("connection closed while sending")
 
     def sent(self, read_timeout: float | None) -> None:
         """The request is written: from now on the server's silence is timed."""
@@ -324,15 +584,15 @@ class _Connection(asyncio.Protocol):
 
     def pause(self) -> None:
         """Stop reading the socket (the reader is far behind)."""
-        if not self._paused and self._transport is not None:
-            self._paused = True
-            self._transport.pause_reading()
+        if not self.paused and not self.closed:
+            self.paused = True
+            self._loop.remove_reader(self._fd)
 
     def resume(self) -> None:
         """Read the socket again."""
-        if self._paused and self._transport is not None:
-            self._paused = False
-            self._transport.resume_reading()
+        if self.paused and not self.closed:
+            self.paused = False
+            self._loop.add_reader(self._fd, self._on_readable)
 
     def abandon(self) -> None:
         """The caller gave up on the exchange (cancelled, or left the body unread)."""
@@ -341,10 +601,15 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def close(self) -> None:
-        """Close now; buffered writes are dropped (no exchange is worth finishing)."""
-        if self._transport is not None and not self.closed:
+        """Close now; queued writes are dropped (no exchange is worth finishing)."""
+        if not self.closed:
             self.closed = True
-            self._transport.abort()
+            if not self.paused:
+                self._loop.remove_reader(self._fd)
+            if self._out:
+                self._loop.remove_writer(self._fd)
+            self._sock.close()
+            self._wake_writer()  # a writer waiting in drain() finds the connection closed
         self._pool.forget(self)
 
     # -- internals --
@@ -365,10 +630,8 @@ class _Connection(asyncio.Protocol):
         timeout = self._read_timeout
         if not self.busy or timeout is None:
             return
-        silent_s = (perf_counter_ns() - self._last_rx) / 1e9
-        if self._paused:
-            silent_s = 0.0  # we stopped reading, the server did not stop writing
-        if silent_s >= timeout:
+        silent_s = 0.0 if self.paused else (perf_counter_ns() - self._last_rx) / 1e9
+        if silent_s >= timeout:  # paused: we stopped reading, the server did not stop
             self._fail(httpx.ReadTimeout(f"no data from the server for {timeout:g} s"))
         else:
             self._timer = self._loop.call_later(timeout - silent_s, self._check_silence)
@@ -392,7 +655,7 @@ class _Connection(asyncio.Protocol):
 
 
 class ArrivalTransport(httpx.AsyncBaseTransport):
-    """HTTP/1.1 over asyncio protocols, for ``httpx.AsyncClient(transport=...)``.
+    """HTTP/1.1 on sockets read with arrival stamps, for ``httpx.AsyncClient(transport=)``.
 
     Connections are pooled per origin without a cap and reused most-recent first;
     ``keepalive_expiry`` drops idle ones before a server would. Responses carry their
@@ -417,13 +680,12 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         if scheme not in (b"http", b"https"):
             raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
         port = url.port or (443 if scheme == b"https" else 80)
-        server_name = request.extensions.get("sni_hostname")
-        origin: Origin = (scheme, url.raw_host, port, server_name)
+        origin: Origin = (scheme, url.raw_host, port, request.extensions.get("sni_hostname"))
         head = _request_head(request)
         try:
             body: bytes | None = request.content
         except httpx.RequestNotRead:
-            body = None  # a streamed body: written piece by piece below
+            body = None  # a streamed body: written piece by piece
         connection = self._idle_connection(origin)
         if connection is not None:
             if body is None:  # a streamed body cannot be sent twice: no second chance
@@ -490,21 +752,23 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
     async def _connect(self, origin: Origin, connect_timeout_s: float | None) -> _Connection:
         scheme, host, port, server_name = origin
         loop = asyncio.get_running_loop()
-        tls = self._ssl_context() if scheme == b"https" else None
         hostname = host.decode("ascii")
         try:
             async with asyncio.timeout(connect_timeout_s):
-                _, connection = await loop.create_connection(
-                    lambda: _Connection(self, origin),
-                    hostname,
-                    port,
-                    ssl=tls,
-                    server_hostname=(server_name or hostname) if tls else None,
-                )
+                sock = await _open_socket(loop, hostname, port)
+                try:
+                    tls = None
+                    if scheme == b"https":
+                        tls = _Tls(self._ssl_context(), server_name or hostname)
+                        await tls.handshake(loop, sock)
+                except BaseException:
+                    sock.close()
+                    raise
         except TimeoutError:
             raise httpx.ConnectTimeout(f"connect to {hostname}:{port} timed out") from None
         except OSError as exc:  # refused, unreachable, DNS (gaierror), TLS (SSLError)
             raise httpx.ConnectError(f"connect to {hostname}:{port}: {exc}") from exc
+        connection = _Connection(self, origin, sock, tls)
         self._open.add(connection)
         return connection
 
@@ -537,6 +801,60 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
                 connection._fail(httpx.ReadError("transport closed"))
             connection.close()
         self._idle.clear()
+
+
+async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
+    """A connected non-blocking TCP socket to the first address of ``host`` that answers."""
+    addresses: list[tuple[int, Any]]
+    try:
+        version = ipaddress.ip_address(host).version  # no lookup (nor thread) for literals
+        addresses = [(socket.AF_INET6 if version == 6 else socket.AF_INET, (host, port))]
+    except ValueError:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = [(family, address) for family, _, _, _, address in infos]
+    error: OSError = OSError(f"no address for {host}")
+    for family, address in addresses:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if _SO_TIMESTAMPNS is not None:
+                with contextlib.suppress(OSError):  # without it: stamps at read time
+                    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            await _sock_connect(loop, sock, address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+        except BaseException:
+            sock.close()
+            raise
+        else:
+            return sock
+    raise error
+
+
+async def _sock_connect(loop: asyncio.AbstractEventLoop, sock: socket.socket, address: Any) -> None:
+    code = sock.connect_ex(address)
+    if code in (errno.EINPROGRESS, errno.EAGAIN):
+        # A loopback connect is usually complete by now: check without yielding, so a
+        # burst of new streams does not wait for every other task before writing.
+        poller = select.poll()
+        poller.register(sock, select.POLLOUT)
+        if not poller.poll(0):
+            writable: asyncio.Future[None] = loop.create_future()
+
+            def ready() -> None:
+                if not writable.done():
+                    writable.set_result(None)
+
+            loop.add_writer(sock, ready)
+            try:
+                await writable
+            finally:
+                loop.remove_writer(sock)
+        code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    if code:
+        raise OSError(code, os.strerror(code))
 
 
 def _request_head(request: httpx.Request) -> bytes:

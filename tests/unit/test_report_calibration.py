@@ -1,0 +1,83 @@
+"""Client-bound flags and roofline efficiency in the report's stage rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analytics.client_health import stage_health, with_client_health
+from analytics.db import connect
+from analytics.roofline_view import with_roofline
+from scenarios.catalog import default_catalog
+from scenarios.roofline import decode_ceiling, memory_fit, resolve_deployment
+
+
+def test_a_shard_crossing_a_threshold_flags_its_stage(tmp_path: Path) -> None:
+    con = connect(tmp_path / "h.duckdb")
+    con.execute(
+        "INSERT INTO shards (run_id, shard_id, stage, provider, region, concurrency, state, "
+        "accepted_attempt) VALUES ('r', 'a', 0, 'p', 'eu', 8, 'finished', 1), "
+        "('r', 'b', 0, 'p', 'eu', 8, 'finished', 2), ('r', 'c', 1, 'p', 'eu', 8, 'finished', 1)"
+    )
+    healthy = {"loop_lag_p99_ms": "1.5", "loop_cpu_util": "0.3", "schedule_lag_p99_ms": "0.4"}
+    saturated = {**healthy, "loop_lag_p99_ms": "42", "loop_cpu_util": "0.97"}
+    for shard, attempt, health in (
+        ("a", 1, healthy),
+        ("b", 1, healthy),
+        ("b", 2, saturated),
+        ("c", 1, healthy),
+    ):
+        con.execute(
+            "INSERT INTO shard_attempts (run_id, shard_id, attempt, state, health) VALUES ('r', ?, ?, 'finished', ?)",
+            [shard, attempt, json.dumps(health)],
+        )
+    health = stage_health(con, "r")
+    assert health[("p", 0, "eu")]["client_bound"] is True
+    assert health[("p", 0, "eu")]["client_bound_reasons"] == ["loop_cpu", "loop_lag"]
+    assert health[("p", 0, "eu")]["loop_lag_p99_ms"] == 42.0
+    assert health[("p", 1, "eu")]["client_bound"] is False
+    rows = with_client_health(
+        [
+            {"provider": "p", "stage": 1, "region": "eu"},
+            {"provider": "q", "stage": 0, "region": "eu"},
+        ],
+        health,
+    )
+    assert [r["client_bound"] for r in rows] == [False, False]
+    assert rows[1]["client_health"] is None
+
+
+def test_efficiency_is_measured_decode_over_the_roofline_at_the_observed_batch() -> None:
+    providers = [
+        {
+            "provider": "h100",
+            "deployment_model": "llama-3.1-405b",
+            "hardware": "h100",
+            "gpus": 8,
+            "quantization": "fp8",
+        },
+        {"provider": "api"},
+    ]
+    stage = {
+        "ok": 10,
+        "input_tokens": 10_000,
+        "output_tokens": 2_000,
+        "achieved_concurrency": 8.0,
+        "decode_tok_s_p50": 30.0,
+        "output_tok_s": 200.0,
+    }
+    rows = with_roofline([{**stage, "provider": "h100"}, {**stage, "provider": "api"}], providers)
+    deployment = resolve_deployment(
+        default_catalog(), model="llama-3.1-405b", quant="fp8", hardware="h100", gpus=8
+    )
+    kv_tokens = 1000 + 200 / 2  # mean prompt + half the mean answer
+    ceiling = decode_ceiling(deployment, 8.0, kv_tokens)
+    assert memory_fit(deployment, round(kv_tokens)).max_sequences > 8
+    assert rows[0]["roofline_per_stream_tok_s"] == pytest.approx(ceiling.per_stream_tok_s)
+    assert rows[0]["efficiency_pct"] == pytest.approx(100 * 30.0 / ceiling.per_stream_tok_s)
+    assert rows[0]["aggregate_efficiency_pct"] == pytest.approx(
+        100 * 200.0 / ceiling.aggregate_tok_s
+    )
+    assert rows[1]["efficiency_pct"] is None
