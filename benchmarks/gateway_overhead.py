@@ -42,6 +42,7 @@ from workers.client.adapters.openai_chat import ChatParser, chat_body  # noqa: E
 from workers.client.http import make_client  # noqa: E402
 from workers.client.result import RequestResult  # noqa: E402
 from workers.client.streaming import HttpCall, Limits, json_headers, measure_request  # noqa: E402
+from workers.prompts import PlannedRequest  # noqa: E402
 
 TOKEN = "bench-token"
 ROUND = 20  # requests per path before switching to the other one
@@ -77,7 +78,7 @@ async def measure(
         "POST",
         f"{base}/chat/completions",
         json_headers("sk-bench"),
-        chat_body("simulated", "a short prompt of a few words", 16),
+        chat_body("simulated", PlannedRequest(0, 6, 16, "a short prompt of a few words")),
     )
     limits = Limits(60, 30, 10)
     results: list[RequestResult] = []

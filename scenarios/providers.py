@@ -6,7 +6,7 @@ the same ``kind`` in ``workers/client/adapters``; callers never branch on the ki
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -243,6 +243,17 @@ class OpenAIProvider(ProviderBase):
         default=None,
         pattern=ENV_VAR_PATTERN,
         description="Name of the environment variable holding the API key (never the key).",
+    )
+
+    enforce_output_length: bool = Field(
+        default=False,
+        description=(
+            "Also send ignore_eos and min_tokens = max_tokens (vLLM/SGLang knobs) so the "
+            "answer has exactly the planned length; hosted APIs may reject them."
+        ),
+    )
+    extra_body: dict[str, Any] | None = Field(
+        default=None, description="Extra JSON fields merged into every request body."
     )
 
     def secret_env_vars(self) -> list[str]:

@@ -61,16 +61,16 @@ _HIGH_WATER = 4 * 1024 * 1024
 _LOW_WATER = 1024 * 1024
 _NO_BODY_STATUS = (204, 304)
 _READ_SIZE = 64 * 1024
-# Scratch space for reads whose bytes were already seen with MSG_PEEK.
-_SCRATCH = memoryview(bytearray(_READ_SIZE))
-# States of _Writes on a plain-text response.
-_HEAD, _SIZE, _DATA, _TRAILER, _RAW = range(5)
 
 # SO_TIMESTAMPNS (asm-generic/socket.h; Python's socket module does not name it): each
 # recvmsg() carries the CLOCK_REALTIME at which the kernel received the last bytes read.
 _SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 _TIMESPEC = struct.Struct("@qq")
 _ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if _SO_TIMESTAMPNS else 0
+# While the loop is busy (a burst of requests being built, many events being decoded),
+# sockets are also read from inside that work at least this often (ArrivalTransport.sweep),
+# so writes of one stream seldom wait together long enough for the kernel to merge them.
+_SWEEP_NS = 1_000_000
 # A kernel stamp older than this (or in the future) means the wall clock was stepped
 # between receive and read: the read time is used instead.
 _MAX_AGE_NS = 60 * 1_000_000_000
@@ -100,8 +100,8 @@ class ArrivalStream(httpx.AsyncByteStream):
     different reads never are.
     """
 
-    __slots__ = ("_buffered", "_chunks", "_done", "_error", "_owner", "_stamps", "_waiter",
-                 "end", "last")  # fmt: skip
+    __slots__ = ("_buffered", "_chunks", "_done", "_error", "_owner", "_pool", "_stamps",
+                 "_waiter", "end", "last")  # fmt: skip
 
     def __init__(self, owner: _Connection) -> None:
         self._chunks: deque[bytes] = deque()
@@ -111,6 +111,7 @@ class ArrivalStream(httpx.AsyncByteStream):
         self._error: BaseException | None = None
         self._buffered = 0
         self._owner: _Connection | None = owner  # while the body is still arriving
+        self._pool = owner._pool
         self.last = 0
         self.end: int | None = None
 
@@ -148,8 +149,9 @@ class ArrivalStream(httpx.AsyncByteStream):
     # -- consumer side (httpx) --
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks, stamps = self._chunks, self._stamps
+        chunks, stamps, pool = self._chunks, self._stamps, self._pool
         while True:
+            pool.sweep()
             if chunks:
                 chunk = chunks.popleft()
                 self.last = stamps.popleft()
@@ -192,105 +194,6 @@ _Head = tuple[int, bytes, list[tuple[bytes, bytes]], ArrivalStream]
 class _StaleConnection(httpx.RemoteProtocolError):
     """A reused keep-alive connection closed before any byte of the answer: the server
     dropped it while idle, so the request is sent again on a new one."""
-
-
-class _Writes:
-    """Where the server's separate writes end in the bytes of one connection, found before
-    the bytes are consumed.
-
-    The kernel's receive stamp of a read is that of its *last* segment, so a read that
-    gathers several writes (the loop was busy for longer than the gap between them)
-    would stamp them all with the latest arrival. Reading up to each end found here
-    instead gives every write its own stamp. A server write is an HTTP chunk in plain
-    text and a TLS record under TLS; a body that is not chunked has no inner ends. The
-    scan only steers how reads are split: a wrong guess costs stamp precision, never
-    bytes (httptools parses what was read).
-    """
-
-    __slots__ = ("_carry", "_left", "_mode", "_tls")
-
-    def __init__(self, tls: bool) -> None:
-        self._tls = tls
-        self._mode = _HEAD
-        self._left = 0  # bytes to the end of the current chunk / record
-        self._carry = b""  # an incomplete line (plain) or record header (TLS)
-
-    def reset(self) -> None:
-        """A new request: its answer starts with a response head."""
-        if not self._tls:
-            self._mode, self._left, self._carry = _HEAD, 0, b""
-
-    def ends(self, data: bytes) -> list[int]:
-        """Offsets in ``data`` just past each write that ends inside it."""
-        return self._records(data) if self._tls else self._chunks(data)
-
-    def _records(self, data: bytes) -> list[int]:
-        ends: list[int] = []
-        pos, size = 0, len(data)
-        while pos < size:
-            if self._left == 0:  # at a record header: type, version, length (5 bytes)
-                need = 5 - len(self._carry)
-                self._carry += data[pos : pos + need]
-                pos = min(pos + need, size)
-                if len(self._carry) < 5:
-                    break
-                self._left = int.from_bytes(self._carry[3:5], "big")
-                self._carry = b""
-            take = min(self._left, size - pos)
-            pos += take
-            self._left -= take
-            if self._left == 0:
-                ends.append(pos)
-        return ends
-
-    def _chunks(self, data: bytes) -> list[int]:
-        ends: list[int] = []
-        pos, size = 0, len(data)
-        while pos < size and self._mode != _RAW:
-            if self._mode == _DATA:
-                take = min(self._left, size - pos)
-                pos += take
-                self._left -= take
-                if self._left == 0:
-                    ends.append(pos)
-                    self._mode = _SIZE
-                continue
-            # A line-oriented part: the head, a chunk-size line or a trailer line.
-            mark = b"\r\n\r\n" if self._mode == _HEAD else b"\r\n"
-            if self._carry:  # rare: a line split between reads
-                text = self._carry + data[pos:]
-                found = text.find(mark)
-                if found < 0:
-                    self._carry = text
-                    break
-                line = text[:found]
-                pos += found + len(mark) - len(self._carry)
-                self._carry = b""
-            else:
-                found = data.find(mark, pos)
-                if found < 0:
-                    self._carry = data[pos:]
-                    break
-                line, pos = data[pos:found], found + len(mark)
-            self._line(line)
-        if len(self._carry) > _READ_SIZE:
-            self._mode, self._carry = _RAW, b""  # no line end in 64 KiB: not worth following
-        return ends
-
-    def _line(self, line: bytes) -> None:
-        if self._mode == _HEAD:
-            if line.startswith(b"HTTP/1.1 1"):
-                return  # 100 Continue: the answer's own head follows
-            self._mode = _SIZE if b"chunked" in line.lower() else _RAW
-        elif self._mode == _SIZE:
-            try:
-                self._left = int(line.split(b";", 1)[0], 16) + 2  # data and its CRLF
-            except ValueError:
-                self._mode = _RAW
-                return
-            self._mode = _DATA if self._left > 2 else _TRAILER
-        elif not line:  # _TRAILER: the blank line ends the body
-            self._mode = _RAW
 
 
 class _Tls:
@@ -337,16 +240,12 @@ class _Tls:
 
 
 class _Connection:
-    """One HTTP/1.1 connection; one request at a time, kept alive between them.
-
-    Reads happen in the loop's reader callback, one ``recvmsg`` per readiness, so bytes
-    that arrived apart keep apart stamps unless the loop fell behind by more than the gap.
-    """
+    """One HTTP/1.1 connection; one request at a time, kept alive between them."""
 
     __slots__ = ("_body_to_eof", "_fd", "_got_bytes", "_head_only", "_headers",
                  "_informational", "_last_rx", "_loop", "_out", "_parser", "_pool",
                  "_read_timeout", "_reason", "_sock", "_stream", "_timer", "_tls", "_waiter",
-                 "_writable", "_writes", "closed", "idle_since", "origin", "paused",
+                 "_writable", "closed", "idle_since", "origin", "paused",
                  "served")  # fmt: skip
 
     def __init__(
@@ -359,7 +258,6 @@ class _Connection:
         self._fd = sock.fileno()
         self._tls = tls
         self._parser = httptools.HttpResponseParser(self)
-        self._writes = _Writes(tls is not None)
         self._out = bytearray()  # bytes the socket did not take yet
         self._writable: asyncio.Future[None] | None = None
         self._last_rx = 0
@@ -387,29 +285,21 @@ class _Connection:
     # -- socket I/O (loop callbacks) --
 
     def _on_readable(self) -> None:
-        # Peek at everything queued, then consume it write by write (see _Writes): two
-        # system calls where one would do when a single write is queued, the price of
-        # a stamp per write when the loop fell behind.
-        sock = self._sock
+        # One read per readiness: bytes that arrived apart keep apart stamps as long as
+        # the loop reads them before the next write lands. Once queued unread, the kernel
+        # merges segments and keeps the newest stamp, so writes that wait together for
+        # a busy loop share the arrival of the last one (still never later than it).
         try:
-            data, ancillary, _, _ = sock.recvmsg(_READ_SIZE, _ANCILLARY_SIZE, socket.MSG_PEEK)
-            if not data:
-                self._lost(None)
-                return
-            start, size = 0, len(data)
-            for end in [*(end for end in self._writes.ends(data) if end < size), size]:
-                taken, ancillary, _, _ = sock.recvmsg_into(
-                    [_SCRATCH[: end - start]], _ANCILLARY_SIZE
-                )
-                # never short for bytes already queued; if it were, stay exact
-                self._piece(data[start : start + taken], _arrival(ancillary))
-                start += taken
-                if self.closed:
-                    return
+            data, ancillary, _, _ = self._sock.recvmsg(_READ_SIZE, _ANCILLARY_SIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
             self._lost(exc)
+            return
+        if not data:
+            self._lost(None)
+            return
+        self._piece(data, _arrival(ancillary))
 
     def _piece(self, data: bytes, stamp: int) -> None:
         if self._tls is None:
@@ -551,7 +441,6 @@ class _Connection:
         self._waiter = waiter = self._loop.create_future()
         self._head_only = head_only
         self._got_bytes = False
-        self._writes.reset()
         return waiter
 
     def write(self, data: bytes) -> None:
@@ -608,6 +497,7 @@ class _Connection:
                 self._loop.remove_reader(self._fd)
             if self._out:
                 self._loop.remove_writer(self._fd)
+            self._pool.unwatch(self)  # before close: the descriptor number may be reused
             self._sock.close()
             self._wake_writer()  # a writer waiting in drain() finds the connection closed
         self._pool.forget(self)
@@ -671,6 +561,38 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         # Idle connections per origin; a dict keeps release order, popitem() is LIFO.
         self._idle: dict[Origin, dict[_Connection, None]] = {}
         self._open: set[_Connection] = set()
+        # Every open socket, watched a second time for sweep(); Linux only (epoll).
+        self._poller = select.epoll() if hasattr(select, "epoll") else None
+        self._watched: dict[int, _Connection] = {}
+        self._next_sweep = 0
+
+    def sweep(self, *, force: bool = False) -> None:
+        """Read every socket with bytes waiting, if no sweep ran for _SWEEP_NS (or ``force``).
+
+        Called from busy code paths (each chunk handed to a reader, each request sent).
+        The loop itself reads only between its batches of callbacks; a batch of 256
+        streams' work can take tens of ms, during which a stream's next write lands
+        on its unread predecessor and the kernel merges the two under the later stamp.
+        """
+        now = perf_counter_ns()
+        if (now < self._next_sweep and not force) or self._poller is None:
+            return
+        self._next_sweep = now + _SWEEP_NS
+        for fd, _ in self._poller.poll(0):
+            connection = self._watched.get(fd)
+            if connection is not None and not connection.paused:
+                connection._on_readable()
+
+    def watch(self, connection: _Connection) -> None:
+        """Include a new connection's socket in sweeps."""
+        if self._poller is not None:
+            self._poller.register(connection._fd, select.EPOLLIN)
+            self._watched[connection._fd] = connection
+
+    def unwatch(self, connection: _Connection) -> None:
+        """Leave a closing connection's socket out of sweeps."""
+        if self._watched.pop(connection._fd, None) is not None and self._poller is not None:
+            self._poller.unregister(connection._fd)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``, return as soon as the response head arrived."""
@@ -712,6 +634,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             else:
                 await _write_streamed(connection, head, request, timeouts.get("write"))
             connection.sent(timeouts.get("read"))
+            self.sweep()  # after the write, so that this request's TTFT does not carry it
             status, reason, headers, stream = await answer
         except BaseException:
             connection.abandon()  # cancelled or failed mid-exchange: never reused
@@ -770,6 +693,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectError(f"connect to {hostname}:{port}: {exc}") from exc
         connection = _Connection(self, origin, sock, tls)
         self._open.add(connection)
+        self.watch(connection)
         return connection
 
     def _ssl_context(self) -> ssl.SSLContext:
@@ -801,6 +725,9 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
                 connection._fail(httpx.ReadError("transport closed"))
             connection.close()
         self._idle.clear()
+        if self._poller is not None:
+            self._poller.close()
+            self._poller = None
 
 
 async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:

@@ -9,11 +9,12 @@ keep their Retry-After and the provider's ``retry`` option applies.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import orjson
 
-from scenarios.model import OpenAIProvider, ProviderBase, SimulatedProvider
+from scenarios.model import OpenAIProvider, SimulatedProvider
 from scenarios.providers import RetryPolicy
 from workers.client.adapters.base import read_secret, register
 from workers.client.chat_stream import ChatStream
@@ -45,17 +46,32 @@ class ChatParser:
         self.stream.finish(planned_prompt_tokens)
 
 
-def chat_body(model: str, prompt: str, max_tokens: int) -> bytes:
-    """Request body asking for a stream with usage, answer bounded by ``max_tokens``."""
-    return orjson.dumps(
-        {
-            "model": model,
-            "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+def chat_body(
+    model: str,
+    request: PlannedRequest,
+    enforce_output_length: bool = False,
+    extra_body: dict[str, Any] | None = None,
+) -> bytes:
+    """Request body asking for a stream with usage, answer bounded by the planned output
+    length; a prompt file's or replay log's conversation is sent as it was captured."""
+    messages = (
+        [{"role": role, "content": content} for role, content in request.messages]
+        if request.messages
+        else [{"role": "user", "content": request.prompt}]
     )
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": request.output_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if enforce_output_length:
+        body["ignore_eos"] = True
+        body["min_tokens"] = request.output_tokens
+    if extra_body:
+        body.update(extra_body)
+    return orjson.dumps(body)
 
 
 @dataclass(frozen=True)
@@ -67,12 +83,14 @@ class ChatAdapter:
     headers: dict[str, str]
     limits: Limits
     retry: RetryPolicy | None
+    enforce_output_length: bool = False
+    extra_body: dict[str, Any] | None = None
 
     async def measure(
         self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
     ) -> RequestResult:
         """One measured streaming request (retried on 429 only if the provider opts in)."""
-        body = chat_body(self.model, request.prompt, request.output_tokens)
+        body = chat_body(self.model, request, self.enforce_output_length, self.extra_body)
         return await measure_request(
             http,
             HttpCall("POST", self.url, self.headers, body),
@@ -85,7 +103,7 @@ class ChatAdapter:
 
 
 def _chat_adapter(
-    provider: ProviderBase, base_url: str, model: str, key: str | None
+    provider: OpenAIProvider | SimulatedProvider, base_url: str, model: str, key: str | None
 ) -> ChatAdapter:
     return ChatAdapter(
         url=base_url.rstrip("/") + "/chat/completions",
@@ -93,6 +111,10 @@ def _chat_adapter(
         headers=json_headers(key),
         limits=Limits.of(provider, key),
         retry=provider.retry,
+        # The simulator always answers with exactly max_tokens: no knobs needed there.
+        enforce_output_length=isinstance(provider, OpenAIProvider)
+        and provider.enforce_output_length,
+        extra_body=provider.extra_body if isinstance(provider, OpenAIProvider) else None,
     )
 
 
