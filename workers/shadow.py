@@ -30,7 +30,8 @@ from scenarios.providers import Provider
 from scenarios.records import batch_to_ipc, records_to_batch
 from scenarios.wire import KEY_PREFIX, cancel_key, records_stream
 from workers.client.adapters import ProviderSetupError, build_adapter
-from workers.client.adapters.openai_chat import ChatAdapter, ChatParser
+from workers.client.adapters.openai_chat import ChatParser
+from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import ErrorClass, RequestFailure, redact
 from workers.client.result import RequestResult
 from workers.client.streaming import HttpCall, measure_request
@@ -188,8 +189,9 @@ async def _measure(
         result.failure = RequestFailure(ErrorClass.CONNECT, redact(f"setup: {exc}"))
         log.warning("shadow %s on %s: %s", provider.name, context.worker_name, result.failure)
         return result
-    if isinstance(adapter, ChatAdapter):
-        # Chat-completions dialects get the conversation exactly as the client sent it.
+    if isinstance(adapter, PostStreamAdapter) and adapter.parser is ChatParser and adapter.model:
+        # Chat-completions dialects get the conversation and sampling parameters exactly
+        # as the client sent them.
         call = HttpCall("POST", adapter.url, adapter.headers, shadow_body(adapter.model, task))
         return await measure_request(
             context.http,

@@ -19,7 +19,8 @@ import numpy as np
 
 from scenarios.providers import OpenAIProvider
 from tests.fakes.sse_server import READY_PREFIX
-from workers.client.adapters.openai_chat import ChatAdapter
+from workers.client.adapters import openai_chat
+from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.client.streaming import Limits, json_headers
@@ -51,10 +52,10 @@ def sse_server(*args: str) -> Iterator[str]:
             process.stdout.close()
 
 
-def chat_adapter(base_url: str) -> ChatAdapter:
+def chat_adapter(base_url: str) -> PostStreamAdapter:
     """The real OpenAI chat adapter for ``base_url``."""
     provider = OpenAIProvider(name="fake", kind="openai", base_url=base_url, model="fake")
-    return ChatAdapter(
+    return openai_chat.chat_adapter(
         url=base_url + "/chat/completions",
         model="fake",
         headers=json_headers(None),

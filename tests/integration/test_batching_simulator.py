@@ -25,7 +25,7 @@ import httpx
 import pytest
 
 from scenarios.model import SimulateSpec
-from workers.client.adapters.openai_chat import ChatAdapter
+from workers.client.adapters.openai_chat import chat_adapter
 from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.client.streaming import Limits, json_headers
@@ -68,7 +68,7 @@ def closed_loop(
 
     async def main() -> list[RequestResult]:
         client = make_client()
-        adapter = ChatAdapter(
+        adapter = chat_adapter(
             url=f"{base_url}/chat/completions",
             model="simulated",
             headers=json_headers(),

@@ -13,7 +13,8 @@ from urllib.parse import quote
 
 from scenarios.providers import AzureOpenAIProvider
 from workers.client.adapters.base import read_secret, register
-from workers.client.adapters.openai_chat import ChatAdapter
+from workers.client.adapters.openai_chat import chat_adapter
+from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.streaming import Limits, json_headers
 from workers.context import WorkerContext
 
@@ -28,12 +29,12 @@ def azure_chat_url(provider: AzureOpenAIProvider) -> str:
 
 
 @register("azure-openai")
-async def azure_adapter(provider: AzureOpenAIProvider, context: WorkerContext) -> ChatAdapter:
+async def azure_adapter(provider: AzureOpenAIProvider, context: WorkerContext) -> PostStreamAdapter:
     """Adapter of one Azure OpenAI deployment."""
     key = read_secret(provider.api_key_env, provider.name, context)
     headers = json_headers()
     headers["api-key"] = key or ""
-    return ChatAdapter(
+    return chat_adapter(
         url=azure_chat_url(provider),
         model=provider.deployment_name or provider.model,
         headers=headers,

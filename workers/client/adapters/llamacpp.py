@@ -12,28 +12,24 @@ transport the server does not see. A mid-stream error arrives as a non-standard
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 
-from scenarios.providers import LlamaCppProvider, RetryPolicy
+from scenarios.providers import LlamaCppProvider
 from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
 from workers.client.result import RequestResult
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
 from workers.client.streaming import (
-    HttpCall,
     Limits,
     json_headers,
     json_object,
-    measure_request,
     settle_counts,
     token_event,
 )
 from workers.context import WorkerContext
-from workers.prompts import PlannedRequest
 
 
 class LlamaCppParser:
@@ -112,40 +108,16 @@ def completion_body(prompt: str, n_predict: int, cache_prompt: bool) -> bytes:
     )
 
 
-@dataclass(frozen=True)
-class LlamaCppAdapter:
-    """Measures ``/completion`` on one llama-server."""
-
-    url: str
-    headers: dict[str, str]
-    cache_prompt: bool
-    limits: Limits
-    retry: RetryPolicy | None
-
-    async def measure(
-        self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
-    ) -> RequestResult:
-        """One measured streaming request."""
-        body = completion_body(request.prompt, request.output_tokens, self.cache_prompt)
-        return await measure_request(
-            http,
-            HttpCall("POST", self.url, self.headers, body),
-            LlamaCppParser,
-            self.limits,
-            self.retry,
-            request.prompt_tokens,
-            intended_start,
-        )
-
-
 @register("llamacpp")
-async def llamacpp_adapter(provider: LlamaCppProvider, context: WorkerContext) -> LlamaCppAdapter:
+async def llamacpp_adapter(provider: LlamaCppProvider, context: WorkerContext) -> PostStreamAdapter:
     """Adapter of one llama-server."""
     key = read_secret(provider.api_key_env, provider.name, context)
-    return LlamaCppAdapter(
+    cache_prompt = provider.cache_prompt
+    return PostStreamAdapter(
         url=provider.base_url.rstrip("/") + "/completion",
         headers=json_headers(key),
-        cache_prompt=provider.cache_prompt,
         limits=Limits.of(provider, key),
         retry=provider.retry,
+        body=lambda request: completion_body(request.prompt, request.output_tokens, cache_prompt),
+        parser=LlamaCppParser,
     )

@@ -8,19 +8,18 @@ keep their Retry-After and the provider's ``retry`` option applies.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 
 from scenarios.model import OpenAIProvider, SimulatedProvider
 from scenarios.providers import RetryPolicy
 from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.chat_stream import ChatStream
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
-from workers.client.streaming import HttpCall, Limits, json_headers, measure_request
+from workers.client.streaming import Limits, json_headers
 from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
 
@@ -74,59 +73,54 @@ def chat_body(
     return orjson.dumps(body)
 
 
-@dataclass(frozen=True)
-class ChatAdapter:
-    """Measures streaming chat completions at one URL (OpenAI-compatible or Azure)."""
-
-    url: str
-    model: str
-    headers: dict[str, str]
-    limits: Limits
-    retry: RetryPolicy | None
-    enforce_output_length: bool = False
-    extra_body: dict[str, Any] | None = None
-
-    async def measure(
-        self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
-    ) -> RequestResult:
-        """One measured streaming request (retried on 429 only if the provider opts in)."""
-        body = chat_body(self.model, request, self.enforce_output_length, self.extra_body)
-        return await measure_request(
-            http,
-            HttpCall("POST", self.url, self.headers, body),
-            ChatParser,
-            self.limits,
-            self.retry,
-            request.prompt_tokens,
-            intended_start,
-        )
+def chat_adapter(
+    url: str,
+    model: str,
+    headers: dict[str, str],
+    limits: Limits,
+    retry: RetryPolicy | None = None,
+    enforce_output_length: bool = False,
+    extra_body: dict[str, Any] | None = None,
+) -> PostStreamAdapter:
+    """Streaming chat completions at ``url`` (OpenAI-compatible, the simulator, Azure)."""
+    return PostStreamAdapter(
+        url=url,
+        headers=headers,
+        limits=limits,
+        retry=retry,
+        body=lambda request: chat_body(model, request, enforce_output_length, extra_body),
+        parser=ChatParser,
+        model=model,
+    )
 
 
 def _chat_adapter(
     provider: OpenAIProvider | SimulatedProvider, base_url: str, model: str, key: str | None
-) -> ChatAdapter:
-    return ChatAdapter(
+) -> PostStreamAdapter:
+    openai = provider if isinstance(provider, OpenAIProvider) else None
+    return chat_adapter(
         url=base_url.rstrip("/") + "/chat/completions",
         model=model,
         headers=json_headers(key),
         limits=Limits.of(provider, key),
         retry=provider.retry,
         # The simulator always answers with exactly max_tokens: no knobs needed there.
-        enforce_output_length=isinstance(provider, OpenAIProvider)
-        and provider.enforce_output_length,
-        extra_body=provider.extra_body if isinstance(provider, OpenAIProvider) else None,
+        enforce_output_length=openai is not None and openai.enforce_output_length,
+        extra_body=openai.extra_body if openai is not None else None,
     )
 
 
 @register("openai")
-async def openai_adapter(provider: OpenAIProvider, context: WorkerContext) -> ChatAdapter:
+async def openai_adapter(provider: OpenAIProvider, context: WorkerContext) -> PostStreamAdapter:
     """Adapter of an OpenAI-compatible endpoint; the key comes from the worker's env."""
     key = read_secret(provider.api_key_env, provider.name, context)
     return _chat_adapter(provider, provider.base_url, provider.model, key)
 
 
 @register("simulated")
-async def simulated_adapter(provider: SimulatedProvider, context: WorkerContext) -> ChatAdapter:
+async def simulated_adapter(
+    provider: SimulatedProvider, context: WorkerContext
+) -> PostStreamAdapter:
     """Adapter of the built-in simulated endpoint, started on loopback for this worker."""
     base_url = await context.simulators.base_url(provider)
     return _chat_adapter(provider, base_url, provider.model, None)

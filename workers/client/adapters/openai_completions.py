@@ -9,28 +9,24 @@ chunk with empty ``choices`` when ``stream_options.include_usage`` is honoured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 
-from scenarios.providers import OpenAICompletionsProvider, RetryPolicy
+from scenarios.providers import OpenAICompletionsProvider
 from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import (
-    HttpCall,
     Limits,
     json_headers,
     json_object,
-    measure_request,
     settle_counts,
     token_event,
 )
 from workers.context import WorkerContext
-from workers.prompts import PlannedRequest
 
 _DONE = b"[DONE]"
 _REASONING_KEYS = ("reasoning_content", "reasoning")
@@ -124,42 +120,18 @@ def completions_body(model: str, prompt: str, max_tokens: int) -> bytes:
     )
 
 
-@dataclass(frozen=True)
-class CompletionsAdapter:
-    """Measures ``/completions`` on one endpoint."""
-
-    url: str
-    model: str
-    headers: dict[str, str]
-    limits: Limits
-    retry: RetryPolicy | None
-
-    async def measure(
-        self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
-    ) -> RequestResult:
-        """One measured streaming request."""
-        body = completions_body(self.model, request.prompt, request.output_tokens)
-        return await measure_request(
-            http,
-            HttpCall("POST", self.url, self.headers, body),
-            CompletionsParser,
-            self.limits,
-            self.retry,
-            request.prompt_tokens,
-            intended_start,
-        )
-
-
 @register("openai-completions")
 async def completions_adapter(
     provider: OpenAICompletionsProvider, context: WorkerContext
-) -> CompletionsAdapter:
+) -> PostStreamAdapter:
     """Adapter of an OpenAI-compatible completions endpoint."""
     key = read_secret(provider.api_key_env, provider.name, context)
-    return CompletionsAdapter(
+    model = provider.model
+    return PostStreamAdapter(
         url=provider.base_url.rstrip("/") + "/completions",
-        model=provider.model,
         headers=json_headers(key),
         limits=Limits.of(provider, key),
         retry=provider.retry,
+        body=lambda request: completions_body(model, request.prompt, request.output_tokens),
+        parser=CompletionsParser,
     )

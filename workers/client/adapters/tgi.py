@@ -11,28 +11,24 @@ carry no text for the user and are not token events. Errors mid-stream are
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 
-from scenarios.providers import RetryPolicy, TGIProvider
+from scenarios.providers import TGIProvider
 from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import (
-    HttpCall,
     Limits,
     json_headers,
     json_object,
-    measure_request,
     settle_counts,
     token_event,
 )
 from workers.context import WorkerContext
-from workers.prompts import PlannedRequest
 
 # TGI's error_type values and the HTTP status it uses for each.
 _ERROR_STATUS = {"overloaded": 429, "validation": 422, "generation": 424}
@@ -106,39 +102,15 @@ def generate_body(prompt: str, max_new_tokens: int) -> bytes:
     )
 
 
-@dataclass(frozen=True)
-class TGIAdapter:
-    """Measures ``/generate_stream`` on one server."""
-
-    url: str
-    headers: dict[str, str]
-    limits: Limits
-    retry: RetryPolicy | None
-
-    async def measure(
-        self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
-    ) -> RequestResult:
-        """One measured streaming request."""
-        return await measure_request(
-            http,
-            HttpCall(
-                "POST", self.url, self.headers, generate_body(request.prompt, request.output_tokens)
-            ),
-            TGIParser,
-            self.limits,
-            self.retry,
-            request.prompt_tokens,
-            intended_start,
-        )
-
-
 @register("tgi")
-async def tgi_adapter(provider: TGIProvider, context: WorkerContext) -> TGIAdapter:
+async def tgi_adapter(provider: TGIProvider, context: WorkerContext) -> PostStreamAdapter:
     """Adapter of one TGI server."""
     key = read_secret(provider.api_key_env, provider.name, context)
-    return TGIAdapter(
+    return PostStreamAdapter(
         url=provider.base_url.rstrip("/") + "/generate_stream",
         headers=json_headers(key),
         limits=Limits.of(provider, key),
         retry=provider.retry,
+        body=lambda request: generate_body(request.prompt, request.output_tokens),
+        parser=TGIParser,
     )

@@ -1,0 +1,47 @@
+"""The adapter shape most dialects share: POST a body built from the planned request to
+one URL, and read the streamed answer with the dialect's parser.
+
+Dialects differ in their body and their parser only; URL, headers, deadlines and the
+opt-in 429 retries are the same, so one adapter class serves chat, completions, TGI and
+llama.cpp (Bedrock signs each request and Replicate makes two calls: they keep their own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import httpx
+
+from scenarios.providers import RetryPolicy
+from workers.client.result import RequestResult
+from workers.client.streaming import HttpCall, Limits, StreamParser, measure_request
+from workers.prompts import PlannedRequest
+
+
+@dataclass(frozen=True)
+class PostStreamAdapter:
+    """Measures one streaming endpoint: ``body(request)`` POSTed to ``url``, the answer
+    interpreted by ``parser``."""
+
+    url: str
+    headers: dict[str, str]
+    limits: Limits
+    retry: RetryPolicy | None
+    body: Callable[[PlannedRequest], bytes]
+    parser: Callable[[RequestResult], StreamParser]
+    model: str | None = None  # the model id the body names, where the dialect has one
+
+    async def measure(
+        self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
+    ) -> RequestResult:
+        """One measured streaming request (retried on 429 only if the provider opts in)."""
+        return await measure_request(
+            http,
+            HttpCall("POST", self.url, self.headers, self.body(request)),
+            self.parser,
+            self.limits,
+            self.retry,
+            request.prompt_tokens,
+            intended_start,
+        )
