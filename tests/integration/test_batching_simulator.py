@@ -179,3 +179,38 @@ def test_h200_sustains_more_concurrent_sequences_than_h100() -> None:
     assert capacity_h100 == 46 < 64  # the FP8 weights leave room for 46 × 8k sequences
     assert measured["h100"] == capacity_h100  # the other 18 queued for a slot
     assert measured["h200"] == 64
+
+
+def load_point(results: list[RequestResult]) -> tuple[float, float, float]:
+    """TTFT mean (s), per-stream decode speed median (tok/s) and aggregate output tok/s
+    of one closed-loop level, all from the client's own stamps."""
+    speeds = [
+        ((r.completion_tokens or 0) - 1) / (((r.last_token or 0) - (r.first_token or 0)) / 1e9)
+        for r in results
+        if (r.last_token or 0) > (r.first_token or 0)
+    ]
+    span = (max(r.end or 0 for r in results) - min(r.sent for r in results)) / 1e9
+    aggregate = sum(r.completion_tokens or 0 for r in results) / span
+    # Mean, not median: the requests that queued for a slot are a minority of the level.
+    return statistics.fmean(ttfts(results)), statistics.median(speeds), aggregate
+
+
+def test_latency_rises_and_throughput_saturates_with_concurrency() -> None:
+    capacity = BatchScheduler.from_spec(H100).capacity  # 46 sequences of 8k tokens
+    points = {}
+    with simulator(H100) as url:
+        for users in (1, 16, capacity, 64):
+            # Long prompts: each sequence's KV is read every step, so bigger batches slow
+            # every stream down, and prefill competes with decoding.
+            results = closed_loop(url, users, 2, prompt_words=400, max_tokens=48)
+            points[users] = load_point(results)
+    ttft = {users: p[0] for users, p in points.items()}
+    speed = {users: p[1] for users, p in points.items()}
+    aggregate = {users: p[2] for users, p in points.items()}
+    assert ttft[1] < ttft[16] < ttft[64]  # prefill contention, then queueing for a slot
+    # Bigger batches read more KV per step: every stream slows down.
+    assert speed[1] > speed[capacity]
+    assert speed[16] > speed[capacity]
+    assert aggregate[16] > 5 * aggregate[1]  # batching multiplies throughput...
+    assert aggregate[capacity] > aggregate[16]
+    assert aggregate[64] < 1.25 * aggregate[capacity]  # ...until every slot is taken
