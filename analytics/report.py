@@ -18,6 +18,7 @@ from analytics.client_health import stage_health, with_client_health
 from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
 from analytics.plots import errors_over_time, plot_data
+from analytics.prompt_realism import with_prompt_realism
 from analytics.roofline_view import with_roofline
 from analytics.sqlfiles import load_sql
 from analytics.stats import CI_QUANTILES
@@ -176,6 +177,7 @@ def build_report(
     )
     slo_rows = _rows(con.execute("SELECT * EXCLUDE (run_id) FROM slos WHERE run_id = ?", [run_id]))
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
+    stages = with_prompt_realism(con, run_id, stages)
     return RunReport(
         run_id,
         str(run[0]),

@@ -172,6 +172,17 @@ def print_report(console: Console, report: RunReport, fmt: str) -> None:
         console.print(roofline)
     if report.comparison:
         console.print(comparison_table(report.comparison))
+    realism = [
+        f"{r['provider']} s{r['stage']} {r['region']}: {r['prompt_tokens_planned_mean']:.0f} → "
+        f"{r['prompt_tokens_reported_mean']:.0f} ({r['prompt_length_error_pct']:+.1f} %)"
+        for r in report.stages
+        if r.get("prompt_length_error_pct") is not None
+    ]
+    if realism:
+        console.print(
+            "prompt tokens, planned → server-reported (mean error): " + "; ".join(realism),
+            highlight=False,
+        )
     for row in report.stages:
         if row.get("client_bound"):
             health = row["client_health"]

@@ -81,3 +81,35 @@ def test_efficiency_is_measured_decode_over_the_roofline_at_the_observed_batch()
         100 * 200.0 / ceiling.aggregate_tok_s
     )
     assert rows[1]["efficiency_pct"] is None
+
+
+def test_prompt_realism_is_the_mean_relative_error_of_reported_prompt_lengths(
+    tmp_path: Path,
+) -> None:
+    from analytics.ingest import BatchMessage, ingest_batches
+    from analytics.prompt_realism import with_prompt_realism
+    from analytics.runs import PlannedShard, RunStore
+    from scenarios.loader import parse_scenario
+    from scenarios.records import batch_to_ipc, records_to_batch
+    from tests.unit.test_metrics import CTX, result
+    from tests.unit.test_scenario_schema import VALID
+    from workers.prompts import PlannedRequest
+    from workers.rows import record_row
+
+    con = connect(tmp_path / "p.duckdb")
+    RunStore(con).create_run(
+        "run", parse_scenario(VALID), [PlannedShard("s0.a.local", 0, "a", "local", 4, 2)]
+    )
+    # The server reported 10 prompt tokens for both; we planned 8 and 10: errors +25 % and 0 %.
+    rows = [
+        record_row(CTX, PlannedRequest(i, planned, 5, "p"), result(i, 50, [5]))
+        for i, planned in enumerate((8, 10))
+    ]
+    ingest_batches(
+        con, [BatchMessage("run", "s0.a.local", 1, 0, batch_to_ipc(records_to_batch(rows)))]
+    )
+    RunStore(con).shard_done("run", "s0.a.local", "finished", 1, None)
+    (row,) = with_prompt_realism(con, "run", [{"provider": "a", "stage": 0, "region": "local"}])
+    assert row["prompt_tokens_planned_mean"] == pytest.approx(9.0)
+    assert row["prompt_tokens_reported_mean"] == pytest.approx(10.0)
+    assert row["prompt_length_error_pct"] == pytest.approx(12.5)
