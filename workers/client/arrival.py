@@ -1,0 +1,153 @@
+"""Response bytes with the time they arrived: the stamp carried beside each chunk.
+
+The kernel's receive time of each read (``SO_TIMESTAMPNS`` on Linux, the read time
+elsewhere) is converted to the ``perf_counter_ns`` clock of every other stamp and kept
+with the bytes in an :class:`ArrivalStream`, the response body that
+``workers/client/transport.py`` hands to httpx; ``arrival_of(response).last`` is the
+stamp of the chunk just read (docs/load.md, decision 22).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import sys
+from collections import deque
+from collections.abc import AsyncIterator
+from time import perf_counter_ns, time_ns
+from typing import TYPE_CHECKING
+
+import httpx
+
+if TYPE_CHECKING:  # a stream reads from its connection; only the type is needed
+    from workers.client.connection import _Connection
+
+ARRIVAL_EXTENSION = "tokenbench.arrival"
+
+# Past this many unread bytes a response stops reading its socket until the reader
+# catches up, so a slow reader (a gateway relaying to a slow client) cannot fill memory.
+# An LLM stream never gets near it; while paused, arrival stamps are late by design.
+_HIGH_WATER = 4 * 1024 * 1024
+_LOW_WATER = 1024 * 1024
+_NO_BODY_STATUS = (204, 304)
+_READ_SIZE = 64 * 1024
+
+# SO_TIMESTAMPNS (asm-generic/socket.h; Python's socket module does not name it): each
+# recvmsg() carries the CLOCK_REALTIME at which the kernel received the last bytes read.
+_SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
+_TIMESPEC = struct.Struct("@qq")
+_ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if _SO_TIMESTAMPNS else 0
+# A kernel stamp older than this (or in the future) means the wall clock was stepped
+# between receive and read: the read time is used instead.
+_MAX_AGE_NS = 60 * 1_000_000_000
+
+
+def _arrival(ancillary: list[tuple[int, int, bytes]]) -> int:
+    """``perf_counter_ns`` of the kernel's receive time in ``ancillary``, else of now."""
+    now = perf_counter_ns()
+    for level, kind, payload in ancillary:
+        if kind == _SO_TIMESTAMPNS and level == socket.SOL_SOCKET:
+            seconds, nanos = _TIMESPEC.unpack(payload[: _TIMESPEC.size])
+            age: int = time_ns() - (seconds * 1_000_000_000 + nanos)
+            if 0 <= age < _MAX_AGE_NS:
+                return now - age
+    return now
+
+
+class ArrivalStream(httpx.AsyncByteStream):
+    """A response body as httpx byte chunks, each with the ``perf_counter_ns`` arrival
+    stamp of the socket read that delivered it.
+
+    While iterating, ``last`` is the arrival stamp of the chunk just yielded (httpx's
+    ``aiter_raw()`` passes chunks through one for one); ``end`` is the arrival of the
+    bytes that completed the body. Bytes of one read are joined into one chunk; bytes of
+    different reads never are.
+    """
+
+    __slots__ = ("_buffered", "_chunks", "_done", "_error", "_owner", "_pool", "_stamps",
+                 "_waiter", "end", "last")  # fmt: skip
+
+    def __init__(self, owner: _Connection) -> None:
+        self._chunks: deque[bytes] = deque()
+        self._stamps: deque[int] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._done = False
+        self._error: BaseException | None = None
+        self._buffered = 0
+        self._owner: _Connection | None = owner  # while the body is still arriving
+        self._pool = owner._pool
+        self.last = 0
+        self.end: int | None = None
+
+    # -- producer side (the connection, as bytes are read) --
+
+    def _push(self, data: bytes, stamp: int) -> None:
+        if self._stamps and self._stamps[-1] == stamp:
+            self._chunks[-1] += data  # same arrival: one chunk, one reader wake-up
+        else:
+            self._chunks.append(data)
+            self._stamps.append(stamp)
+        self._buffered += len(data)
+        if self._buffered > _HIGH_WATER and self._owner is not None:
+            self._owner.pause()
+        self._wake()
+
+    def _finish(self, stamp: int) -> None:
+        self.end = stamp
+        self._done = True
+        self._owner = None
+        self._wake()
+
+    def _fail(self, error: BaseException) -> None:
+        # Bytes that arrived before the failure are still delivered, then the error.
+        self._error = error
+        self._done = True
+        self._owner = None
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- consumer side (httpx) --
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks, stamps, pool = self._chunks, self._stamps, self._pool
+        while True:
+            pool.sweep()
+            if chunks:
+                chunk = chunks.popleft()
+                self.last = stamps.popleft()
+                self._buffered -= len(chunk)
+                owner = self._owner
+                if owner is not None and owner.paused and self._buffered < _LOW_WATER:
+                    owner.resume()
+                yield chunk
+            elif self._error is not None:
+                raise self._error
+            elif self._done:
+                return
+            else:
+                self._waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await self._waiter
+                finally:
+                    self._waiter = None
+
+    async def aclose(self) -> None:
+        """Stop reading; a body not yet complete costs its connection (it can't be reused)."""
+        owner, self._owner = self._owner, None
+        self._chunks.clear()
+        self._stamps.clear()
+        if not self._done:
+            self._done = True
+            if owner is not None:
+                owner.abandon()
+
+
+def arrival_of(response: httpx.Response) -> ArrivalStream | None:
+    """The arrival stamps of ``response``'s body, when an ArrivalTransport received it."""
+    stream = response.extensions.get(ARRIVAL_EXTENSION)
+    return stream if isinstance(stream, ArrivalStream) else None
