@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 
 from api.redis_server import start_redis_server
-from scenarios.wire import heartbeat_pattern
+from workers.worker_main import live_workers
 
 WORKER_START_TIMEOUT_S = 60.0
 
@@ -78,7 +78,7 @@ def wait_for_workers(client: redis.Redis, workers: list[LocalWorker], timeout_s:
                 raise RuntimeError(
                     f"worker for region {worker.region!r} exited:\n{worker.log_tail()}"
                 )
-            if next(iter(client.scan_iter(match=heartbeat_pattern(worker.region))), None):
+            if live_workers(client, worker.region):
                 waiting.remove(worker)
         if waiting and time.monotonic() > deadline:
             raise RuntimeError(
@@ -99,9 +99,7 @@ def local_stack(regions: list[str], redis_url: str | None) -> Iterator[str]:
         client = redis.Redis.from_url(redis_url)
         stack.callback(client.close)
         log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tokenbench-")))
-        missing = [
-            r for r in regions if not next(iter(client.scan_iter(match=heartbeat_pattern(r))), None)
-        ]
+        missing = [r for r in regions if not live_workers(client, r)]
         workers = []
         for region in missing:
             worker = LocalWorker(region, redis_url, log_dir)

@@ -33,6 +33,7 @@ from workers.client.errors import ErrorClass, RequestFailure, classify_exception
 from workers.client.result import RequestResult
 from workers.client.retry import status_failure
 from workers.client.streaming import Limits
+from workers.client.transport import arrival_of
 
 now = time.perf_counter_ns
 
@@ -133,9 +134,12 @@ async def relay_stream(
     """Pass an SSE body through as it arrives, recording its stamps into ``result``."""
     parser = ChatParser(result)
     parsing = True
+    arrival = arrival_of(response)
     try:
         async for chunk in response.aiter_raw():
-            stamp = now()  # before any decoding (DOMAIN §1)
+            # Before any decoding (DOMAIN §1); with the default transport, the bytes'
+            # arrival (decision 22) rather than this coroutine's turn.
+            stamp = now() if arrival is None else arrival.last
             if result.first_byte is None:
                 result.first_byte = stamp
             if parsing:
@@ -168,9 +172,10 @@ async def relay_body(
 ) -> AsyncIterator[bytes]:
     """Pass a non-streaming body through as it arrives; take usage from its JSON."""
     body = bytearray()
+    arrival = arrival_of(response)
     try:
         async for chunk in response.aiter_raw():
-            stamp = now()
+            stamp = now() if arrival is None else arrival.last
             if result.first_byte is None:
                 result.first_byte = stamp
             if len(body) < MAX_NONSTREAM_PARSE:

@@ -4,9 +4,9 @@ An adapter supplies how to build its request (``prepare``, run after ``sent`` is
 so signing or a preliminary call is inside the measured time, as in decision 2) and a
 ``StreamParser`` for its wire format. This module stamps the bytes the moment they
 arrive, before the parser decodes anything (DOMAIN §1): with the default transport that
-is the stamp taken in ``data_received`` (``arrival_of``), so time the chunk then waits for
-this coroutine's turn is not counted; other transports are stamped here, when the chunk
-reaches this coroutine. It applies the provider's deadlines
+is the kernel's receive time of the bytes (``arrival_of``, decision 22), so time the chunk
+then waits for this coroutine's turn is not counted; other transports are stamped here,
+when the chunk reaches this coroutine. It applies the provider's deadlines
 (whole request, silence between bytes, connect) and turns every failure into a
 classified RequestFailure; it never raises for a request's own failure.
 """
