@@ -65,6 +65,10 @@ class StageProgress:
             planned = [s.planned for s in shards]
             total = sum(p for p in planned if p is not None) if None not in planned else None
             done = sum(s.done for s in shards)
+            if all(s.settled for s in shards):
+                # A stage bounded by duration (or cancelled) ends below its request cap:
+                # show it complete at what it actually sent, not stalled short of the cap.
+                total = done
             errors = sum(s.errors for s in shards)
             ttfts = [s.ttft_p50_ms for s in shards if s.ttft_p50_ms is not None]
             detail = f"errors {errors}"
