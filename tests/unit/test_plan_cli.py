@@ -10,23 +10,12 @@ import typer
 from typer.testing import CliRunner
 
 from api.plan import plan
+from tests.unit.test_catalog import NEW_MODEL
 
 app = typer.Typer()
 app.command()(plan)
 runner = CliRunner()
 
-NEW_MODEL = """
-models:
-  - id: qwen2.5-72b
-    name: Qwen2.5 72B
-    params_billions: 72.7
-    layers: 80
-    hidden_size: 8192
-    attention_heads: 64
-    kv_heads: 8
-    head_dim: 128
-    context_tokens: 131072
-"""
 
 PLAN_405B_FP8_H200 = [
     "--model",

@@ -177,11 +177,13 @@ class ScriptedServer:
                 return  # closed by the test
             self.accepted += 1
             try:
-                conn.settimeout(10)
-                if self._tls is not None:
-                    conn = self._tls.wrap_socket(conn, server_side=True)
-                with conn:
-                    script(conn)
+                with conn:  # closed even when the TLS handshake below is refused
+                    conn.settimeout(10)
+                    if self._tls is None:
+                        script(conn)
+                    else:
+                        with self._tls.wrap_socket(conn, server_side=True) as secure:
+                            script(secure)
             except BaseException as exc:  # surfaced by close()
                 self.errors.append(exc)
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
-from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
+from workers.client.errors import ProtocolFailure
 from workers.client.result import RequestResult
+from workers.client.streaming import json_object, stream_error, token_event
 
 _DONE = b"[DONE]"
 _REASONING_KEYS = ("reasoning_content", "reasoning")
@@ -37,14 +36,9 @@ class ChatStream:
             return
         if not payload.strip():
             return
-        try:
-            message = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            raise ProtocolFailure(f"malformed JSON in stream: {_preview(payload)}") from None
-        if not isinstance(message, dict):
-            raise ProtocolFailure(f"stream event is not a JSON object: {_preview(payload)}")
+        message = json_object(payload)
         if "error" in message:
-            raise _stream_error(message["error"])
+            raise stream_error(message["error"])
         choices = message.get("choices")
         if choices:
             self._on_choices(choices, stamp)
@@ -67,13 +61,7 @@ class ChatStream:
             if choice.get("finish_reason"):
                 self.finished = True
         if has_token:
-            result = self.result
-            if result.first_token is None:
-                result.first_token = stamp
-            if has_output and result.first_output_token is None:
-                result.first_output_token = stamp
-            result.last_token = stamp
-            result.token_stamps.append(stamp)
+            token_event(self.result, stamp, output=has_output)
             self.token_events += 1
 
     def _on_usage(self, usage: dict[str, Any]) -> None:
@@ -101,17 +89,3 @@ class ChatStream:
             result.completion_tokens = self.token_events
             result.prompt_tokens = planned_prompt_tokens
             result.token_count_source = "events"
-
-
-def _stream_error(error: Any) -> RequestFailure:
-    code = error.get("code") if isinstance(error, dict) else None
-    message = error.get("message", error) if isinstance(error, dict) else error
-    # The HTTP status was 200; a numeric code in the event says what kind of error it is.
-    status = code if isinstance(code, int) and 400 <= code <= 599 else None
-    return RequestFailure(
-        class_of_status(status or 500), redact(f"error event mid-stream: {message}"), status
-    )
-
-
-def _preview(payload: bytes) -> str:
-    return redact(payload[:120].decode("utf-8", errors="replace"))

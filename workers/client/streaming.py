@@ -23,7 +23,13 @@ import httpx
 import orjson
 
 from scenarios.providers import ProviderBase, RetryPolicy
-from workers.client.errors import ProtocolFailure, classify_exception, redact
+from workers.client.errors import (
+    ProtocolFailure,
+    RequestFailure,
+    class_of_status,
+    classify_exception,
+    redact,
+)
 from workers.client.result import RequestResult
 from workers.client.retry import measure_with_retry, status_failure
 from workers.client.transport import arrival_of
@@ -203,6 +209,17 @@ def json_object(payload: bytes) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise ProtocolFailure(f"stream event is not a JSON object: {preview(payload)}")
     return message
+
+
+def stream_error(error: Any) -> RequestFailure:
+    """Failure of an ``error`` object sent mid-stream. The HTTP status was 200; a numeric
+    code in the event says what kind of error it is."""
+    code = error.get("code") if isinstance(error, dict) else None
+    message = error.get("message", error) if isinstance(error, dict) else error
+    status = code if isinstance(code, int) and 400 <= code <= 599 else None
+    return RequestFailure(
+        class_of_status(status or 500), redact(f"error event mid-stream: {message}"), status
+    )
 
 
 def preview(payload: bytes) -> str:

@@ -16,7 +16,7 @@ import orjson
 from scenarios.providers import OpenAICompletionsProvider
 from workers.client.adapters.base import read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
-from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
+from workers.client.errors import ProtocolFailure
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import (
@@ -24,6 +24,7 @@ from workers.client.streaming import (
     json_headers,
     json_object,
     settle_counts,
+    stream_error,
     token_event,
 )
 from workers.context import WorkerContext
@@ -95,16 +96,6 @@ class CompletionsParser:
                 "(no finish_reason and no [DONE])"
             )
         settle_counts(self.result, self.prompt, self.completion, self.events, planned_prompt_tokens)
-
-
-def stream_error(error: Any) -> RequestFailure:
-    """Failure of an ``error`` object sent mid-stream (HTTP status was 200)."""
-    code = error.get("code") if isinstance(error, dict) else None
-    message = error.get("message", error) if isinstance(error, dict) else error
-    status = code if isinstance(code, int) and 400 <= code <= 599 else None
-    return RequestFailure(
-        class_of_status(status or 500), redact(f"error event mid-stream: {message}"), status
-    )
 
 
 def completions_body(model: str, prompt: str, max_tokens: int) -> bytes:
