@@ -1,0 +1,128 @@
+"""A loopback HTTP server that records every byte it receives: the attacker's endpoint.
+
+The hostile-submitter tests (``tests/security``) point providers, redirects and
+response-supplied URLs at it and then assert that no secret, file content or
+forbidden request ever reached it. It answers chat completions with a short valid SSE
+stream (so a run against it looks like a working provider), ``Location`` redirects
+when asked (``/redirect?to=URL``), and ``{}`` to anything else.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+_SSE = (
+    b'data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}\n\n'
+    b'data: {"choices":[{"index":0,"delta":{"content":" hi"}}]}\n\n'
+    b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":4,"completion_tokens":1,"total_tokens":5}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+@dataclass(frozen=True)
+class Caught:
+    """One request as received."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def raw(self) -> bytes:
+        """Everything of the request as bytes (request line, headers, body)."""
+        head = f"{self.method} {self.path}\r\n" + "".join(
+            f"{name}: {value}\r\n" for name, value in self.headers.items()
+        )
+        return head.encode("utf-8", "replace") + b"\r\n" + self.body
+
+
+class Catcher:
+    """Start with :meth:`start`; ``url`` is its base, ``requests`` what it received."""
+
+    def __init__(self) -> None:
+        self.requests: list[Caught] = []
+        self._lock = threading.Lock()
+        catcher = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: object) -> None:  # quiet
+                return
+
+            def _record(self) -> bytes:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with catcher._lock:
+                    catcher.requests.append(
+                        Caught(self.command, self.path, dict(self.headers.items()), body)
+                    )
+                return body
+
+            def _answer(self, status: int, body: bytes, content_type: str, **extra: str) -> None:
+                self.send_response(status)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(body)))
+                for name, value in extra.items():
+                    self.send_header(name.replace("_", "-"), value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                self._record()
+                parts = urlsplit(self.path)
+                if parts.path.endswith("/redirect"):
+                    target = parse_qs(parts.query).get("to", ["/"])[0]
+                    self._answer(307, b"", "text/plain", location=target)
+                    return
+                self._answer(200, b"{}", "application/json")
+
+            def do_POST(self) -> None:  # noqa: N802
+                self._record()
+                parts = urlsplit(self.path)
+                if parts.path.endswith("/redirect"):
+                    target = parse_qs(parts.query).get("to", ["/"])[0]
+                    self._answer(307, b"", "text/plain", location=target)
+                    return
+                if parts.path.endswith("/chat/completions"):
+                    self._answer(200, _SSE, "text/event-stream")
+                    return
+                self._answer(200, b"{}", "application/json")
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (127.0.0.1)."""
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """Its base URL, e.g. ``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Catcher:
+        """Serve in a background thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def received(self) -> bytes:
+        """Every request received so far, as one byte string."""
+        with self._lock:
+            return b"\n".join(request.raw() for request in self.requests)
+
+    def clear(self) -> None:
+        """Forget what was received."""
+        with self._lock:
+            self.requests.clear()
