@@ -18,7 +18,7 @@ from analytics.summaries import backfill_summaries
 
 __all__ = ["SCHEMA_VERSION", "connect", "load_sql", "migrate", "schema_version"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 6
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

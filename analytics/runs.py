@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import duckdb
@@ -15,6 +17,21 @@ from scenarios.model import Scenario
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+@contextlib.contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Statements in one transaction: committed together, or rolled back together on any
+    exception, so a failed write never leaves the connection in an aborted transaction
+    (where every later statement would fail until a restart)."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # a failed COMMIT has already ended it
+            con.execute("ROLLBACK")
+        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,47 +69,47 @@ class RunStore:
         self.con = con
 
     def create_run(self, run_id: str, scenario: Scenario, shards: list[PlannedShard]) -> None:
-        """Record a new run and its planned shards."""
-        self.con.execute("BEGIN TRANSACTION")
-        self.con.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, NULL, 'running')",
-            [run_id, scenario.name, scenario.model_dump_json(), _now()],
-        )
-        write_dimensions(self.con, run_id, scenario)
-        self.con.executemany(
-            "INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', NULL, 0, NULL, 0)",
-            [
+        """Record a new run and its planned shards (all or nothing)."""
+        with transaction(self.con):
+            self.con.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, ?, NULL, 'running')",
+                [run_id, scenario.name, scenario.model_dump_json(), _now()],
+            )
+            write_dimensions(self.con, run_id, scenario)
+            self.con.executemany(
+                "INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', NULL, 0, NULL, 0)",
                 [
-                    run_id,
-                    s.shard_id,
-                    s.stage,
-                    s.provider,
-                    s.region,
-                    s.concurrency,
-                    s.planned_requests,
-                ]
-                for s in shards
-            ],
-        )
-        self.con.execute("COMMIT")
+                    [
+                        run_id,
+                        s.shard_id,
+                        s.stage,
+                        s.provider,
+                        s.region,
+                        s.concurrency,
+                        s.planned_requests,
+                    ]
+                    for s in shards
+                ],
+            )
 
     def attempt_started(self, run_id: str, shard_id: str, attempt: int, worker: str) -> None:
         """A worker began an attempt; earlier unfinished attempts are abandoned."""
-        self.con.execute(
-            "UPDATE shard_attempts SET state = 'abandoned' "
-            "WHERE run_id = ? AND shard_id = ? AND attempt < ? AND state = 'running'",
-            [run_id, shard_id, attempt],
-        )
-        self.con.execute(
-            "INSERT OR REPLACE INTO shard_attempts (run_id, shard_id, attempt, worker, state, "
-            "started_at) VALUES (?, ?, ?, ?, 'running', ?)",
-            [run_id, shard_id, attempt, worker, _now()],
-        )
-        self.con.execute(
-            "UPDATE shards SET state = 'running' "
-            "WHERE run_id = ? AND shard_id = ? AND state IN ('planned', 'dispatched')",
-            [run_id, shard_id],
-        )
+        with transaction(self.con):
+            self.con.execute(
+                "UPDATE shard_attempts SET state = 'abandoned' "
+                "WHERE run_id = ? AND shard_id = ? AND attempt < ? AND state = 'running'",
+                [run_id, shard_id, attempt],
+            )
+            self.con.execute(
+                "INSERT OR REPLACE INTO shard_attempts (run_id, shard_id, attempt, worker, "
+                "state, started_at) VALUES (?, ?, ?, ?, 'running', ?)",
+                [run_id, shard_id, attempt, worker, _now()],
+            )
+            self.con.execute(
+                "UPDATE shards SET state = 'running' "
+                "WHERE run_id = ? AND shard_id = ? AND state IN ('planned', 'dispatched')",
+                [run_id, shard_id],
+            )
 
     def attempt_ended(
         self,
@@ -129,8 +146,7 @@ class RunStore:
     ) -> None:
         """Settle a shard: its accepted attempt (whose records count) and final state, and
         the pre-aggregates the report of a large run reads (analytics/summaries.py)."""
-        self.con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(self.con):
             self.con.execute(
                 "UPDATE shards SET state = ?, accepted_attempt = ?, message = ?, "
                 "records = (SELECT count(*) FROM request_records r WHERE r.run_id = ? "
@@ -138,11 +154,25 @@ class RunStore:
                 "WHERE run_id = ? AND shard_id = ?",
                 [state, attempt, message, run_id, shard_id, attempt, run_id, shard_id],
             )
-            store_shard_summary(self.con, run_id, shard_id)
-            self.con.execute("COMMIT")
-        except Exception:
-            self.con.execute("ROLLBACK")
-            raise
+            if attempt is not None:
+                # A shard that never started has no records and never had pre-aggregates:
+                # skipping the scans keeps settling thousands of them (a cancelled or
+                # worker-less run) cheap on the control loop.
+                store_shard_summary(self.con, run_id, shard_id)
+
+    def settle_unstarted(
+        self, run_id: str, shard_ids: list[str], state: str, message: str | None
+    ) -> None:
+        """Settle shards that never started (no attempt, so no records and no
+        pre-aggregates) in one statement: cancelling or failing a run of thousands of
+        shards costs one UPDATE, not one transaction per shard on the control loop."""
+        if not shard_ids:
+            return
+        self.con.execute(
+            "UPDATE shards SET state = ?, accepted_attempt = NULL, message = ?, records = 0 "
+            "WHERE run_id = ? AND list_contains(?, shard_id)",
+            [state, message, run_id, shard_ids],
+        )
 
     def shard_dispatched(self, run_id: str, shard_id: str, dispatches: int) -> None:
         """The shard's task is being sent (for the ``dispatches``-th time)."""

@@ -13,7 +13,10 @@ Two layers, so that one mistake does not open the file system:
    calls ``read_csv('/etc/passwd')`` is stopped here.
 
 A timer interrupts a statement that runs longer than the timeout; the result is streamed
-as Arrow record batches and cut after ``max_rows`` rows (``truncated`` says so).
+as Arrow record batches and cut after ``max_rows`` rows (``truncated`` says so). With a
+``max_bytes`` cap, reading stops as soon as the batches read so far exceed it (and
+:func:`encode_capped` stops encoding likewise), so an answer never grows past the cap
+plus one small batch; a query that needs more memory than ``max_memory`` is refused.
 
 The connection is the caller's process's own read-only handle. DuckDB lets one process
 hold a file for writing; while a run writes to it, other processes cannot open it, and a
@@ -36,6 +39,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from scenarios.limits import SQL_PROCESS_DATA_BYTES
+
 ALLOWED_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 OUTPUT_FORMATS = ("csv", "json", "parquet", "arrow")
 
@@ -48,6 +53,7 @@ class SqlLimits:
     timeout_s: float = 30.0
     max_memory: str = "1GB"
     threads: int = 1
+    max_bytes: int | None = None  # answer size cap (None: the local CLI, no cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +79,14 @@ class SqlRefused(SqlError):
 
 class SqlTimeout(SqlError):
     """The statement ran longer than the limit and was interrupted."""
+
+
+class SqlTooLarge(SqlError):
+    """The answer exceeds its byte cap, or the query needs more memory than it may use."""
+
+
+# Rows per Arrow batch read from DuckDB: small, so the byte cap is checked often.
+BATCH_ROWS = 2048
 
 
 def locked_config(limits: SqlLimits) -> dict[str, str | bool | int | float | list[str]]:
@@ -136,12 +150,15 @@ def run_on(con: duckdb.DuckDBPyConnection, sql: str, limits: SqlLimits) -> Query
     timer.daemon = True
     timer.start()
     try:
-        reader = con.sql(sql).to_arrow_reader(min(limits.max_rows + 1, 100_000))
+        reader = con.sql(sql).to_arrow_reader(min(limits.max_rows + 1, BATCH_ROWS))
         batches: list[pa.RecordBatch] = []
-        rows = 0
+        rows = size = 0
         for batch in reader:
             batches.append(batch)
             rows += batch.num_rows
+            size += batch.nbytes
+            if limits.max_bytes is not None and size > limits.max_bytes:
+                raise SqlTooLarge(too_large_message(limits.max_bytes))
             if rows > limits.max_rows:
                 break
         table = pa.Table.from_batches(batches, schema=reader.schema)
@@ -151,6 +168,18 @@ def run_on(con: duckdb.DuckDBPyConnection, sql: str, limits: SqlLimits) -> Query
         ) from None
     except duckdb.PermissionException as exc:
         raise SqlRefused(f"refused: {_first_line(exc)}") from None
+    except (duckdb.OutOfMemoryException, MemoryError):
+        raise SqlTooLarge(_memory_message(limits)) from None
+    except (pa.ArrowException, OSError) as exc:
+        # Errors while streaming come through Arrow's reader, with DuckDB's message.
+        message = _first_line(exc)
+        if "out of memory" in message.lower():
+            raise SqlTooLarge(_memory_message(limits)) from None
+        if "interrupt" in message.lower():
+            raise SqlTimeout(
+                f"query stopped after the {limits.timeout_s:g} s statement timeout"
+            ) from None
+        raise SqlError(message) from None
     except duckdb.Error as exc:
         raise SqlError(_first_line(exc)) from None
     finally:
@@ -179,6 +208,66 @@ def encode(table: pa.Table, fmt: str) -> bytes:
             writer.write_table(table)
         return bytes(buffer.getvalue().to_pybytes())
     raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(OUTPUT_FORMATS)}")
+
+
+def _memory_message(limits: SqlLimits) -> str:
+    return (
+        f"the query needs more memory than a query may use ({limits.max_memory} for DuckDB, "
+        f"{SQL_PROCESS_DATA_BYTES // 2**20} MiB for its process): select fewer rows or "
+        "columns, or aggregate"
+    )
+
+
+def too_large_message(max_bytes: int) -> str:
+    """What a user reads when an answer exceeds its byte cap."""
+    return (
+        f"the answer is larger than {max_bytes} bytes, the cap of one answer "
+        "(TOKENBENCH__API__SQL_MAX_BYTES): select fewer rows or columns, or aggregate"
+    )
+
+
+def encode_capped(table: pa.Table, fmt: str, max_bytes: int | None) -> bytes:
+    """:func:`encode`, batch by batch, stopping with SqlTooLarge as soon as the encoded
+    answer exceeds ``max_bytes`` (JSON and CSV can be several times the Arrow size)."""
+    if max_bytes is None:
+        return encode(table, fmt)
+    sink = pa.BufferOutputStream()
+    batches = table.to_batches(max_chunksize=BATCH_ROWS)
+
+    def check() -> None:
+        if sink.tell() > max_bytes:
+            raise SqlTooLarge(too_large_message(max_bytes))
+
+    if fmt == "json":
+        sink.write(b"[")
+        first = True
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            rows = json.dumps(batch.to_pylist(), default=str)[1:-1]
+            sink.write((rows if first else ", " + rows).encode())
+            first = False
+            check()
+        sink.write(b"]")
+    elif fmt == "csv":
+        with pa_csv.CSVWriter(sink, table.schema) as csv_writer:
+            for batch in batches:
+                csv_writer.write_batch(batch)
+                check()
+    elif fmt == "parquet":
+        with pq.ParquetWriter(sink, table.schema) as parquet_writer:
+            for batch in batches:
+                parquet_writer.write_batch(batch)
+                check()
+    elif fmt == "arrow":
+        with pa.ipc.new_stream(sink, table.schema) as ipc_writer:
+            for batch in batches:
+                ipc_writer.write_batch(batch)
+                check()
+    else:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(OUTPUT_FORMATS)}")
+    check()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _first_line(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ from analytics.db import connect
 from api.body_limit import BodyLimitMiddleware
 from api.control_plane import ControlPlane
 from api.errors import install_error_handlers
-from api.routes import health, runs, scenarios, shadow, sql
+from api.routes import datasets, health, runs, scenarios, shadow, sql
 from api.scenario_store import ScenarioStore
 from scenarios.settings import Settings, get_settings
 
@@ -63,11 +63,17 @@ def create_app(settings: Settings | None = None, celery: Celery | None = None) -
         description="Submit benchmark scenarios, follow runs, fetch reports and records.",
         lifespan=lifespan,
     )
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.api.max_body_bytes,
+        # Dataset uploads are whole JSONL files: their own, larger cap.
+        route_max_bytes={("POST", "/v1/datasets"): settings.api.max_dataset_bytes},
+    )
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(scenarios.router)
     app.include_router(runs.router)
     app.include_router(sql.router)
     app.include_router(shadow.router)
+    app.include_router(datasets.router)
     return app

@@ -6,19 +6,28 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 class BodyLimitMiddleware:
-    """Refuse bodies larger than ``max_bytes``."""
+    """Refuse bodies larger than ``max_bytes``, or than the cap ``route_max_bytes`` gives
+    a (method, path) of its own (e.g. dataset uploads)."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        route_max_bytes: dict[tuple[str, str], int] | None = None,
+    ) -> None:
         self.app = app
-        self.max_bytes = max_bytes
+        self.default_max_bytes = max_bytes
+        self.route_max_bytes = dict(route_max_bytes or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        route = (scope.get("method", ""), scope.get("path", "").rstrip("/"))
+        max_bytes = self.route_max_bytes.get(route, self.default_max_bytes)
         for name, value in scope.get("headers", []):
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
-                await _too_large(send, self.max_bytes)
+            if name == b"content-length" and value.isdigit() and int(value) > max_bytes:
+                await _too_large(send, max_bytes)
                 return
         seen = 0
         responded = False
@@ -28,7 +37,7 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > max_bytes:
                     raise _BodyTooLarge
             return message
 
@@ -41,7 +50,7 @@ class BodyLimitMiddleware:
             await self.app(scope, counting_receive, tracking_send)
         except _BodyTooLarge:
             if not responded:
-                await _too_large(send, self.max_bytes)
+                await _too_large(send, max_bytes)
 
 
 class _BodyTooLarge(Exception):

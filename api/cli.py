@@ -31,6 +31,7 @@ from api.simulate_options import simulate
 from scenarios.loader import ScenarioError, load_scenario
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
+from workers.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
 
 app = typer.Typer(
     name="tokenbench",
@@ -60,9 +61,16 @@ def _load(path: Path) -> Scenario:
 
 
 def _check_keys(scenario: Scenario) -> None:
-    """Local workers inherit this environment: a missing key variable is an error now."""
+    """Local workers inherit this environment: a missing key variable is an error now,
+    and so is a tokenbench setting named as a key (it is never sent to a provider)."""
     for provider in scenario.providers:
         for variable in provider.secret_env_vars():
+            if is_reserved(variable):
+                errors.print(
+                    f"[red]provider {provider.name!r}: variable {variable} is a tokenbench "
+                    "setting and is never sent to a provider"
+                )
+                raise typer.Exit(2)
             if not os.environ.get(variable):
                 errors.print(
                     f"[red]provider {provider.name!r}: environment variable {variable} is not set"
@@ -104,14 +112,20 @@ def _run_scenario(scenario: Scenario, db: Path | None, output: OutputFormat) -> 
     from workers.celery_app import app as celery_app  # noqa: PLC0415
 
     settings = get_settings()
+    secret_hosts = None
     if settings.redis.url is None:
         _check_keys(scenario)
+        # The embedded default runs the user's own scenario on the user's own machine:
+        # its workers may send each provider's key to that provider's own hosts.
+        owned = merge_bindings(settings.worker.secret_hosts, owner_bindings(scenario.providers))
+        secret_hosts = bindings_json(owned)
     _interrupt_on_sigterm()
     db_path = db or settings.duckdb.path
     con = connect(db_path)
+    scenario = _local_datasets(scenario, con)
     console.print(f"[bold]tokenbench[/bold] · scenario {scenario.name} · results in {db_path}")
     try:
-        with local_stack(scenario.regions, settings.redis.url) as redis_url:
+        with local_stack(scenario.regions, settings.redis.url, secret_hosts) as redis_url:
             os.environ["TOKENBENCH__REDIS__URL"] = redis_url
             get_settings.cache_clear()
             celery_app.conf.broker_url = redis_url
@@ -128,6 +142,19 @@ def _run_scenario(scenario: Scenario, db: Path | None, output: OutputFormat) -> 
     con.close()
     if state != "finished":
         raise typer.Exit(1)
+
+
+def _local_datasets(scenario: Scenario, con: duckdb.DuckDBPyConnection) -> Scenario:
+    """The user's own workload files stored as datasets in the local DuckDB file, so the
+    run takes the same path as in a deployment (workers never read files)."""
+    from analytics.datasets import DatasetStore  # noqa: PLC0415
+    from api.local_datasets import store_local_datasets  # noqa: PLC0415
+
+    try:
+        return store_local_datasets(scenario, DatasetStore(con), get_settings().api)
+    except ScenarioError as exc:
+        errors.print(f"[red]invalid scenario[/red]\n{exc}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
 
 
 def _interrupt_on_sigterm() -> None:
@@ -174,22 +201,29 @@ def serve(
 
     from api.app import create_app  # noqa: PLC0415
     from api.redis_server import start_redis_server  # noqa: PLC0415
+    from api.signals import sigterm_as_interrupt  # noqa: PLC0415
 
+    # SIGTERM stops the server as Ctrl-C does: gracefully, the embedded Redis too, exit 0.
+    sigterm_as_interrupt()
     settings = get_settings()
     if db is not None:
         settings.duckdb.path = db
     server = None
-    if settings.redis.url is None:
-        server = start_redis_server()
-        settings.redis.url = server.url
-        errors.print(
-            f"embedded Redis at {server.url}: start workers with "
-            f"TOKENBENCH__REDIS__URL={server.url} tokenbench worker --region NAME"
-        )
-    if not settings.api.tokens:
-        errors.print("[yellow]TOKENBENCH__API__TOKENS is empty: every API request will be refused")
     try:
+        if settings.redis.url is None:
+            server = start_redis_server()
+            settings.redis.url = server.url
+            errors.print(
+                f"embedded Redis at {server.url}: start workers with "
+                f"TOKENBENCH__REDIS__URL={server.url} tokenbench worker --region NAME"
+            )
+        if not settings.api.tokens:
+            errors.print(
+                "[yellow]TOKENBENCH__API__TOKENS is empty: every API request will be refused"
+            )
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    except KeyboardInterrupt:
+        pass  # stopped before uvicorn was serving; uvicorn handles it while serving
     finally:
         if server is not None:
             server.stop()

@@ -16,6 +16,14 @@ On start it resumes runs left ``running`` in DuckDB and claims stream entries th
 previous control plane read but never acknowledged (XAUTOCLAIM), so a restart loses
 and doubles nothing.
 
+Redis faults (docs/security.md, redis-faults; ``api/redis_faults.py``): while Redis is
+unreachable the loop retries every second; when it is back, it reclaims what it had
+read but not acknowledged and sends what it could not. When Redis lost its state (a
+marker key or a consumer group is gone), it re-creates the groups and re-dispatches
+every shard not yet settled in DuckDB as a new attempt (or fails it, saying how many
+requests are missing). A watchdog handles a run without progress for
+``stall_timeout_s``: its stuck shards are re-dispatched once, then failed.
+
 Shadow-traffic sessions (docs/shadow.md) are runs of the same loop with a third stream,
 the gateway's per-request captures, and no shards to dispatch; they end when stopped.
 """
@@ -35,15 +43,28 @@ from celery import Celery
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
+from analytics.datasets import DatasetStore, UnknownDatasetError, workload_datasets
 from analytics.ingest import BatchMessage, ingest_batches
 from analytics.runs import RunStore
 from analytics.shadow import ensure_shadow_schema, ingest_captures, session_ids
-from api.coordinator import RunCoordinator, SessionCoordinator, ShardProgress
+from api.coordinator import RunCoordinator, SessionCoordinator, ShardProgress, fail_unresumable
+from api.redis_faults import (
+    UNREACHABLE_ERRORS,
+    holds_state,
+    is_nogroup,
+    mark_state,
+    prepare_redispatch,
+    restore_batch_counters,
+    task_queued,
+)
 from scenarios.gateway_config import GatewayConfig
+from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.wire import (
+    DATASET_TTL_S,
     cancel_key,
+    dataset_key,
     events_stream,
     heartbeat_key,
     heartbeat_pattern,
@@ -87,7 +108,12 @@ class ControlPlane:
         self.consumer = f"control-{uuid.uuid4().hex[:8]}"
         self._no_worker_since: dict[str, float] = {}
         self._last_health_check = 0.0
+        self._last_watchdog = 0.0
         self._wake = asyncio.Event()
+        self._unreachable_since: float | None = None
+        self._reachable_at = 0.0  # when Redis answered again after an outage
+        self._unsent: dict[tuple[str, str], ShardProgress] = {}  # send failed: resend
+        self._state_marked = False  # the Redis state marker was seen or written
 
     # ------------------------------------------------------------------ runs
 
@@ -97,16 +123,39 @@ class ControlPlane:
         ensure_shadow_schema(self.con)
         sessions = session_ids(self.con)
         for run_id in self.store.running_runs():
-            coordinator = (
-                SessionCoordinator.resume_session(run_id, self.store)
-                if run_id in sessions
-                else RunCoordinator.resume(run_id, self.store, self.settings.max_streams_per_shard)
-            )
+            try:
+                coordinator = (
+                    SessionCoordinator.resume_session(run_id, self.store)
+                    if run_id in sessions
+                    else RunCoordinator.resume(
+                        run_id, self.store, self.settings.max_streams_per_shard
+                    )
+                )
+            except Exception as exc:  # one bad run must not stop the others
+                self._fail_unresumable(run_id, exc)
+                continue
             self.runs[run_id] = coordinator
             await self._create_groups(run_id)
             await self._reclaim(run_id)
             resumed.append(run_id)
+        # Runs left running, and a Redis without the marker: it lost their state.
+        await self._check_state(lost_if_missing=bool(self.runs))
         return resumed
+
+    def _fail_unresumable(self, run_id: str, exc: Exception) -> None:
+        """A run left running that cannot be rebuilt ends failed with the reason."""
+        if isinstance(exc, ScenarioError):
+            reason = "; ".join(f"{p.path}: {p.message}" for p in exc.problems)
+        elif isinstance(exc, ValueError | RuntimeError | LookupError):
+            reason = str(exc)
+        else:
+            reason = f"{type(exc).__name__} (see the control plane's log)"
+        reason = f"cannot be resumed after a control-plane restart: {reason}"
+        log.error("run %s %s", run_id, reason, exc_info=exc)
+        try:
+            fail_unresumable(self.store, run_id, reason)
+        except Exception:  # logged; the control plane still starts
+            log.exception("run %s: could not be marked failed", run_id)
 
     async def submit(
         self, scenario: Scenario, run_id: str | None = None, wait_for_workers: bool = False
@@ -114,9 +163,13 @@ class ControlPlane:
         """Create a run; its first stage is dispatched by the loop right away.
         ``wait_for_workers`` lets its shards wait for a region's first worker."""
         run_id = run_id or new_run_id()
-        coordinator = RunCoordinator.create(
-            run_id, scenario, self.store, self.settings.max_streams_per_shard
+        # Planning (linear in the shards, at most MAX_SHARDS_PER_RUN) and the run's rows
+        # are done in a worker thread, on a cursor of its own (its own transaction, rolled
+        # back on failure), so the event loop keeps serving while a large run is created.
+        coordinator = await asyncio.to_thread(
+            _create_run, self.con.cursor(), run_id, scenario, self.settings.max_streams_per_shard
         )
+        coordinator.store = self.store  # later transitions are written on the loop's connection
         coordinator.wait_for_workers = wait_for_workers
         await self._create_groups(run_id)
         self.runs[run_id] = coordinator
@@ -169,14 +222,45 @@ class ControlPlane:
     # ------------------------------------------------------------------ the loop
 
     async def step(self) -> None:
-        """One iteration: dispatch, consume, check workers, close completed runs."""
+        """One iteration: dispatch, consume, check workers and Redis, close completed
+        runs. A Redis outage is logged and retried on the next step; the watchdog runs
+        whether Redis answers or not."""
+        try:
+            await self._redis_step()
+        except UNREACHABLE_ERRORS as exc:
+            await self._unreachable(exc)
+        except RedisError as exc:  # e.g. out of memory: refused, but the watchdog still runs
+            log.warning("Redis refused a command (%s): retrying", exc)
+            await asyncio.sleep(1.0)
+        now = time.monotonic()
+        if now - self._last_watchdog >= HEALTH_CHECK_S:
+            self._last_watchdog = now
+            for coordinator in list(self.runs.values()):
+                await self._watchdog(coordinator)
+        try:
+            await self._close_completed()
+        except UNREACHABLE_ERRORS as exc:
+            await self._unreachable(exc)
+
+    async def _redis_step(self) -> None:
+        if self._unreachable_since is not None:
+            await self._reachable_again()
         for coordinator in list(self.runs.values()):
             await self._dispatch(coordinator)
-        await self._consume()
+        try:
+            await self._consume()
+        except ResponseError as exc:
+            if not is_nogroup(exc):
+                raise
+            await self._state_lost("a consumer group is gone")
+            return
         if time.monotonic() - self._last_health_check >= HEALTH_CHECK_S:
             self._last_health_check = time.monotonic()
+            await self._check_state(lost_if_missing=self._state_marked)
             for coordinator in list(self.runs.values()):
                 await self._check_workers(coordinator)
+
+    async def _close_completed(self) -> None:
         for coordinator in list(self.runs.values()):
             if coordinator.cancel_deadline is not None and (
                 coordinator.quiet or time.monotonic() >= coordinator.cancel_deadline
@@ -190,9 +274,41 @@ class ControlPlane:
     async def _dispatch(self, coordinator: RunCoordinator) -> None:
         if coordinator.cancel_deadline is not None:
             return
-        for shard in coordinator.to_dispatch():
+        shards = coordinator.to_dispatch()
+        if shards and not await self._publish_datasets(coordinator):
+            return
+        for shard in shards:
             coordinator.mark_dispatched(shard)
-            await self._send(shard)
+            await self._send_shard(shard)
+
+    async def _send_shard(self, shard: ShardProgress) -> None:
+        """Send a dispatched shard's task; kept to be sent again if Redis is unreachable."""
+        spec = shard.spec
+        self._unsent[(spec.run_id, spec.shard_id)] = shard
+        if shard.dispatches > 1:
+            await prepare_redispatch(self.redis, spec.run_id, spec.shard_id, shard.highest_attempt)
+        await self._send(shard)
+        del self._unsent[(spec.run_id, spec.shard_id)]
+
+    async def _publish_datasets(self, coordinator: RunCoordinator) -> bool:
+        """Make sure the datasets the run's shards read are in Redis (their TTL refreshed,
+        or set again if Redis lost them); False, with the run's open shards failed, when
+        a dataset is no longer stored."""
+        for _, dataset_id in workload_datasets(coordinator.scenario.workload):
+            key = dataset_key(dataset_id)
+            if await self.redis.expire(key, DATASET_TTL_S):
+                continue
+            try:
+                # In a thread, on a cursor of its own: a dataset may be 64 MiB.
+                content = await asyncio.to_thread(_dataset_content, self.con.cursor(), dataset_id)
+            except UnknownDatasetError:
+                message = f"dataset {dataset_id} is not stored (any more): upload it again"
+                for shard in coordinator.shards.values():
+                    if not shard.settled:
+                        coordinator.fail(shard, message)
+                return False
+            await self.redis.set(key, content, ex=DATASET_TTL_S)
+        return True
 
     async def _send(self, shard: ShardProgress) -> None:
         spec = shard.spec
@@ -251,8 +367,13 @@ class ControlPlane:
 
     async def _check_workers(self, coordinator: RunCoordinator) -> None:
         now = time.monotonic()
-        # A shard is lost when it went silent and its worker's heartbeat expired.
-        silent = coordinator.silent_workers(self.settings.worker_lost_after_s)
+        # A shard is lost when it went silent and its worker's heartbeat expired. Right
+        # after a Redis outage every shard was silent and heartbeats may have expired:
+        # give the workers as long again to be heard from.
+        after_outage = now - self._reachable_at < self.settings.worker_lost_after_s
+        silent = (
+            {} if after_outage else coordinator.silent_workers(self.settings.worker_lost_after_s)
+        )
         for worker, shards in silent.items():
             region = shards[0].spec.region
             if await self.redis.exists(heartbeat_key(region, worker)):
@@ -276,10 +397,106 @@ class ControlPlane:
             since = self._no_worker_since.setdefault(region, now)
             if now - since < self.settings.no_worker_grace_s:
                 continue
-            for spec in coordinator.stages[index].shards:
-                shard = coordinator.shards[spec.shard_id]
-                if spec.region == region and not shard.settled:
-                    coordinator.fail(shard, f"no live worker in region {region!r}")
+            stranded = [
+                coordinator.shards[spec.shard_id]
+                for spec in coordinator.stages[index].shards
+                if spec.region == region
+            ]
+            coordinator.settle_many(stranded, "failed", f"no live worker in region {region!r}")
+
+    # ------------------------------------------------------------------ Redis faults
+
+    async def _unreachable(self, exc: BaseException) -> None:
+        if self._unreachable_since is None:
+            self._unreachable_since = time.monotonic()
+            log.warning("Redis unreachable (%s): retrying every second", exc)
+        await asyncio.sleep(1.0)
+
+    async def _reachable_again(self) -> None:
+        """Redis answers again: unless it lost its state, take back what was read but
+        not acknowledged, and send what could not be sent."""
+        since = self._unreachable_since or time.monotonic()
+        if not await self._check_state(lost_if_missing=self._state_marked):
+            for run_id in list(self.runs):
+                await self._reclaim(run_id)
+            for shard in list(self._unsent.values()):
+                if shard.state == "dispatched" and shard.spec.run_id in self.runs:
+                    await self._send_shard(shard)
+        self._unsent.clear()
+        log.warning("Redis reachable again after %.0f s", time.monotonic() - since)
+        self._unreachable_since = None
+        self._reachable_at = time.monotonic()
+
+    async def _check_state(self, lost_if_missing: bool) -> bool:
+        """True (after rebuilding) when Redis lost the state kept there: its marker is
+        missing although it was there before (``lost_if_missing``)."""
+        if await holds_state(self.redis):
+            self._state_marked = True
+            return False
+        lost = lost_if_missing and bool(self.runs)
+        if lost:
+            await self._state_lost("Redis came back without its data")
+        await mark_state(self.redis)
+        self._state_marked = True
+        return lost
+
+    async def _state_lost(self, reason: str) -> None:
+        """Re-create every run's consumer groups and re-dispatch each shard not settled
+        in DuckDB as a new attempt (its streams, queued task and counters are gone)."""
+        reason = f"Redis lost its state ({reason})"
+        log.error("%s: re-creating consumer groups, re-dispatching unsettled shards", reason)
+        for run_id, coordinator in list(self.runs.items()):
+            await self._create_groups(run_id)
+            if coordinator.cancel_deadline is not None:
+                await self.redis.set(cancel_key(run_id), 1, ex=24 * 3600)
+            if isinstance(coordinator, SessionCoordinator):
+                # What the gateway and workers had put in Redis and was not stored yet
+                # is gone (logged above); what follows must not be taken for it.
+                await restore_batch_counters(self.redis, self.con, run_id)
+            for shard in coordinator.shards.values():
+                if shard.state in ("dispatched", "running"):
+                    coordinator.redispatch(shard, reason, self.settings.max_attempts)
+        self._unsent.clear()
+        await mark_state(self.redis)
+        self._state_marked = True
+
+    async def _watchdog(self, coordinator: RunCoordinator) -> None:
+        """A run without progress for ``stall_timeout_s``: re-dispatch each stuck shard
+        once, then fail it with the reason (a task still queued is waiting, not stuck)."""
+        now = time.monotonic()
+        stuck = coordinator.stalled(now, self.settings.stall_timeout_s)
+        if not stuck:
+            return
+        quiet_s = now - coordinator.last_progress_at
+        reason = f"no progress for {quiet_s:.0f} s (TOKENBENCH__CONTROL__STALL_TIMEOUT_S)"
+        for shard in stuck:
+            if shard.state == "dispatched" and await self._queued(shard):
+                continue
+            if shard.stall_redispatched:
+                message = coordinator.missing(shard, f"{reason}, also after a re-dispatch")
+                log.error(
+                    "run %s: shard %s failed: %s", coordinator.run_id, shard.spec.shard_id, message
+                )
+                coordinator.fail(shard, message)
+            else:
+                log.warning(
+                    "run %s: shard %s re-dispatched: %s",
+                    coordinator.run_id,
+                    shard.spec.shard_id,
+                    reason,
+                )
+                shard.stall_redispatched = True
+                coordinator.redispatch(shard, reason, self.settings.max_attempts)
+        coordinator.last_progress_at = now  # the next verdict after another full timeout
+
+    async def _queued(self, shard: ShardProgress) -> bool:
+        spec = shard.spec
+        try:
+            return await task_queued(
+                self.redis, region_queue(spec.region), shard_task_id(spec.run_id, spec.shard_id)
+            )
+        except UNREACHABLE_ERRORS:
+            return False  # Redis away for the whole timeout: nothing is waiting there
 
     # ------------------------------------------------------------------ streams
 
@@ -326,6 +543,23 @@ class ControlPlane:
             )
         self.runs.pop(coordinator.run_id, None)
         await self.redis.delete(*streams)
+
+
+def _dataset_content(cursor: duckdb.DuckDBPyConnection, dataset_id: str) -> bytes:
+    try:
+        return DatasetStore(cursor).content(dataset_id)
+    finally:
+        cursor.close()
+
+
+def _create_run(
+    cursor: duckdb.DuckDBPyConnection, run_id: str, scenario: Scenario, max_streams_per_shard: int
+) -> RunCoordinator:
+    """Plan a run and record it on ``cursor`` (closed afterwards), in a worker thread."""
+    try:
+        return RunCoordinator.create(run_id, scenario, RunStore(cursor), max_streams_per_shard)
+    finally:
+        cursor.close()
 
 
 async def live_worker_count(redis: Redis, region: str) -> int:

@@ -16,10 +16,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from analytics.datasets import DatasetStore, UnknownDatasetError
 from analytics.runs import PlannedShard, RunStore
 from analytics.shadow import SessionShard, activate_session, close_session, register_session
 from api.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run
 from scenarios.gateway_config import GatewayConfig
+from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
 from scenarios.wire import EventType, ShardSpec
 from workers.shadow import PRIMARY_SHARD, shadow_shard_id
@@ -48,6 +50,13 @@ class ShardProgress:
     ttft_p50_ms: float | None = None
     message: str | None = None
     last_event_at: float = field(default_factory=time.monotonic)
+    stall_redispatched: bool = False  # the watchdog re-dispatched it once already
+
+    @property
+    def highest_attempt(self) -> int:
+        """The highest attempt number known to have run (0: none); a new attempt must be
+        numbered above it, even after Redis lost its attempt counter."""
+        return max([self.attempt or 0, self.finished_attempt or 0, *self.ingested])
 
     @property
     def settled(self) -> bool:
@@ -73,7 +82,9 @@ class RunCoordinator:
         self.run_id = run_id
         self.scenario = scenario
         self.store = store
-        self.stages: list[Stage] = plan_run(run_id, scenario, max_streams_per_shard)
+        self.stages: list[Stage] = plan_run(
+            run_id, scenario, max_streams_per_shard, replay_times=replay_times(scenario, store)
+        )
         self.shards: dict[str, ShardProgress] = {
             spec.shard_id: ShardProgress(spec) for stage in self.stages for spec in stage.shards
         }
@@ -83,6 +94,8 @@ class RunCoordinator:
         self.first_dispatch_at: float | None = None
         self.wait_for_workers = False
         self.cancel_deadline: float | None = None  # set when a cancel was requested
+        # Last dispatch, applied event or ingested batch: the watchdog's clock.
+        self.last_progress_at = time.monotonic()
 
     # ------------------------------------------------------------------ creation
 
@@ -164,6 +177,38 @@ class RunCoordinator:
             if self.shards[s.shard_id].state == "planned"
         ]
 
+    def stalled(self, now: float, timeout_s: float) -> list[ShardProgress]:
+        """The current stage's unsettled shards, when the run made no progress (no
+        dispatch, event or ingested batch) for ``timeout_s``; else nothing."""
+        index = self.current_stage
+        if (
+            self.state != "running"
+            or self.cancel_deadline is not None
+            or index >= len(self.stages)
+            or now - self.last_progress_at < timeout_s
+        ):
+            return []
+        shards = (self.shards[s.shard_id] for s in self.stages[index].shards)
+        return [shard for shard in shards if not shard.settled]
+
+    def recorded(self, shard: ShardProgress) -> int:
+        """Records stored for the shard's latest attempt (the one that counts if it fails)."""
+        if shard.attempt is None:
+            return 0
+        row = self.store.con.execute(
+            "SELECT count(*) FROM request_records WHERE run_id = ? AND shard_id = ? "
+            "AND attempt = ?",
+            [self.run_id, shard.spec.shard_id, shard.attempt],
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def missing(self, shard: ShardProgress, reason: str) -> str:
+        """``reason``, with how many of the shard's planned requests were not recorded."""
+        recorded = self.recorded(shard)
+        if shard.planned is None:
+            return f"{reason}; {recorded} requests recorded"
+        return f"{reason}; {shard.planned - recorded} of {shard.planned} requests missing"
+
     def silent_workers(self, silent_s: float) -> dict[str, list[ShardProgress]]:
         """Running shards that sent no event for ``silent_s``, by their worker."""
         by_worker: dict[str, list[ShardProgress]] = {}
@@ -179,7 +224,7 @@ class RunCoordinator:
         """The shard's task is about to be sent (recorded first, so a crash re-sends it)."""
         shard.state = "dispatched"
         shard.dispatches += 1
-        shard.dispatched_at = time.monotonic()
+        shard.dispatched_at = self.last_progress_at = time.monotonic()
         if self.first_dispatch_at is None:
             self.first_dispatch_at = shard.dispatched_at
         self.store.shard_dispatched(self.run_id, shard.spec.shard_id, shard.dispatches)
@@ -223,10 +268,13 @@ class RunCoordinator:
             message = event.get("message", "shard failed")
             self.store.attempt_ended(self.run_id, shard_id, attempt, "failed", 0, 0, message)
             self.fail(shard, message)
+        self.last_progress_at = time.monotonic()  # an event of the attempt that counts
 
     def on_ingested(self, per_attempt: dict[tuple[str, int], int], rows: int) -> None:
         """Count batches stored per (shard, attempt)."""
         self.records_ingested += rows
+        if rows:
+            self.last_progress_at = time.monotonic()
         for (shard_id, attempt), count in per_attempt.items():
             shard = self.shards.get(shard_id)
             if shard is not None:
@@ -255,19 +303,44 @@ class RunCoordinator:
         shard.state, shard.worker = "planned", None
         return True
 
+    def redispatch(self, shard: ShardProgress, reason: str, max_attempts: int) -> bool:
+        """Run ``shard`` again as a new attempt because of ``reason`` (a running attempt
+        is abandoned, its records kept apart); a shard dispatched ``max_attempts`` times
+        fails instead, saying how many requests are missing. True if it runs again."""
+        if shard.state == "running" and shard.attempt is not None:
+            self.store.attempt_ended(
+                self.run_id, shard.spec.shard_id, shard.attempt, "abandoned", None, None, reason
+            )
+        if shard.dispatches >= max_attempts:
+            self.fail(shard, self.missing(shard, f"{reason}; dispatched {shard.dispatches} times"))
+            return False
+        shard.state, shard.worker = "planned", None
+        shard.finished_attempt = shard.expected_batches = None
+        self.last_progress_at = time.monotonic()
+        return True
+
     def fail(self, shard: ShardProgress, message: str) -> None:
         """Settle ``shard`` as failed with ``message``."""
         shard.state, shard.message = "failed", message
         self.store.shard_done(self.run_id, shard.spec.shard_id, "failed", shard.attempt, message)
 
+    def settle_many(self, shards: list[ShardProgress], state: str, reason: str) -> None:
+        """Settle open ``shards`` as ``state`` (failed, cancelled) with ``reason``.
+
+        Shards that never started are settled in one statement: a run may have up to
+        MAX_SHARDS_PER_RUN of them, and this runs on the control loop."""
+        open_shards = [shard for shard in shards if not shard.settled]
+        unstarted = [s.spec.shard_id for s in open_shards if s.attempt is None]
+        self.store.settle_unstarted(self.run_id, unstarted, state, reason)
+        for shard in open_shards:
+            shard.state, shard.message = state, reason
+            if shard.attempt is not None:
+                shard_id = shard.spec.shard_id
+                self.store.shard_done(self.run_id, shard_id, state, shard.attempt, reason)
+
     def cancel_unsettled(self, reason: str) -> None:
         """Settle every open shard as cancelled (their records so far stay visible)."""
-        for shard in self.shards.values():
-            if not shard.settled:
-                shard.state = "cancelled"
-                self.store.shard_done(
-                    self.run_id, shard.spec.shard_id, "cancelled", shard.attempt, reason
-                )
+        self.settle_many(list(self.shards.values()), "cancelled", reason)
         self.finish("cancelled")
 
     def finish(self, state: str | None = None) -> str:
@@ -278,6 +351,37 @@ class RunCoordinator:
         self.state = state
         self.store.finish_run(self.run_id, state)
         return state
+
+
+def replay_times(scenario: Scenario, store: RunStore) -> list[float]:
+    """The timestamps a replay is planned from, read from the dataset store (no file is
+    ever read); ScenarioError at the field when the dataset is not there (any more)."""
+    replay = scenario.workload.replay
+    if replay is None:
+        return []
+    if replay.dataset is None:
+        problem = Problem(
+            "workload.replay.path",
+            "a run replays an uploaded dataset, never a path: upload the file with "
+            "POST /v1/datasets (`tokenbench run` and `submit` do it for a local file)",
+        )
+        raise ScenarioError([problem])
+    try:
+        return DatasetStore(store.con).replay_times(replay.dataset)
+    except UnknownDatasetError:
+        message = f"dataset {replay.dataset} is not stored (any more): upload the file again"
+        raise ScenarioError([Problem("workload.replay.dataset", message)]) from None
+    except ValueError as exc:
+        raise ScenarioError([Problem("workload.replay.dataset", str(exc))]) from None
+
+
+def fail_unresumable(store: RunStore, run_id: str, reason: str) -> None:
+    """End a run that cannot be resumed after a restart (e.g. its dataset is gone) as
+    failed, every unsettled shard carrying ``reason``; the other runs resume."""
+    for row in store.shard_states(run_id):
+        if row.state not in SETTLED:
+            store.shard_done(run_id, row.shard_id, "failed", row.attempt, reason)
+    store.finish_run(run_id, "failed")
 
 
 def session_shards(config: GatewayConfig) -> list[SessionShard]:
@@ -313,6 +417,7 @@ class SessionCoordinator(RunCoordinator):
         self.first_dispatch_at = None
         self.wait_for_workers = True  # never fail a region for lack of workers
         self.cancel_deadline = None
+        self.last_progress_at = time.monotonic()
 
     @classmethod
     def open(cls, run_id: str, config: GatewayConfig, store: RunStore) -> SessionCoordinator:
@@ -348,6 +453,10 @@ class SessionCoordinator(RunCoordinator):
 
     def to_dispatch(self) -> list[ShardProgress]:
         """Nothing: the gateway enqueues shadow tasks itself."""
+        return []
+
+    def stalled(self, now: float, timeout_s: float) -> list[ShardProgress]:
+        """Never: a session is quiet whenever its gateway has no traffic."""
         return []
 
     def cancel_unsettled(self, reason: str) -> None:

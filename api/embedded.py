@@ -28,7 +28,14 @@ WORKER_START_TIMEOUT_S = 60.0
 class LocalWorker:
     """A ``tokenbench worker`` subprocess for one region, logging to a file."""
 
-    def __init__(self, region: str, redis_url: str, log_dir: Path, concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        region: str,
+        redis_url: str,
+        log_dir: Path,
+        concurrency: int = 16,
+        secret_hosts: str | None = None,
+    ) -> None:
         self.region = region
         self.log_path = log_dir / f"worker-{region}.log"
         # The worker exits by itself if this process dies without cleaning up.
@@ -41,6 +48,9 @@ class LocalWorker:
             "TOKENBENCH__EGRESS__ALLOW_LOOPBACK": "true",
             "TOKENBENCH__EGRESS__ALLOW_PRIVATE": "true",
         }
+        if secret_hosts is not None:
+            # The user's own scenario's keys, bound to its own hosts (workers/secrets.py).
+            env["TOKENBENCH__WORKER__SECRET_HOSTS"] = secret_hosts
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "api", "worker", "--region", region,
@@ -89,8 +99,11 @@ def wait_for_workers(client: redis.Redis, workers: list[LocalWorker], timeout_s:
 
 
 @contextlib.contextmanager
-def local_stack(regions: list[str], redis_url: str | None) -> Iterator[str]:
-    """Yield a Redis URL with a live worker for every region, starting what is missing."""
+def local_stack(
+    regions: list[str], redis_url: str | None, secret_hosts: str | None = None
+) -> Iterator[str]:
+    """Yield a Redis URL with a live worker for every region, starting what is missing;
+    ``secret_hosts`` (JSON) is the secret bindings those workers get."""
     with contextlib.ExitStack() as stack:
         if redis_url is None:
             server = start_redis_server()
@@ -102,7 +115,7 @@ def local_stack(regions: list[str], redis_url: str | None) -> Iterator[str]:
         missing = [r for r in regions if not live_workers(client, r)]
         workers = []
         for region in missing:
-            worker = LocalWorker(region, redis_url, log_dir)
+            worker = LocalWorker(region, redis_url, log_dir, secret_hosts=secret_hosts)
             stack.callback(worker.stop)
             workers.append(worker)
         wait_for_workers(client, workers, WORKER_START_TIMEOUT_S)

@@ -5,6 +5,7 @@
     UnknownRunError   → 404        UnknownScenarioError → 404
     RegionUnavailable → 409, naming the regions without a live worker
     BodyTooLarge      → 413
+    RecursionError    → 422 (input nested too deeply for any parser; never a 500)
 
 No handler ever returns a traceback; an unexpected error is logged and answered 500
 with a correlation id.
@@ -21,6 +22,7 @@ from fastapi.responses import JSONResponse
 
 from analytics.report import UnknownRunError
 from scenarios.egress import EgressDenied
+from scenarios.limits import MAX_DOCUMENT_DEPTH
 from scenarios.loader import ScenarioError
 
 log = logging.getLogger("tokenbench.api")
@@ -77,6 +79,13 @@ def install_error_handlers(app: FastAPI) -> None:
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         detail = [_detail(list(e["loc"]), e["msg"]) for e in exc.errors()]
         return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(RecursionError)
+    async def too_deep(_: Request, exc: RecursionError) -> JSONResponse:
+        # Documents are capped at MAX_DOCUMENT_DEPTH before parsing where we parse them;
+        # this is the net for any other parser a deep input reaches first.
+        message = f"the input is nested too deeply (at most {MAX_DOCUMENT_DEPTH} levels)"
+        return JSONResponse({"detail": [_detail([], message)]}, status_code=422)
 
     @app.exception_handler(UnknownRunError)
     async def unknown_run(_: Request, exc: UnknownRunError) -> JSONResponse:

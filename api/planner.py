@@ -14,13 +14,15 @@ parts start together (a stage's shards are dispatched at once).
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from scenarios.model import Scenario, Workload
+from scenarios.limits import MAX_SHARDS_PER_RUN
+from scenarios.loader import Problem, ScenarioError
+from scenarios.model import Scenario
 from scenarios.wire import ShardRate, ShardSpec
-from workers.load.files import load_replay
 
 DEFAULT_MAX_STREAMS_PER_SHARD = 512
 # What one worker process sends comfortably with room for its token events
@@ -49,18 +51,74 @@ def split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def closed_parts(concurrency: int, requests: int | None, max_streams_per_shard: int) -> int:
+    """Shards one provider and region of a closed-loop stage is split into."""
+    parts = math.ceil(concurrency / max_streams_per_shard)
+    if requests is not None:
+        parts = min(parts, requests)  # never a shard with nothing to send
+    return max(parts, 1)
+
+
+def open_parts(
+    rps: float,
+    max_in_flight: int | None,
+    requests: int | None,
+    max_streams_per_shard: int,
+    max_rps_per_shard: float,
+) -> int:
+    """Shards one provider and region of an open-loop stage is split into."""
+    parts = math.ceil(rps / max_rps_per_shard)
+    if max_in_flight is not None:
+        parts = max(parts, math.ceil(max_in_flight / max_streams_per_shard))
+        parts = min(parts, max_in_flight)  # every part needs a slot of the cap
+    if requests is not None:
+        parts = min(parts, requests)  # never a shard with nothing to send
+    return max(parts, 1)
+
+
+def check_plan_size(scenario: Scenario, parts: int) -> None:
+    """Refuse a plan of more than MAX_SHARDS_PER_RUN shards (``parts`` summed over the
+    stages, for one provider and region), before any shard is built."""
+    shards = parts * len(scenario.providers) * len(scenario.regions)
+    if shards > MAX_SHARDS_PER_RUN:
+        message = (
+            f"the run would have {shards} shards (providers × regions × stages × the parts "
+            f"a large level is split into), more than the {MAX_SHARDS_PER_RUN} a run may "
+            "have: use fewer or smaller levels, fewer providers or regions, or split the run"
+        )
+        raise ScenarioError([Problem("load", message)])
+
+
 def plan_run(
     run_id: str,
     scenario: Scenario,
     max_streams_per_shard: int = DEFAULT_MAX_STREAMS_PER_SHARD,
     max_rps_per_shard: float = DEFAULT_MAX_RPS_PER_SHARD,
+    replay_times: Sequence[float] = (),
 ) -> list[Stage]:
     """Stages and shards of a run. Every provider and region of a stage receives the same
-    requests (same sequence numbers, so the same prompts and lengths)."""
-    scenario = _with_absolute_paths(scenario)
+    requests (same sequence numbers, so the same prompts and lengths). A replay is
+    planned from its dataset's timestamps (``replay_times``, in order, from the dataset
+    store): no file is read here."""
     if scenario.workload.replay is not None:
-        return [_replay_stage(run_id, scenario, max_streams_per_shard, max_rps_per_shard)]
+        return [
+            _replay_stage(run_id, scenario, max_streams_per_shard, max_rps_per_shard, replay_times)
+        ]
     rate = scenario.load.rate
+    requests = scenario.load.requests_per_level
+    # The plan's size is checked before any shard is built: a scenario within every
+    # field's bound can still multiply into too many shards (levels × parts × ...).
+    if rate is not None:
+        parts = [
+            open_parts(rps, rate.max_in_flight, requests, max_streams_per_shard, max_rps_per_shard)
+            for rps in rate.rps
+        ]
+    else:
+        parts = [
+            closed_parts(level, requests, max_streams_per_shard)
+            for level in scenario.load.concurrency
+        ]
+    check_plan_size(scenario, sum(parts))
     if rate is not None:
         return [
             _open_stage(
@@ -85,12 +143,12 @@ def _closed_stage(
     run_id: str, scenario: Scenario, index: int, concurrency: int, max_streams_per_shard: int
 ) -> Stage:
     requests = scenario.load.requests_per_level
-    parts = math.ceil(concurrency / max_streams_per_shard)
-    if requests is not None:
-        parts = min(parts, requests)  # never a shard with nothing to send
+    parts = closed_parts(concurrency, requests, max_streams_per_shard)
+    check_plan_size(scenario, parts)
     streams = split(concurrency, parts)
     counts = split(requests, parts) if requests is not None else [None] * parts
-    starts = [sum(c or 0 for c in counts[:i]) for i in range(parts)]
+    # Running sums, linear in the parts (each part's requests start where the last ended).
+    starts = [0, *itertools.accumulate(c or 0 for c in counts[:-1])]
     shards = [
         _shard(run_id, scenario, index, provider_index, region, part, parts).model_copy(
             update={
@@ -116,12 +174,8 @@ def _open_stage(
     max_streams_per_shard: int,
     max_rps_per_shard: float,
 ) -> Stage:
-    parts = math.ceil(rate.rps / max_rps_per_shard)
-    if max_in_flight is not None:
-        parts = max(parts, math.ceil(max_in_flight / max_streams_per_shard))
-        parts = min(parts, max_in_flight)  # every part needs a slot of the cap
-    if requests is not None:
-        parts = min(parts, requests)  # never a shard with nothing to send
+    parts = open_parts(rate.rps, max_in_flight, requests, max_streams_per_shard, max_rps_per_shard)
+    check_plan_size(scenario, parts)
     caps = split(max_in_flight, parts) if max_in_flight is not None else [0] * parts
     # Arrivals are dealt round-robin, so part p sends seqs p, p + P, ...: with N requests
     # that is split(N, P)[p] of them.
@@ -145,15 +199,20 @@ def _open_stage(
 
 
 def _replay_stage(
-    run_id: str, scenario: Scenario, max_streams_per_shard: int, max_rps_per_shard: float
+    run_id: str,
+    scenario: Scenario,
+    max_streams_per_shard: int,
+    max_rps_per_shard: float,
+    times: Sequence[float],
 ) -> Stage:
     replay = scenario.workload.replay
     assert replay is not None
-    entries = load_replay(replay.path)  # WorkloadFileError names the file and line
-    count = len(entries)
+    if not times:
+        raise ValueError("a replay is planned from its dataset's timestamps: none given")
+    count = len(times)
     if scenario.load.requests_per_level is not None:
         count = min(count, scenario.load.requests_per_level)
-    first, last = entries[0].timestamp_s or 0.0, entries[count - 1].timestamp_s or 0.0
+    first, last = times[0], times[count - 1]
     span_s = (last - first) * replay.time_scale
     rps = (count - 1) / span_s if count > 1 and span_s > 0 else max_rps_per_shard
     return _open_stage(
@@ -191,21 +250,3 @@ def _shard(
         warmup_s=scenario.load.warmup_s,
         cooldown_s=scenario.load.cooldown_s,
     )
-
-
-def _with_absolute_paths(scenario: Scenario) -> Scenario:
-    """Workload files resolved against this process's directory, so that workers (on
-    this machine, or with the file at the same path) find them whatever their cwd."""
-    workload: Workload = scenario.workload
-    update: dict[str, object] = {}
-    if workload.replay is not None:
-        update["replay"] = workload.replay.model_copy(
-            update={"path": str(Path(workload.replay.path).resolve())}
-        )
-    if workload.prompts is not None:
-        update["prompts"] = workload.prompts.model_copy(
-            update={"path": str(Path(workload.prompts.path).resolve())}
-        )
-    if not update:
-        return scenario
-    return scenario.model_copy(update={"workload": workload.model_copy(update=update)})

@@ -5,7 +5,11 @@ variables are set here, whether the endpoint is reachable, whether the key is ac
 whether the model exists, whether the answer streams (several token events) and whether
 the server reports token usage. The request goes through the same adapter a worker uses,
 so what passes here is what a run will send. Keys are read from this process's
-environment; for a distributed run, run the check where the workers run.
+environment; for a distributed run, run the check where the workers run. As with
+``tokenbench run`` on the embedded default, the user owns this machine: each provider's
+key variables are bound to that provider's own hosts (``TOKENBENCH*`` variables are
+still refused), and loopback and private addresses are allowed (metadata addresses
+never are).
 
 Exit codes: 0 every provider passed, 1 at least one failed, 2 bad scenario file.
 """
@@ -24,6 +28,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 
+from scenarios.egress import EgressGuard
 from scenarios.loader import ScenarioError, load_scenario
 from scenarios.providers import ProviderBase
 from scenarios.settings import get_settings
@@ -33,6 +38,7 @@ from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.context import WorkerContext, worker_name
 from workers.prompts import PlannedRequest
+from workers.secrets import owner_bindings, worker_secrets
 from workers.simulator.process import SimulatorPool
 
 providers_app = typer.Typer(
@@ -121,12 +127,19 @@ async def _probe(provider: ProviderBase, context: WorkerContext) -> Check:
 
 async def run_checks(providers: list[ProviderBase]) -> list[Check]:
     """Probe every provider, one after another (a check must not load an endpoint)."""
-    simulators = SimulatorPool()
     settings = get_settings()
+    policy = settings.egress.model_copy(update={"allow_loopback": True, "allow_private": True})
+    guard = EgressGuard(policy)
+    simulators = SimulatorPool(on_endpoint=guard.trust)
+    secrets = worker_secrets(settings.worker.secret_hosts, "this machine").with_bindings(
+        owner_bindings(providers)
+    )
     # The context's Redis is never used by a probe; it is built lazily and not connected.
     redis = Redis.from_url(settings.redis.url or "redis://127.0.0.1:6379/0")
-    async with make_client() as http:
-        context = WorkerContext(settings, redis, http, simulators, worker_name(), "check")
+    async with make_client(guard=guard) as http:
+        context = WorkerContext(
+            settings, redis, http, simulators, worker_name(), "check", secrets=secrets
+        )
         try:
             return [await _probe(provider, context) for provider in providers]
         finally:

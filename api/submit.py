@@ -11,8 +11,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from analytics.report import RunReport
+from api.local_datasets import upload_local_datasets
 from api.schemas import stage_label
+from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
+from scenarios.settings import get_settings
 
 POLL_S = 0.5
 
@@ -45,8 +48,43 @@ def _raise_for(response: httpx.Response) -> None:
     raise SubmitError(f"HTTP {response.status_code}: {message}", code)
 
 
-def submit_run(client: httpx.Client, scenario: Scenario, wait_for_workers: bool) -> str:
-    """POST the scenario inline; return the run id."""
+def upload_dataset(client: httpx.Client, use: str, path: str, data: bytes) -> str:
+    """POST one local workload file as a dataset; return its id (SubmitError naming the
+    file when the control plane refuses it)."""
+    response = client.post(
+        "/v1/datasets", content=data, headers={"content-type": "application/x-ndjson"}
+    )
+    try:
+        _raise_for(response)
+    except SubmitError as exc:
+        raise SubmitError(f"workload.{use}.path: {path}: {exc}", exc.code) from None
+    info = response.json()
+    if use not in info["kinds"]:
+        raise SubmitError(
+            f"workload.{use}.path: {path} cannot be replayed (every line needs timestamp "
+            f"and max_tokens): {info.get('replay_problem')}",
+            2,
+        )
+    return str(info["id"])
+
+
+def submit_run(
+    client: httpx.Client,
+    scenario: Scenario,
+    wait_for_workers: bool,
+    source: str | None = None,
+) -> str:
+    """Upload the local files the scenario names as datasets (the control plane never
+    reads a path), POST the scenario inline; return the run id."""
+    try:
+        scenario = upload_local_datasets(
+            scenario,
+            lambda use, path, data: upload_dataset(client, use, path, data),
+            get_settings().api,
+            source,
+        )
+    except ScenarioError as exc:
+        raise SubmitError(str(exc), 2) from None
     response = client.post(
         "/v1/runs",
         json={"scenario": scenario.model_dump(mode="json"), "wait_for_workers": wait_for_workers},

@@ -13,6 +13,7 @@ Name = Annotated[str, Field(pattern=NAME_PATTERN, description="Letters, digits, 
 
 
 class StrictModel(BaseModel):
-    """Base for every scenario model: unknown keys are errors, models are immutable."""
+    """Base for every scenario model: unknown keys are errors, models are immutable, and
+    numbers are finite (Infinity and NaN are refused with the field's path)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

@@ -16,11 +16,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from scenarios.base import ENV_VAR_PATTERN, Name, StrictModel
-from scenarios.loader import Problem, ScenarioError, _line_index, problems_from_validation
+from scenarios.limits import (
+    MAX_DURATION_S,
+    MAX_GATEWAY_BACKLOG,
+    MAX_GATEWAY_PENDING,
+    MAX_ID_CHARS,
+    MAX_PROVIDERS,
+    MAX_REGIONS,
+)
+from scenarios.loader import (
+    Problem,
+    ScenarioError,
+    check_document,
+    problems_from_validation,
+    read_yaml,
+)
 from scenarios.model import Scenario
 from scenarios.providers import AnyProvider, Provider
 
@@ -49,6 +62,7 @@ class Privacy(StrictModel):
     hash_salt_env: str | None = Field(
         default=None,
         pattern=ENV_VAR_PATTERN,
+        max_length=MAX_ID_CHARS,
         description=(
             "Variable holding a salt hashed with the messages (and with sample_by values), "
             "so that stored hashes cannot be matched against hashes of guessed prompts."
@@ -65,6 +79,7 @@ class GatewayConfig(StrictModel):
     )
     shadows: list[Provider] = Field(
         default_factory=list,
+        max_length=MAX_PROVIDERS - 1,
         description="Providers that receive a copy of each sampled request, from every region.",
     )
     sample_rate: float = Field(
@@ -72,6 +87,7 @@ class GatewayConfig(StrictModel):
     )
     sample_by: str | None = Field(
         default=None,
+        max_length=MAX_ID_CHARS,
         pattern=r"^(messages|body:[A-Za-z0-9_]+|header:[A-Za-z0-9-]+)$",
         description=(
             "Deterministic sampling by a hash of a request field: 'messages', 'body:FIELD' "
@@ -79,7 +95,9 @@ class GatewayConfig(StrictModel):
         ),
     )
     regions: list[Name] = Field(
-        min_length=1, description="Regions whose workers send each sampled request."
+        min_length=1,
+        max_length=MAX_REGIONS - 1,
+        description="Regions whose workers send each sampled request.",
     )
     gateway_region: Name = Field(
         default="gateway", description="Region label of the primary's records (the gateway)."
@@ -88,16 +106,19 @@ class GatewayConfig(StrictModel):
     max_pending: int = Field(
         default=1000,
         ge=1,
+        le=MAX_GATEWAY_PENDING,
         description="Sampled requests waiting to be enqueued; more are dropped and counted.",
     )
     max_queue_backlog: int = Field(
         default=10_000,
         ge=1,
+        le=MAX_GATEWAY_BACKLOG,
         description="Tasks waiting in a region's queue above which new shadows are dropped.",
     )
     shadow_ttl_s: float = Field(
         default=300.0,
         gt=0,
+        le=MAX_DURATION_S,
         description="A shadow task not started this long after the request is discarded.",
     )
     inject_usage: bool = Field(
@@ -165,19 +186,17 @@ class GatewayConfig(StrictModel):
 
 
 def parse_gateway_config(
-    data: Any, source: str | None = None, text: str | None = None
+    data: Any, source: str | None = None, lines: dict[tuple[str, ...], int] | None = None
 ) -> GatewayConfig:
-    """Validate decoded data; problems name the field path (and the YAML line)."""
+    """Validate decoded data (within the document caps of scenarios/limits.py); problems
+    name the field path (and the YAML line, from ``lines``)."""
     if not isinstance(data, dict):
         raise ScenarioError([Problem("", "a gateway config must be a mapping")], source)
-    lines = {}
-    if text is not None:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        lines = _line_index(node) if node is not None else {}
+    check_document(data, source)
     try:
         return GatewayConfig.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(problems_from_validation(exc, lines), source) from None
+        raise ScenarioError(problems_from_validation(exc, lines or {}), source) from None
 
 
 def load_gateway_config(path: str | Path) -> GatewayConfig:
@@ -185,12 +204,7 @@ def load_gateway_config(path: str | Path) -> GatewayConfig:
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
     except OSError as exc:
         raise ScenarioError([Problem("", f"cannot read file: {exc.strerror}")], str(file)) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = Problem("", f"not valid YAML/JSON: {exc}", line)
-        raise ScenarioError([problem], str(file)) from None
-    return parse_gateway_config(data, str(file), text)
+    data, lines = read_yaml(text, str(file))
+    return parse_gateway_config(data, str(file), lines)

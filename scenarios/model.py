@@ -13,6 +13,26 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from scenarios.base import Name, StrictModel
+from scenarios.limits import (
+    MAX_BURSTINESS,
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_LATENCY_MS,
+    MAX_LEVELS,
+    MAX_LOGNORMAL_SIGMA,
+    MAX_MIX_CLASSES,
+    MAX_PROVIDERS,
+    MAX_REGIONS,
+    MAX_REQUESTS_PER_LEVEL,
+    MAX_RPS,
+    MAX_SEED,
+    MAX_TEXT_CHARS,
+    MAX_TOKENS,
+    MAX_TOTAL_REQUESTS,
+    MAX_WEIGHT,
+    MIN_BURSTINESS,
+    MIN_SEED,
+)
 from scenarios.providers import (
     AnyProvider,
     Deployment,
@@ -25,9 +45,11 @@ from scenarios.providers import (
 )
 
 __all__ = [
+    "DATASET_ID_PATTERN",
     "SLO",
     "AnyProvider",
     "Arrival",
+    "DatasetSource",
     "Deployment",
     "FixedLength",
     "LengthDist",
@@ -57,15 +79,15 @@ class FixedLength(StrictModel):
     """Always the same number of tokens."""
 
     dist: Literal["fixed"] = Field(description="Distribution name.")
-    value: int = Field(ge=1, description="Number of tokens.")
+    value: int = Field(ge=1, le=MAX_TOKENS, description="Number of tokens.")
 
 
 class UniformLength(StrictModel):
     """Integer uniformly drawn from [min, max]."""
 
     dist: Literal["uniform"] = Field(description="Distribution name.")
-    min: int = Field(ge=1, description="Smallest length, inclusive.")
-    max: int = Field(ge=1, description="Largest length, inclusive.")
+    min: int = Field(ge=1, le=MAX_TOKENS, description="Smallest length, inclusive.")
+    max: int = Field(ge=1, le=MAX_TOKENS, description="Largest length, inclusive.")
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformLength:
@@ -77,8 +99,12 @@ class UniformLength(StrictModel):
 class BoundedLength(StrictModel):
     """Shared bounds of the continuous distributions; draws are rounded and clipped."""
 
-    min: int = Field(default=1, ge=1, description="Draws below are clipped up to this.")
-    max: int = Field(default=1_000_000, ge=1, description="Draws above are clipped down to this.")
+    min: int = Field(
+        default=1, ge=1, le=MAX_TOKENS, description="Draws below are clipped up to this."
+    )
+    max: int = Field(
+        default=MAX_TOKENS, ge=1, le=MAX_TOKENS, description="Draws above are clipped down to this."
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> BoundedLength:
@@ -91,8 +117,8 @@ class NormalLength(BoundedLength):
     """Normal distribution with the given mean and standard deviation."""
 
     dist: Literal["normal"] = Field(description="Distribution name.")
-    mean: float = Field(gt=0, description="Mean length in tokens.")
-    std: float = Field(ge=0, description="Standard deviation in tokens.")
+    mean: float = Field(gt=0, le=MAX_TOKENS, description="Mean length in tokens.")
+    std: float = Field(ge=0, le=MAX_TOKENS, description="Standard deviation in tokens.")
 
 
 class LognormalLength(BoundedLength):
@@ -100,8 +126,10 @@ class LognormalLength(BoundedLength):
     clipping), ``sigma`` the standard deviation of their logarithm."""
 
     dist: Literal["lognormal"] = Field(description="Distribution name.")
-    mean: float = Field(gt=0, description="Arithmetic mean length in tokens.")
-    sigma: float = Field(ge=0, description="Standard deviation of ln(length).")
+    mean: float = Field(gt=0, le=MAX_TOKENS, description="Arithmetic mean length in tokens.")
+    sigma: float = Field(
+        ge=0, le=MAX_LOGNORMAL_SIGMA, description="Standard deviation of ln(length)."
+    )
 
 
 LengthDist = Annotated[
@@ -113,39 +141,65 @@ LengthDist = Annotated[
 class MixClass(StrictModel):
     """One class of requests in the workload mix."""
 
-    weight: float = Field(default=1.0, gt=0, description="Relative share of requests.")
+    weight: float = Field(
+        default=1.0, gt=0, le=MAX_WEIGHT, description="Relative share of requests."
+    )
     prompt_tokens: LengthDist = Field(description="Prompt length distribution.")
     output_tokens: LengthDist = Field(description="Answer length distribution (max_tokens).")
 
 
-class Replay(StrictModel):
+DATASET_ID_PATTERN = r"^ds-[0-9a-f]{64}$"
+
+
+class DatasetSource(StrictModel):
+    """Where a workload's JSONL comes from: exactly one of a local ``path`` (read by
+    ``tokenbench run`` and uploaded by ``tokenbench submit``, which replace it with the
+    dataset's id) or an uploaded ``dataset`` (``POST /v1/datasets``). A control plane
+    never reads a path a REST scenario names (docs/security.md)."""
+
+    path: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Local JSONL file, relative to the directory tokenbench runs in.",
+    )
+    dataset: str | None = Field(
+        default=None,
+        pattern=DATASET_ID_PATTERN,
+        description="Id of an uploaded dataset (POST /v1/datasets answers it).",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetSource:
+        if (self.path is None) == (self.dataset is None):
+            raise ValueError("give exactly one of path (a local file) and dataset (an id)")
+        return self
+
+
+class Replay(DatasetSource):
     """A captured traffic log re-sent with its original gaps (docs/load.md).
 
     One JSON object per line: ``timestamp`` (seconds, any origin), ``messages`` (chat
-    messages) or ``prompt`` (text), ``max_tokens``. The planner makes the path absolute
-    and each worker reads the file there: the embedded ``tokenbench run`` shares the
-    machine; a deployment ships the file to its workers like any other input.
+    messages) or ``prompt`` (text), ``max_tokens``.
     """
 
-    path: str = Field(min_length=1, description="JSONL traffic log (relative to the cwd).")
     time_scale: float = Field(
         default=1.0, gt=0, description="Multiplies every gap: 0.5 replays twice as fast."
     )
 
 
-class PromptFile(StrictModel):
+class PromptFile(DatasetSource):
     """User-supplied chat prompts, one JSON object per line (``messages`` or ``prompt``,
     optional ``max_tokens``); request n uses line n (cycling). Answer lengths come from
     the line's ``max_tokens``, else from the mix; the mix's prompt lengths are unused."""
-
-    path: str = Field(min_length=1, description="JSONL prompt file (relative to the cwd).")
 
 
 class Workload(StrictModel):
     """What each request asks for."""
 
     mix: list[MixClass] = Field(
-        default_factory=list, description="Weighted classes of lengths (not with replay)."
+        default_factory=list,
+        max_length=MAX_MIX_CLASSES,
+        description="Weighted classes of lengths (not with replay).",
     )
     prompts: PromptFile | None = Field(
         default=None, description="Chat prompts from a JSONL file instead of generated text."
@@ -153,6 +207,7 @@ class Workload(StrictModel):
     shared_prefix_tokens: int = Field(
         default=0,
         ge=0,
+        le=MAX_TOKENS,
         description=(
             "Tokens of text every prompt of the run starts with (prompt-cache tests); "
             "counted in the planned prompt length."
@@ -181,8 +236,9 @@ class RateLoad(StrictModel):
     """Open-loop load: arrivals on a schedule computed up front from the seed; each rate
     is one stage. The client never waits for the server before the next arrival."""
 
-    rps: list[float] = Field(
+    rps: list[Annotated[float, Field(le=MAX_RPS)]] = Field(
         min_length=1,
+        max_length=MAX_LEVELS,
         description="Arrivals per second per provider and region; each value is a stage.",
     )
     arrival: Arrival = Field(
@@ -193,12 +249,14 @@ class RateLoad(StrictModel):
     )
     burstiness: float = Field(
         default=1.0,
-        gt=0,
+        ge=MIN_BURSTINESS,
+        le=MAX_BURSTINESS,
         description="Gamma shape: 1 is Poisson, below 1 burstier, above 1 more regular.",
     )
     max_in_flight: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_CONCURRENCY,
         description=(
             "Cap on requests in flight per provider and region; arrivals waiting for a "
             "slot keep their scheduled start, so the wait shows as schedule lag."
@@ -223,27 +281,34 @@ class Load(StrictModel):
     """Stages of load, run one after another: concurrency levels (closed loop), rates
     (open loop), or one replay of ``workload.replay``."""
 
-    concurrency: list[int] = Field(
+    concurrency: list[Annotated[int, Field(le=MAX_CONCURRENCY)]] = Field(
         default_factory=list,
+        max_length=MAX_LEVELS,
         description="Closed loop: virtual users per stage; each value is a stage.",
     )
     rate: RateLoad | None = Field(default=None, description="Open loop: arrival rates.")
     requests_per_level: int | None = Field(
-        default=None, ge=1, description="Requests per stage and provider (per region)."
+        default=None,
+        ge=1,
+        le=MAX_REQUESTS_PER_LEVEL,
+        description="Requests per stage and provider (per region).",
     )
     duration_s: float | None = Field(
         default=None,
         gt=0,
+        le=MAX_DURATION_S,
         description="Stage length, warm-up and cool-down included; no new request starts after it.",
     )
     warmup_s: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_DURATION_S,
         description="Start of each stage whose requests are recorded but not steady state.",
     )
     cooldown_s: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_DURATION_S,
         description="End of each stage whose requests are recorded but not steady state.",
     )
 
@@ -283,22 +348,40 @@ class Load(StrictModel):
 class SLO(StrictModel):
     """Per-request service-level objectives; a request meets the SLO if it meets each given."""
 
-    ttft_ms: float | None = Field(default=None, gt=0, description="Max time to first token.")
-    tpot_ms: float | None = Field(default=None, gt=0, description="Max time per output token.")
-    e2e_ms: float | None = Field(default=None, gt=0, description="Max end-to-end latency.")
+    ttft_ms: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_MS, description="Max time to first token."
+    )
+    tpot_ms: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_MS, description="Max time per output token."
+    )
+    e2e_ms: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_MS, description="Max end-to-end latency."
+    )
 
 
 class Scenario(StrictModel):
     """A benchmark scenario: who to measure, with which requests, under which load, where."""
 
     name: Name = Field(description="Scenario name, shown in reports.")
-    description: str | None = Field(default=None, description="Free text.")
-    seed: int = Field(default=0, description="Seed of every random choice (lengths, prompts).")
-    providers: list[Provider] = Field(min_length=1, description="Endpoints to benchmark.")
+    description: str | None = Field(
+        default=None, max_length=MAX_TEXT_CHARS, description="Free text."
+    )
+    seed: int = Field(
+        default=0,
+        ge=MIN_SEED,
+        le=MAX_SEED,
+        description="Seed of every random choice (lengths, prompts).",
+    )
+    providers: list[Provider] = Field(
+        min_length=1, max_length=MAX_PROVIDERS, description="Endpoints to benchmark."
+    )
     workload: Workload = Field(description="Prompt and answer lengths.")
     load: Load = Field(description="Load shape and stage length.")
     regions: list[Name] = Field(
-        default_factory=lambda: ["local"], min_length=1, description="Regions to run from."
+        default_factory=lambda: ["local"],
+        min_length=1,
+        max_length=MAX_REGIONS,
+        description="Regions to run from.",
     )
     slo: SLO = Field(default_factory=SLO, description="Objectives for goodput.")
 
@@ -314,7 +397,34 @@ class Scenario(StrictModel):
             raise ValueError("load: give concurrency (closed loop) or rate (open loop)")
         if load.requests_per_level is None and load.duration_s is None:
             raise ValueError("load: give requests_per_level, duration_s or both")
+        planned = self.planned_requests()
+        if planned is not None and planned > MAX_TOTAL_REQUESTS:
+            raise ValueError(
+                f"load: the run plans {planned:,.0f} requests (levels × providers × regions × "
+                "requests_per_level, or rps × duration_s), more than the "
+                f"{MAX_TOTAL_REQUESTS:,} a run may send: lower requests_per_level or "
+                "duration_s, or split the run"
+            )
         return self
+
+    def planned_requests(self) -> float | None:
+        """Requests the run plans at most over all stages, providers and regions: from
+        ``requests_per_level``, or for an open loop ``rps × duration_s`` (None when only a
+        closed loop's duration bounds it, or for a replay)."""
+        load = self.load
+        if self.workload.replay is not None:
+            return None
+        per_stage: list[float] = []
+        for level in load.levels():
+            bounds: list[float] = []
+            if load.requests_per_level is not None:
+                bounds.append(load.requests_per_level)
+            if load.rate is not None and load.duration_s is not None:
+                bounds.append(level * load.duration_s)
+            if not bounds:
+                return None
+            per_stage.append(min(bounds))
+        return sum(per_stage) * len(self.providers) * len(self.regions)
 
     @field_validator("providers")
     @classmethod

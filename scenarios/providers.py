@@ -6,7 +6,8 @@ the same ``kind`` in ``workers/client/adapters``; callers never branch on the ki
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import json
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BeforeValidator,
@@ -19,15 +20,54 @@ from pydantic import (
 
 from scenarios.base import ENV_VAR_PATTERN, Name, StrictModel
 from scenarios.catalog import UnknownIdError, default_catalog
+from scenarios.limits import (
+    MAX_BATCH,
+    MAX_CONNECT_TIMEOUT_S,
+    MAX_CONTEXT_TOKENS,
+    MAX_EXTRA_BODY_BYTES,
+    MAX_GPU_HOUR_USD,
+    MAX_GPUS,
+    MAX_ID_CHARS,
+    MAX_INPUT_KEYS,
+    MAX_LATENCY_MS,
+    MAX_PREFILL_TOKENS,
+    MAX_PRICE_PER_MTOK_USD,
+    MAX_REQUEST_TIMEOUT_S,
+    MAX_RETRY_WAIT_S,
+    MAX_SEED,
+    MAX_TOKENS_PER_CHUNK,
+    MAX_URL_CHARS,
+    MIN_SEED,
+)
 from scenarios.presets import preset_names, resolve_preset
 from scenarios.roofline import memory_fit, resolve_deployment
+
+_JsonT = TypeVar("_JsonT")
+
+
+def bounded_json(value: _JsonT) -> _JsonT:
+    """``value`` if it is plain JSON of finite numbers and at most MAX_EXTRA_BODY_BYTES
+    serialized: it is sent with every request, so it must stay small."""
+    try:
+        size = len(json.dumps(value, allow_nan=False, separators=(",", ":")))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValueError(f"must be plain JSON with finite numbers: {exc}") from None
+    if size > MAX_EXTRA_BODY_BYTES:
+        raise ValueError(
+            f"is {size} bytes as JSON, more than the {MAX_EXTRA_BODY_BYTES} sent with every request"
+        )
+    return value
 
 
 class Pricing(StrictModel):
     """List price of a hosted API, in US dollars per million tokens."""
 
-    input_per_mtok: float = Field(ge=0, description="USD per 1M prompt tokens.")
-    output_per_mtok: float = Field(ge=0, description="USD per 1M completion tokens.")
+    input_per_mtok: float = Field(
+        ge=0, le=MAX_PRICE_PER_MTOK_USD, description="USD per 1M prompt tokens."
+    )
+    output_per_mtok: float = Field(
+        ge=0, le=MAX_PRICE_PER_MTOK_USD, description="USD per 1M completion tokens."
+    )
 
 
 class SimulateSpec(StrictModel):
@@ -39,26 +79,49 @@ class SimulateSpec(StrictModel):
     shipped catalogs, so a typo fails validation with the field's path.
     """
 
-    ttft_ms: float = Field(default=100.0, ge=0, description="Time to first token.")
-    itl_ms: float = Field(default=10.0, ge=0, description="Time per output token.")
-    tokens_per_chunk: int = Field(default=1, ge=1, description="Tokens carried per SSE event.")
+    ttft_ms: float = Field(
+        default=100.0, ge=0, le=MAX_LATENCY_MS, description="Time to first token."
+    )
+    itl_ms: float = Field(
+        default=10.0, ge=0, le=MAX_LATENCY_MS, description="Time per output token."
+    )
+    tokens_per_chunk: int = Field(
+        default=1, ge=1, le=MAX_TOKENS_PER_CHUNK, description="Tokens carried per SSE event."
+    )
     error_rate: float = Field(default=0.0, ge=0, le=1, description="Share answered with an error.")
     error_status: int = Field(default=500, ge=400, le=599, description="HTTP status of errors.")
     stall_rate: float = Field(default=0.0, ge=0, le=1, description="Share that stall first.")
-    stall_ms: float = Field(default=0.0, ge=0, description="Stall before the first token.")
+    stall_ms: float = Field(
+        default=0.0, ge=0, le=MAX_LATENCY_MS, description="Stall before the first token."
+    )
     cut_rate: float = Field(default=0.0, ge=0, le=1, description="Share cut off mid-stream.")
-    seed: int = Field(default=0, description="Seed of the fault draws.")
+    seed: int = Field(default=0, ge=MIN_SEED, le=MAX_SEED, description="Seed of the fault draws.")
     model: str | None = Field(
         default=None,
+        max_length=MAX_ID_CHARS,
         description=(
             "Catalog model id (e.g. llama-3.1-405b). When set, token timing comes from a "
             "continuous-batching model of this deployment instead of ttft_ms/itl_ms."
         ),
     )
-    quant: str = Field(default="fp16", description="Weight format catalog id (fp16, fp8, ...).")
-    kv_dtype: str = Field(default="fp16", description="KV-cache dtype catalog id (fp16, fp8).")
-    hardware: str = Field(default="h100", description="Hardware catalog id (h100, h200, ...).")
-    gpus: int = Field(default=1, ge=1, description="Devices serving the model, tensor-parallel.")
+    quant: str = Field(
+        default="fp16",
+        max_length=MAX_ID_CHARS,
+        description="Weight format catalog id (fp16, fp8, ...).",
+    )
+    kv_dtype: str = Field(
+        default="fp16",
+        max_length=MAX_ID_CHARS,
+        description="KV-cache dtype catalog id (fp16, fp8).",
+    )
+    hardware: str = Field(
+        default="h100",
+        max_length=MAX_ID_CHARS,
+        description="Hardware catalog id (h100, h200, ...).",
+    )
+    gpus: int = Field(
+        default=1, ge=1, le=MAX_GPUS, description="Devices serving the model, tensor-parallel."
+    )
     efficiency: float = Field(
         default=0.6,
         gt=0,
@@ -69,22 +132,30 @@ class SimulateSpec(StrictModel):
         default=0.5, gt=0, le=1, description="Model FLOP/s utilisation while prefilling prompts."
     )
     step_overhead_ms: float = Field(
-        default=0.0, ge=0, description="Fixed time added to every step (scheduling, all-reduce)."
+        default=0.0,
+        ge=0,
+        le=MAX_LATENCY_MS,
+        description="Fixed time added to every step (scheduling, all-reduce).",
     )
     context: int = Field(
         default=8192,
         ge=2,
+        le=MAX_CONTEXT_TOKENS,
         description=(
             "Tokens reserved per sequence (max model length): the KV cache holds as many "
             "sequences as fit at this context, the rest queue; longer requests are cut to it."
         ),
     )
     max_batch: int = Field(
-        default=256, ge=1, description="Most sequences running at once (vLLM's max_num_seqs)."
+        default=256,
+        ge=1,
+        le=MAX_BATCH,
+        description="Most sequences running at once (vLLM's max_num_seqs).",
     )
     chunked_prefill_tokens: int | None = Field(
         default=None,
         ge=1,
+        le=MAX_PREFILL_TOKENS,
         description=(
             "Token budget per step with chunked prefill (decodes first, prompt chunks fill "
             "the rest); null: whole prompts are prefilled in steps of their own."
@@ -173,14 +244,23 @@ _ROOFLINE_FIELDS = (
 class Deployment(StrictModel):
     """How a self-hosted endpoint is deployed: for roofline efficiency and cost per token."""
 
-    hardware: str = Field(min_length=1, description="Hardware catalog id, e.g. h100, h200.")
-    gpus: int = Field(ge=1, description="GPUs serving one replica (tensor parallel).")
-    quantization: str = Field(default="fp16", description="Quantization catalog id of weights.")
+    hardware: str = Field(
+        min_length=1, max_length=MAX_ID_CHARS, description="Hardware catalog id, e.g. h100, h200."
+    )
+    gpus: int = Field(ge=1, le=MAX_GPUS, description="GPUs serving one replica (tensor parallel).")
+    quantization: str = Field(
+        default="fp16", max_length=MAX_ID_CHARS, description="Quantization catalog id of weights."
+    )
     model: str | None = Field(
-        default=None, description="Model catalog id (e.g. llama-3.1-405b) for the roofline."
+        default=None,
+        max_length=MAX_ID_CHARS,
+        description="Model catalog id (e.g. llama-3.1-405b) for the roofline.",
     )
     gpu_hour_usd: float | None = Field(
-        default=None, ge=0, description="USD per GPU-hour; default from the hardware catalog."
+        default=None,
+        ge=0,
+        le=MAX_GPU_HOUR_USD,
+        description="USD per GPU-hour; default from the hardware catalog.",
     )
 
 
@@ -192,10 +272,14 @@ class RetryPolicy(StrictModel):
     max_wait_s: float = Field(
         default=30.0,
         gt=0,
+        le=MAX_RETRY_WAIT_S,
         description="Most time one request may wait between tries; a longer Retry-After ends it.",
     )
     initial_backoff_s: float = Field(
-        default=0.5, gt=0, description="First wait when the server sends no Retry-After; doubles."
+        default=0.5,
+        gt=0,
+        le=MAX_RETRY_WAIT_S,
+        description="First wait when the server sends no Retry-After; doubles.",
     )
 
 
@@ -208,12 +292,20 @@ class ProviderBase(StrictModel):
         default=None, description="Self-hosted deployment, for efficiency and cost per token."
     )
     timeout_s: float = Field(
-        default=300.0, gt=0, description="Deadline for a whole request, send to end of stream."
+        default=300.0,
+        gt=0,
+        le=MAX_REQUEST_TIMEOUT_S,
+        description="Deadline for a whole request, send to end of stream.",
     )
     stall_timeout_s: float = Field(
-        default=60.0, gt=0, description="Longest silence allowed between response bytes."
+        default=60.0,
+        gt=0,
+        le=MAX_REQUEST_TIMEOUT_S,
+        description="Longest silence allowed between response bytes.",
     )
-    connect_timeout_s: float = Field(default=10.0, gt=0, description="TCP/TLS connect deadline.")
+    connect_timeout_s: float = Field(
+        default=10.0, gt=0, le=MAX_CONNECT_TIMEOUT_S, description="TCP/TLS connect deadline."
+    )
     retry: RetryPolicy | None = Field(
         default=None,
         description="Retry HTTP 429 answers (off by default: rate limiting is an error).",
@@ -236,12 +328,16 @@ class OpenAIProvider(ProviderBase):
     kind: Literal["openai"] = Field(description="Provider adapter.")
     base_url: str = Field(
         pattern=r"^https?://[^\s/]+(/\S*)?$",
+        max_length=MAX_URL_CHARS,
         description="Base URL up to and including /v1, e.g. http://127.0.0.1:8000/v1.",
     )
-    model: str = Field(min_length=1, description="Model id sent in each request.")
+    model: str = Field(
+        min_length=1, max_length=MAX_ID_CHARS, description="Model id sent in each request."
+    )
     api_key_env: str | None = Field(
         default=None,
         pattern=ENV_VAR_PATTERN,
+        max_length=MAX_ID_CHARS,
         description="Name of the environment variable holding the API key (never the key).",
     )
 
@@ -256,6 +352,11 @@ class OpenAIProvider(ProviderBase):
         default=None, description="Extra JSON fields merged into every request body."
     )
 
+    @field_validator("extra_body")
+    @classmethod
+    def _small_body(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else bounded_json(value)
+
     def secret_env_vars(self) -> list[str]:
         """The API key variable, if any."""
         return [self.api_key_env] if self.api_key_env else []
@@ -265,7 +366,9 @@ class SimulatedProvider(ProviderBase):
     """The built-in simulated endpoint, started on loopback by the worker for the run."""
 
     kind: Literal["simulated"] = Field(description="Provider adapter.")
-    model: str = Field(default="simulated", min_length=1, description="Model id reported.")
+    model: str = Field(
+        default="simulated", min_length=1, max_length=MAX_ID_CHARS, description="Model id reported."
+    )
     simulate: SimulateSpec = Field(default_factory=SimulateSpec, description="Its behaviour.")
 
 
@@ -273,15 +376,19 @@ _URL = r"^https?://[^\s/]+(/\S*)?$"
 
 
 # The name of an environment variable holding a credential (never the credential itself).
-EnvVar = Annotated[str, Field(pattern=ENV_VAR_PATTERN)]
+EnvVar = Annotated[str, Field(pattern=ENV_VAR_PATTERN, max_length=MAX_ID_CHARS)]
 
 
 class OpenAICompletionsProvider(ProviderBase):
     """An OpenAI-compatible legacy ``/v1/completions`` endpoint (plain prompt, no chat template)."""
 
     kind: Literal["openai-completions"] = Field(description="Provider adapter.")
-    base_url: str = Field(pattern=_URL, description="Base URL up to and including /v1.")
-    model: str = Field(min_length=1, description="Model id sent in each request.")
+    base_url: str = Field(
+        pattern=_URL, max_length=MAX_URL_CHARS, description="Base URL up to and including /v1."
+    )
+    model: str = Field(
+        min_length=1, max_length=MAX_ID_CHARS, description="Model id sent in each request."
+    )
     api_key_env: EnvVar | None = Field(
         default=None, description="Variable holding the API key (Bearer)."
     )
@@ -297,17 +404,29 @@ class AzureOpenAIProvider(ProviderBase):
 
     kind: Literal["azure-openai"] = Field(description="Provider adapter.")
     endpoint: str = Field(
-        pattern=_URL, description="Resource endpoint, e.g. https://my-resource.openai.azure.com."
+        pattern=_URL,
+        max_length=MAX_URL_CHARS,
+        description="Resource endpoint, e.g. https://my-resource.openai.azure.com.",
     )
-    model: str = Field(min_length=1, description="Model name recorded with each request.")
+    model: str = Field(
+        min_length=1, max_length=MAX_ID_CHARS, description="Model name recorded with each request."
+    )
     deployment_name: str | None = Field(
-        default=None, min_length=1, description="Deployment name in the URL; default: model."
+        default=None,
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="Deployment name in the URL; default: model.",
     )
     api_version: str = Field(
-        default="2024-10-21", min_length=1, description="The api-version query parameter."
+        default="2024-10-21",
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="The api-version query parameter.",
     )
     api_key_env: str = Field(
-        pattern=ENV_VAR_PATTERN, description="Variable holding the resource key (api-key header)."
+        pattern=ENV_VAR_PATTERN,
+        max_length=MAX_ID_CHARS,
+        description="Variable holding the resource key (api-key header).",
     )
 
     def secret_env_vars(self) -> list[str]:
@@ -321,7 +440,9 @@ class BedrockProvider(ProviderBase):
 
     kind: Literal["bedrock"] = Field(description="Provider adapter.")
     model: str = Field(
-        min_length=1, description="Model or inference-profile id, e.g. us.meta.llama3-3-70b..."
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="Model or inference-profile id, e.g. us.meta.llama3-3-70b...",
     )
     region: str = Field(
         default="us-east-1", pattern=r"^[a-z]{2}(-[a-z]+)+-\d$", description="AWS region."
@@ -329,6 +450,7 @@ class BedrockProvider(ProviderBase):
     endpoint_url: str | None = Field(
         default=None,
         pattern=_URL,
+        max_length=MAX_URL_CHARS,
         description="Runtime endpoint; default https://bedrock-runtime.REGION.amazonaws.com.",
     )
     access_key_id_env: EnvVar = Field(
@@ -358,9 +480,16 @@ class TGIProvider(ProviderBase):
     """Hugging Face text-generation-inference, native ``/generate_stream``."""
 
     kind: Literal["tgi"] = Field(description="Provider adapter.")
-    base_url: str = Field(pattern=_URL, description="Server root, e.g. http://127.0.0.1:8080.")
+    base_url: str = Field(
+        pattern=_URL,
+        max_length=MAX_URL_CHARS,
+        description="Server root, e.g. http://127.0.0.1:8080.",
+    )
     model: str = Field(
-        default="tgi", min_length=1, description="Model name recorded (TGI serves one)."
+        default="tgi",
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="Model name recorded (TGI serves one).",
     )
     api_key_env: EnvVar | None = Field(
         default=None, description="Variable holding a bearer token, if the server needs one."
@@ -375,9 +504,16 @@ class LlamaCppProvider(ProviderBase):
     """llama.cpp ``llama-server``, native ``/completion`` streaming with server timings."""
 
     kind: Literal["llamacpp"] = Field(description="Provider adapter.")
-    base_url: str = Field(pattern=_URL, description="Server root, e.g. http://127.0.0.1:8080.")
+    base_url: str = Field(
+        pattern=_URL,
+        max_length=MAX_URL_CHARS,
+        description="Server root, e.g. http://127.0.0.1:8080.",
+    )
     model: str = Field(
-        default="llamacpp", min_length=1, description="Model name recorded (the server has one)."
+        default="llamacpp",
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="Model name recorded (the server has one).",
     )
     cache_prompt: bool = Field(
         default=False, description="Let the server reuse a cached prompt prefix (skews TTFT)."
@@ -396,21 +532,39 @@ class ReplicateProvider(ProviderBase):
 
     kind: Literal["replicate"] = Field(description="Provider adapter.")
     base_url: str = Field(
-        default="https://api.replicate.com/v1", pattern=_URL, description="API base URL."
+        default="https://api.replicate.com/v1",
+        pattern=_URL,
+        max_length=MAX_URL_CHARS,
+        description="API base URL.",
     )
     model: str = Field(
         pattern=r"^[\w.-]+/[\w.-]+(:[0-9a-f]{8,})?$",
+        max_length=MAX_ID_CHARS,
         description="owner/name (official model) or owner/name:version.",
     )
     max_tokens_input: str = Field(
-        default="max_tokens", min_length=1, description="Input field bounding the answer length."
+        default="max_tokens",
+        min_length=1,
+        max_length=MAX_ID_CHARS,
+        description="Input field bounding the answer length.",
     )
     input: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="Extra model inputs sent with every prediction."
+        default_factory=dict,
+        max_length=MAX_INPUT_KEYS,
+        description="Extra model inputs sent with every prediction.",
     )
     api_key_env: str = Field(
-        pattern=ENV_VAR_PATTERN, description="Variable holding the Replicate API token."
+        pattern=ENV_VAR_PATTERN,
+        max_length=MAX_ID_CHARS,
+        description="Variable holding the Replicate API token.",
     )
+
+    @field_validator("input")
+    @classmethod
+    def _small_input(
+        cls, value: dict[str, str | int | float | bool]
+    ) -> dict[str, str | int | float | bool]:
+        return bounded_json(value)
 
     def secret_env_vars(self) -> list[str]:
         """The token variable."""
@@ -424,8 +578,12 @@ class PresetReference(StrictModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    preset: str = Field(description=f"Preset id, one of: {', '.join(preset_names())}.")
-    model: str = Field(min_length=1, description="Model id at that provider.")
+    preset: str = Field(
+        max_length=MAX_ID_CHARS, description=f"Preset id, one of: {', '.join(preset_names())}."
+    )
+    model: str = Field(
+        min_length=1, max_length=MAX_ID_CHARS, description="Model id at that provider."
+    )
     name: Name | None = Field(default=None, description="Provider name; default: the preset id.")
     api_key_env: EnvVar | None = Field(
         default=None, description="Variable holding the key; default: the preset's usual name."

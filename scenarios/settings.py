@@ -13,6 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from scenarios.limits import DEFAULT_SQL_MAX_BYTES
+
 
 class RedisSettings(BaseModel):
     """Where the broker and the event/record streams live."""
@@ -45,6 +47,14 @@ class WorkerSettings(BaseModel):
 
     region: str = Field(default="local", description="Region whose queue this worker consumes.")
     heartbeat_s: float = Field(default=2.0, gt=0, description="Heartbeat period.")
+    secret_hosts: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description=(
+            "JSON object binding a key variable to the host patterns its value may be sent "
+            'to, e.g. {"MY_VLLM_KEY": ["vllm.internal.example"]}; presets bind their own '
+            "(docs/security.md). Unbound variables and TOKENBENCH* variables are refused."
+        ),
+    )
 
 
 class ApiSettings(BaseModel):
@@ -55,6 +65,24 @@ class ApiSettings(BaseModel):
         description="Bearer tokens accepted (JSON list). Empty: every request is refused.",
     )
     max_body_bytes: int = Field(default=1_048_576, ge=1024, description="Largest request body.")
+    max_dataset_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=1024,
+        le=1024 * 1024 * 1024,
+        description=(
+            "Largest uploaded dataset (POST /v1/datasets), and largest dataset a worker "
+            "fetches or `tokenbench run`/`submit` reads from a local file."
+        ),
+    )
+    max_dataset_lines: int = Field(
+        default=1_000_000, ge=1, le=100_000_000, description="Most lines in one dataset."
+    )
+    sql_max_bytes: int = Field(
+        default=DEFAULT_SQL_MAX_BYTES,
+        ge=1024,
+        le=1024 * 1024 * 1024,
+        description="Largest answer of POST /v1/sql (413 above), in bytes as encoded.",
+    )
 
 
 class EgressSettings(BaseModel):
@@ -83,6 +111,22 @@ class ControlSettings(BaseModel):
     )
     visibility_timeout_s: float = Field(
         default=12 * 3600.0, gt=0, description="Broker redelivery of unacknowledged tasks."
+    )
+    stall_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "A run with unsettled shards and no event, record or dispatch for this long: "
+            "its stuck shards are re-dispatched once, then failed with the reason."
+        ),
+    )
+    redis_patience_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "How long a worker keeps a shard's records buffered and retries while Redis "
+            "is unreachable, before it stops the shard and reports the failure."
+        ),
     )
 
 

@@ -53,6 +53,16 @@ def done_key(run_id: str, shard_id: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:done"
 
 
+# A dataset's bytes stay in Redis this long after the last dispatch that needed them.
+DATASET_TTL_S = 24 * 3600
+
+
+def dataset_key(dataset_id: str) -> str:
+    """Key holding an uploaded dataset's bytes (set by the control plane before it
+    dispatches a shard that uses the dataset; read by the worker)."""
+    return f"{KEY_PREFIX}:dataset:{dataset_id}"
+
+
 def shard_task_id(run_id: str, shard_id: str) -> str:
     """Celery task id of a shard: the same for every dispatch of it."""
     return f"{run_id}/{shard_id}"

@@ -86,7 +86,12 @@ def eu_worker(
 ) -> Iterator[Proc]:
     """A real Celery worker process consuming region 'eu'."""
     log = tmp_path_factory.mktemp("worker") / "worker-eu.log"
-    env = {**worker_env, "TEST_PROVIDER_KEY": "sk-test-secret-0123456789abcdef"}
+    env = {
+        **worker_env,
+        "TEST_PROVIDER_KEY": "sk-test-secret-0123456789abcdef",
+        # The test endpoints live on loopback: the key may be sent there, nowhere else.
+        "TOKENBENCH__WORKER__SECRET_HOSTS": '{"TEST_PROVIDER_KEY": ["127.0.0.1"]}',
+    }
     proc = _spawn(["worker", "--region", "eu"], log, env)
     client = redis.Redis.from_url(redis_server.url)
     _wait(

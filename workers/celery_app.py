@@ -3,7 +3,9 @@
 Configured lazily (on first use of ``app.conf``) from :func:`get_settings`, so importing
 this module reads no environment. Delivery settings favour never losing a shard: acks
 after the task ends, requeue when the worker dies, one message prefetched at a time, a
-visibility timeout longer than any shard.
+visibility timeout longer than any shard. Connection settings favour never losing a
+worker: the broker transport survives a Redis restart (``workers/broker.py``), and a
+worker retries the broker forever rather than exiting after a number of attempts.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from celery import Celery
 
 from scenarios.settings import get_settings
 from scenarios.wire import region_queue
+from workers.broker import TRANSPORT, TRANSPORT_OPTIONS
 
 app = Celery("tokenbench", set_as_current=False)
 
@@ -23,10 +26,20 @@ def _configure(sender: Celery, **_: Any) -> None:
     settings = get_settings()
     sender.conf.update(
         broker_url=settings.redis.url,
+        broker_transport=TRANSPORT,
         broker_connection_retry_on_startup=True,
-        # Longer than any shard: the control plane re-dispatches shards of dead workers
-        # itself (heartbeats), so broker redelivery is only the last resort.
-        broker_transport_options={"visibility_timeout": settings.control.visibility_timeout_s},
+        broker_connection_retry=True,
+        # None is "forever" (0 would mean "never retry"): a worker outlives any outage.
+        broker_connection_max_retries=None,
+        broker_transport_options={
+            # Longer than any shard: the control plane re-dispatches shards of dead
+            # workers itself (heartbeats), so broker redelivery is only the last resort.
+            "visibility_timeout": settings.control.visibility_timeout_s,
+            **TRANSPORT_OPTIONS,
+        },
+        # A running shard keeps running through a broker outage (its records wait in
+        # memory, workers/publisher.py); cancelling it would only waste the work done.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         task_serializer="json",
         accept_content=["json"],
         task_ignore_result=True,

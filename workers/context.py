@@ -1,19 +1,26 @@
-"""Per-process resources of a worker: Redis, the HTTP client, simulated endpoints.
+"""Per-process resources of a worker: Redis, the HTTP client, simulated endpoints, secrets.
 
 Created on the worker's event loop on first use and kept for the process's lifetime.
+The HTTP client checks every connection it opens against the egress policy
+(``scenarios/egress.py``); the simulated endpoints this worker starts are trusted by
+exact address and port. Adapters read keys only through ``secrets``
+(``workers/secrets.py``), which releases a value only for hosts its variable is bound to.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from redis.asyncio import Redis
 
+from scenarios.egress import EgressGuard
 from scenarios.settings import Settings, get_settings
+from workers.broker import CLIENT_OPTIONS
 from workers.client.http import make_client
+from workers.secrets import Secrets, worker_secrets
 from workers.simulator.process import SimulatorPool
 
 
@@ -27,6 +34,7 @@ class WorkerContext:
     simulators: SimulatorPool
     worker_name: str
     region: str
+    secrets: Secrets = field(default_factory=Secrets)
 
 
 _context: tuple[int, WorkerContext] | None = None
@@ -45,13 +53,16 @@ async def get_context() -> WorkerContext:
         settings = get_settings()
         if settings.redis.url is None:
             raise RuntimeError("TOKENBENCH__REDIS__URL is not set for this worker")
+        guard = EgressGuard(settings.egress)
+        name = worker_name()
         context = WorkerContext(
             settings=settings,
-            redis=Redis.from_url(settings.redis.url),
-            http=make_client(),
-            simulators=SimulatorPool(),
-            worker_name=worker_name(),
+            redis=Redis.from_url(settings.redis.url, **CLIENT_OPTIONS),  # survives restarts
+            http=make_client(guard=guard),
+            simulators=SimulatorPool(on_endpoint=guard.trust),
+            worker_name=name,
             region=settings.worker.region,
+            secrets=worker_secrets(settings.worker.secret_hosts, f"worker {name}"),
         )
         _context = (os.getpid(), context)
     return _context[1]

@@ -4,6 +4,7 @@ Celery tasks are synchronous; each hands its coroutine to this loop and waits. T
 its HTTP client, Redis connections and simulated endpoints live as long as the process,
 so connections are reused across shards (no ``asyncio.run`` per task). The loop is
 created lazily and re-created in a forked child, whose inherited thread does not exist.
+:data:`shutting_down` tells running shards that the worker is stopping.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ T = TypeVar("T")
 
 _lock = threading.Lock()
 _state: tuple[int, asyncio.AbstractEventLoop] | None = None
+
+# Set when the worker starts shutting down (SIGTERM, Ctrl-C): running shards stop
+# sending, publish the records they have, and are re-dispatched by the control plane.
+shutting_down = threading.Event()
 
 
 def new_loop() -> asyncio.AbstractEventLoop:

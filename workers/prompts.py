@@ -3,7 +3,7 @@
 Request ``seq`` of stage ``stage`` is the same for every provider and region (it depends
 only on the scenario seed), so providers are compared on identical work, and a shard can
 be re-run or split without changing what is sent. Prompts come from generated words, a
-JSONL prompt file (cycled in order) or a replayed traffic log (entry ``seq``); all may
+prompt dataset (cycled in order) or a replayed traffic log (entry ``seq``); all may
 start with a shared prefix of N generated tokens for prompt-cache tests.
 """
 
@@ -22,7 +22,7 @@ from scenarios.model import (
     UniformLength,
     Workload,
 )
-from workers.load.files import FileEntry, load_prompts, load_replay, prompt_text
+from scenarios.workload_files import FileEntry, WorkloadFileError, prompt_text
 
 # Common English words that are one token each in the usual BPE vocabularies (with their
 # leading space), so a prompt of n words is close to n tokens for most tokenizers.
@@ -59,18 +59,31 @@ class PlannedRequest:
     messages: tuple[tuple[str, str], ...] | None = None
 
 
-def plan_request(workload: Workload, seed: int, stage: int, seq: int) -> PlannedRequest:
+def plan_request(
+    workload: Workload,
+    seed: int,
+    stage: int,
+    seq: int,
+    entries: tuple[FileEntry, ...] | None = None,
+) -> PlannedRequest:
     """The request ``seq`` of ``stage``: the same on every worker, provider and region."""
-    return request_planner(workload, seed, stage)(seq)
+    return request_planner(workload, seed, stage, entries)(seq)
 
 
-def request_planner(workload: Workload, seed: int, stage: int) -> Callable[[int], PlannedRequest]:
-    """``seq -> PlannedRequest`` for one stage; files are read once, here."""
+def request_planner(
+    workload: Workload, seed: int, stage: int, entries: tuple[FileEntry, ...] | None = None
+) -> Callable[[int], PlannedRequest]:
+    """``seq -> PlannedRequest`` for one stage. ``entries`` are the parsed lines of the
+    workload's dataset (``workload.replay`` or ``workload.prompts``; replay entries in
+    timestamp order); this module never reads files."""
     prefix = shared_prefix(workload.shared_prefix_tokens, seed)
+    if (workload.replay is not None or workload.prompts is not None) and not entries:
+        raise WorkloadFileError("the workload's dataset was not loaded")
     if workload.replay is not None:
-        entries = load_replay(workload.replay.path)
-        return lambda seq: _from_entry(seq, entries[seq], prefix, entries[seq].max_tokens or 1)
-    prompts = load_prompts(workload.prompts.path) if workload.prompts is not None else None
+        assert entries is not None
+        replayed = entries
+        return lambda seq: _from_entry(seq, replayed[seq], prefix, replayed[seq].max_tokens or 1)
+    prompts = entries if workload.prompts is not None else None
 
     def plan(seq: int) -> PlannedRequest:
         rng = random.Random(f"{seed}/{stage}/{seq}")  # str seeds hash with SHA-512: stable

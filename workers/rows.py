@@ -37,6 +37,20 @@ class RowContext:
     request_key: str | None = None
 
 
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def _holds(value: int | None, ceiling: int) -> bool:
+    return value is None or 0 <= value <= ceiling
+
+
+def _within(value: int | None, ceiling: int) -> int | None:
+    """A server-reported figure if a record column can hold it, else unknown: one absurd
+    number from a broken or hostile server must not make the whole batch unencodable."""
+    return value if _holds(value, ceiling) else None
+
+
 def record_row(
     ctx: RowContext, request: PlannedRequest, result: RequestResult
 ) -> dict[str, object]:
@@ -47,6 +61,15 @@ def record_row(
         return None if stamp is None else stamp - sent
 
     failure = result.failure
+    prompt_tokens, completion_tokens = result.prompt_tokens, result.completion_tokens
+    source = result.token_count_source
+    if source == "usage" and not (
+        _holds(prompt_tokens, _INT32_MAX) and _holds(completion_tokens, _INT32_MAX)
+    ):
+        # Counts no record column can hold (negative, past 2^31 - 1) are not believed:
+        # the row falls back to counted events and the planned prompt, and says so.
+        prompt_tokens, completion_tokens = request.prompt_tokens, len(result.token_stamps)
+        source = "events"
     row: dict[str, object] = {
         "run_id": ctx.run_id,
         "stage": ctx.stage,
@@ -69,12 +92,12 @@ def record_row(
         "e2e_ns": since_sent(result.end),
         "itl_ns": result.itl_gaps(),
         "token_events": len(result.token_stamps),
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "reasoning_tokens": result.reasoning_tokens,
-        "token_count_source": result.token_count_source,
-        "server_prompt_ns": result.server_prompt_ns,
-        "server_decode_ns": result.server_decode_ns,
+        "prompt_tokens": _within(prompt_tokens, _INT32_MAX),
+        "completion_tokens": _within(completion_tokens, _INT32_MAX),
+        "reasoning_tokens": _within(result.reasoning_tokens, _INT32_MAX),
+        "token_count_source": source,
+        "server_prompt_ns": _within(result.server_prompt_ns, _INT64_MAX),
+        "server_decode_ns": _within(result.server_decode_ns, _INT64_MAX),
         "retries": result.retries,
         "retry_wait_ns": result.retry_wait_ns,
         "request_key": ctx.request_key,

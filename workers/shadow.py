@@ -25,7 +25,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio import Redis
 
-from scenarios.egress import EgressDenied, check_url
+from scenarios.egress import EgressDenied, check_provider_egress
 from scenarios.providers import Provider
 from scenarios.records import batch_to_ipc, records_to_batch
 from scenarios.wire import KEY_PREFIX, cancel_key, records_stream
@@ -177,9 +177,8 @@ async def _measure(
     provider: Any, task: ShadowTask, context: WorkerContext, intended_start: int
 ) -> RequestResult:
     try:
-        for url in provider.endpoint_urls():
-            # Checked on the machine that connects, after DNS, as for shards.
-            await asyncio.to_thread(check_url, url, context.settings.egress, True)
+        # Checked on the machine that connects, after DNS, as for shards.
+        await asyncio.to_thread(check_provider_egress, provider, context.settings.egress, True)
         adapter = await build_adapter(provider, context)
     except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
         # The request could not be sent at all; it still leaves a row, so a shadow that

@@ -6,30 +6,40 @@ lifecycle events; ``shard_finished`` carries the stage window and the client's o
 health figures (``workers/health.py``, names in docs/load.md). Every request yields
 exactly one record, failed or not; a shard that cannot start at all (e.g. its API key variable
 is missing on this worker) reports ``shard_failed`` with a message instead of records.
+
+Redis faults (docs/security.md, redis-faults): an execution claims its shard
+(``workers/ownership.py``) and publishes only while it holds the claim; while Redis is
+unreachable it keeps its records and retries for ``redis_patience_s``, then stops the
+shard and logs why. A worker that starts shutting down stops its shards' load, publishes
+what they recorded and leaves them for the control plane to re-dispatch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import statistics
+import time
 from dataclasses import dataclass, field
 
-from scenarios.egress import EgressDenied, check_url
+from scenarios.egress import EgressDenied, check_provider_egress
 from scenarios.wire import (
     EventType,
     ShardSpec,
     attempts_key,
     cancel_key,
     done_key,
-    owner_key,
 )
+from scenarios.workload_files import WorkloadFileError
 from workers.client.adapters import ProviderSetupError, build_adapter
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
+from workers.datasets import dataset_cache
+from workers.event_loop import shutting_down
 from workers.health import ShardHealth
-from workers.load.files import WorkloadFileError
 from workers.load.shapes import LoadShape, build_load, rate_figures
+from workers.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.prompts import PlannedRequest, request_planner
 from workers.publisher import ShardPublisher
 from workers.rows import RowContext, record_row, wall_ns
@@ -56,34 +66,59 @@ class _Progress:
 OWNER_TTL_S = 10.0
 DONE_TTL_S = 7 * 24 * 3600
 
+log = logging.getLogger("tokenbench.worker")
+
 
 async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
     """Run the shard unless it is done or running elsewhere; publish its records and
     events; return the number of records (0 when skipped)."""
     redis = context.redis
-    owner = owner_key(spec.run_id, spec.shard_id)
-    if await redis.exists(done_key(spec.run_id, spec.shard_id), cancel_key(spec.run_id)):
-        return 0  # a late duplicate delivery of a finished shard, or a cancelled run
-    if not await redis.set(owner, context.worker_name, nx=True, ex=round(OWNER_TTL_S)):
-        return 0  # another live worker is executing it (duplicate delivery)
+    patience = context.settings.control.redis_patience_s
+    name = f"shard {spec.run_id}/{spec.shard_id}"
     try:
-        return await _execute_owned(spec, context)
-    finally:
-        await redis.delete(owner)
+        skip_keys = (done_key(spec.run_id, spec.shard_id), cancel_key(spec.run_id))
+        if await retrying(lambda: redis.exists(*skip_keys), patience, f"starting {name}"):
+            return 0  # a late duplicate delivery of a finished shard, or a cancelled run
+        claim = Claim(redis, spec.run_id, spec.shard_id, context.worker_name, OWNER_TTL_S)
+        if not await retrying(claim.acquire, patience, f"claiming {name}"):
+            return 0  # another live worker is executing it (duplicate delivery)
+        try:
+            return await _execute_owned(spec, context, claim)
+        finally:
+            with contextlib.suppress(*TRANSIENT_ERRORS):  # else the owner key expires
+                await claim.release()
+    except ClaimLost as exc:
+        # Superseded: the control plane re-dispatched the shard as a new attempt.
+        log.warning("%s stopped: %s", name, exc)
+    except RedisUnavailable as exc:
+        # Nothing more can be published; the control plane's watchdog re-dispatches the
+        # shard as a new attempt or fails it with the reason.
+        log.error("%s stopped, its unpublished records are lost: %s", name, exc)
+    return 0
 
 
-async def _execute_owned(spec: ShardSpec, context: WorkerContext) -> int:
+async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) -> int:
     redis = context.redis
-    attempt = int(await redis.incr(attempts_key(spec.run_id, spec.shard_id)))
+    patience = context.settings.control.redis_patience_s
+    attempts = attempts_key(spec.run_id, spec.shard_id)
+    attempt = int(await retrying(lambda: redis.incr(attempts), patience, "counting attempts"))
     publish = context.settings.publish
     publisher = ShardPublisher(
-        redis, spec.run_id, spec.shard_id, attempt, publish.batch_rows, publish.batch_interval_s
+        redis,
+        spec.run_id,
+        spec.shard_id,
+        attempt,
+        publish.batch_rows,
+        publish.batch_interval_s,
+        claim=claim,
+        patience_s=patience,
     )
     await publisher.event(EventType.STARTED, worker=context.worker_name, region=context.region)
     try:
-        for url in spec.provider.endpoint_urls():
-            # Checked again here, after DNS, on the machine that will connect.
-            await asyncio.to_thread(check_url, url, context.settings.egress, True)
+        # Checked again here, after DNS, on the machine that will connect, so that a
+        # refused endpoint fails the shard with its reason; the HTTP client's egress
+        # guard still checks every connection at the address it connects to.
+        await asyncio.to_thread(check_provider_egress, spec.provider, context.settings.egress, True)
         adapter = await build_adapter(spec.provider, context)
     except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
@@ -102,7 +137,11 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext) -> int:
         concurrency=spec.concurrency,
     )
     try:
-        load = build_load(spec, request_planner(spec.workload, spec.seed, spec.stage))
+        entries = await dataset_cache.workload_entries(
+            context.redis, spec.workload, context.settings.api.max_dataset_bytes
+        )
+        plan = request_planner(spec.workload, spec.seed, spec.stage, entries)
+        load = build_load(spec, plan, entries or ())
     except WorkloadFileError as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
@@ -122,15 +161,26 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext) -> int:
         # call can be swallowed by the client library and leave the task running.
         stop_reporting = asyncio.Event()
         reporter = asyncio.create_task(
-            _report_progress(spec, context, publisher, load, progress, stop_reporting)
+            _report_progress(spec, context, publisher, load, progress, stop_reporting, claim)
         )
         try:
             async with health:
                 await load.run(send, record)
         finally:
             stop_reporting.set()
-            await reporter
-    await redis.set(done_key(spec.run_id, spec.shard_id), attempt, ex=DONE_TTL_S)
+            stopped = await reporter
+        if isinstance(stopped, Exception):
+            raise stopped  # claim lost or Redis gone: the publisher flushes nothing more
+    if stopped == _SHUTDOWN:
+        # Published what it recorded (kept as this attempt's records); no `finished`: the
+        # control plane sees the worker gone and runs the shard again as a new attempt.
+        log.warning(
+            "shard %s/%s stopped by worker shutdown after %d requests; published",
+            spec.run_id, spec.shard_id, publisher.records_published,
+        )  # fmt: skip
+        return publisher.records_published
+    done = done_key(spec.run_id, spec.shard_id)
+    await retrying(lambda: redis.set(done, attempt, ex=DONE_TTL_S), patience, "finishing")
     await publisher.event(
         EventType.FINISHED,
         records=publisher.records_published,
@@ -169,6 +219,9 @@ def _target_rps(spec: ShardSpec) -> float | None:
     return None if spec.rate is None else spec.rate.rps / spec.rate.parts
 
 
+_SHUTDOWN = "worker shutdown"
+
+
 async def _report_progress(
     spec: ShardSpec,
     context: WorkerContext,
@@ -176,18 +229,40 @@ async def _report_progress(
     load: LoadShape,
     progress: _Progress,
     stop: asyncio.Event,
-) -> None:
-    """Publish progress periodically; stop issuing requests once the run is cancelled."""
+    claim: Claim,
+) -> Exception | str | None:
+    """Publish progress and keep the claim periodically; stop issuing requests once the
+    run is cancelled. Returns why it stopped the load early, if it did: the worker is
+    shutting down, the claim was lost, or Redis stayed unreachable for too long."""
+    patience = context.settings.control.redis_patience_s
+    unreachable_since: float | None = None
     while not await _wait(stop, context.settings.publish.progress_interval_s):
-        await context.redis.expire(owner_key(spec.run_id, spec.shard_id), round(OWNER_TTL_S))
-        if await context.redis.exists(cancel_key(spec.run_id)):
+        if shutting_down.is_set():
             load.stop()
-        await publisher.event(
-            EventType.PROGRESS,
-            done=progress.done,
-            errors=progress.errors,
-            ttft_p50_ms=progress.ttft_p50(),
-        )
+            return _SHUTDOWN
+        try:
+            if not await claim.keep():
+                raise ClaimLost(f"attempt {publisher.attempt} lost its claim on the shard")
+            if await context.redis.exists(cancel_key(spec.run_id)):
+                load.stop()
+            await publisher.try_event(
+                EventType.PROGRESS,
+                done=progress.done,
+                errors=progress.errors,
+                ttft_p50_ms=progress.ttft_p50(),
+            )
+            unreachable_since = None
+        except ClaimLost as exc:
+            load.stop()
+            return exc
+        except TRANSIENT_ERRORS as exc:
+            # Requests go on and records stay buffered while Redis is away, for a while.
+            now = time.monotonic()
+            unreachable_since = unreachable_since or now
+            if now - unreachable_since > patience:
+                load.stop()
+                return RedisUnavailable(f"Redis unreachable for {patience:.0f} s: {exc}")
+    return None
 
 
 async def _wait(event: asyncio.Event, timeout_s: float) -> bool:

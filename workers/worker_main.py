@@ -1,7 +1,13 @@
 """Starting a regional worker: a Celery worker consuming one region's queue, plus a heartbeat.
 
 The heartbeat is an expiring Redis key per worker; the control plane counts live keys
-to know which regions can take work.
+to know which regions can take work. Its client reconnects by itself after a Redis
+restart (the key is simply written again).
+
+Stopping: SIGTERM and Ctrl-C (SIGINT) both start Celery's warm shutdown; the running
+shards then stop sending, publish what they recorded and end (``workers/shard.py``), so
+the worker exits within about a second plus its in-flight requests, with exit code 0,
+and the control plane re-dispatches those shards elsewhere. SIGQUIT is a cold shutdown.
 """
 
 from __future__ import annotations
@@ -17,18 +23,24 @@ import uuid
 from typing import Any
 
 import redis
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from scenarios.settings import get_settings
 from scenarios.wire import heartbeat_key, heartbeat_pattern, region_queue
+from workers.broker import CLIENT_OPTIONS
 from workers.celery_app import app
+from workers.event_loop import shutting_down
 
 
 class Heartbeat:
     """Refreshes this worker's heartbeat key until stopped."""
 
     def __init__(self, url: str, region: str, name: str, concurrency: int, period_s: float) -> None:
-        self.client = redis.Redis.from_url(url)
+        # No retries inside a beat: after an outage the next beat, a period later,
+        # reconnects (retrying with backoff would delay the first beat by seconds).
+        self.client = redis.Redis.from_url(url, **CLIENT_OPTIONS, retry=Retry(NoBackoff(), 0))
         self.key = heartbeat_key(region, name)
         self.period_s = period_s
         self.payload = json.dumps(
@@ -77,6 +89,10 @@ def start_worker(region: str, concurrency: int = 8, loglevel: str = "WARNING") -
         parent = os.environ.get("TOKENBENCH_PARENT_PID")
         if parent:
             _exit_with_parent(int(parent))
+
+    @worker_shutting_down.connect(weak=False)  # type: ignore[untyped-decorator]
+    def _shutting_down(**_: Any) -> None:
+        shutting_down.set()  # running shards stop at their next progress tick
 
     @worker_shutdown.connect(weak=False)  # type: ignore[untyped-decorator]
     def _shutdown(**_: Any) -> None:

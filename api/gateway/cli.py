@@ -2,8 +2,9 @@
 
 Register with ``app.command()(gateway)`` and ``app.add_typer(shadow_app, name="shadow")``.
 The gateway opens a shadow session on the control plane (``--server``), serves until
-SIGINT/SIGTERM, then stops the session it opened (``--session`` joins an existing one
-and leaves it open). Exit codes follow the CLI's: 0 success, 1 operational error (the
+SIGINT/SIGTERM (both the same: its buffered records are published, then it stops the
+session it opened; ``--session`` joins an existing one and leaves it open). Exit codes
+follow the CLI's: 0 success (also after SIGINT/SIGTERM), 1 operational error (the
 control plane or the primary is unreachable), 2 bad input.
 """
 
@@ -79,7 +80,11 @@ def gateway(
 
     from api.gateway.sender import ShadowSender  # noqa: PLC0415
     from api.gateway.server import Gateway, create_gateway_app  # noqa: PLC0415
+    from api.signals import sigterm_as_interrupt  # noqa: PLC0415
     from workers.celery_app import app as celery_app  # noqa: PLC0415
+
+    # SIGTERM as Ctrl-C: uvicorn shuts down gracefully, then the session is stopped below.
+    sigterm_as_interrupt()
 
     try:
         config = load_gateway_config(config_path)
@@ -120,7 +125,7 @@ def gateway(
             f"gateway on http://{host}:{port}/v1 → {config.primary.name}; session {session}; "
             f"sampling {config.sample_rate:.2%} to {', '.join(config.regions)}"
         )
-        try:
+        try:  # uvicorn returns after SIGINT/SIGTERM (sigterm_as_interrupt)
             uvicorn.run(
                 app,
                 host=host,

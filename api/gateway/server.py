@@ -49,7 +49,9 @@ from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.client.streaming import Limits
 from workers.prompts import CHARS_PER_TOKEN, PlannedRequest
+from workers.provider_setup import ProviderSetupError
 from workers.rows import RowContext, record_row, wall_ns
+from workers.secrets import Secrets, host_of, is_reserved, owner_bindings
 from workers.shadow import FORWARDED_PARAMS, PRIMARY_SHARD, SESSION_ATTEMPT
 from workers.simulator.process import SimulatorPool
 
@@ -106,13 +108,21 @@ class Gateway:
     async def start(self) -> None:
         """Connect the HTTP client and Redis, start the sink and the shadow sender."""
         primary = self.config.primary
+        salt_env = self.config.privacy.hash_salt_env
+        if salt_env and is_reserved(salt_env):
+            raise RuntimeError(
+                f"privacy.hash_salt_env: {salt_env} is a tokenbench setting, not a salt"
+            )
         key = None
         if isinstance(primary, OpenAIProvider):
             base_url = primary.base_url
-            if primary.api_key_env:
-                key = os.environ.get(primary.api_key_env)
-                if not key:
-                    raise RuntimeError(f"environment variable {primary.api_key_env} is not set")
+            # The operator's own config: its key goes to its own primary's host, through
+            # the same lookup workers use (tokenbench settings are never sent).
+            secrets = Secrets(owner_bindings([primary]), os.environ, "this gateway")
+            try:
+                key = secrets.get(primary.api_key_env, host_of(base_url), primary.name)
+            except ProviderSetupError as exc:
+                raise RuntimeError(str(exc)) from None
         else:
             assert isinstance(primary, SimulatedProvider)
             self._simulators = SimulatorPool()

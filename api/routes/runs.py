@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fastapi import APIRouter, Header, Query, Response
 
+from analytics.datasets import DatasetStore
 from analytics.report import UnknownRunError, build_report
 from api.control_plane import live_worker_count
-from api.deps import Authenticated, CursorDep, PlaneDep, RedisDep, ScenarioStoreDep, SettingsDep
+from api.deps import (
+    Authenticated,
+    CursorDep,
+    PlaneDep,
+    RedisDep,
+    ScenarioStoreDep,
+    SettingsDep,
+    WriterDep,
+)
 from api.errors import RegionUnavailable
 from api.run_views import live_view, stored_view
 from api.schemas import RunCreate, RunCreated, RunPublic
-from api.validation import check_scenario_egress, scenario_with_overrides
+from api.validation import (
+    check_scenario_datasets,
+    check_scenario_egress,
+    scenario_with_overrides,
+)
 from scenarios.loader import Problem, ScenarioError
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Authenticated])
@@ -30,13 +44,16 @@ async def create_run(
     redis: RedisDep,
     store: ScenarioStoreDep,
     settings: SettingsDep,
+    writer: WriterDep,
 ) -> RunCreated:
     """Start a run of a stored or inline scenario; 409 if a region has no live worker."""
     if (body.scenario_id is None) == (body.scenario is None):
         raise ScenarioError([Problem("", "give exactly one of scenario_id and scenario")])
     data = store.get(body.scenario_id).scenario if body.scenario_id else body.scenario
-    scenario = scenario_with_overrides(dict(data or {}), body.overrides)
+    # Off the event loop: validating a large scenario takes a while.
+    scenario = await asyncio.to_thread(scenario_with_overrides, dict(data or {}), body.overrides)
     check_scenario_egress(scenario, settings.egress)
+    check_scenario_datasets(scenario, DatasetStore(writer))
     missing = [r for r in scenario.regions if await live_worker_count(redis, r) == 0]
     if missing and not body.wait_for_workers:
         raise RegionUnavailable(missing)

@@ -7,6 +7,7 @@ exits; its records and captures are ingested by the control loop meanwhile
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response
@@ -17,6 +18,7 @@ from api.control_plane import live_worker_count
 from api.deps import Authenticated, CursorDep, PlaneDep, RedisDep, SettingsDep
 from api.errors import RegionUnavailable
 from api.gateway.replay import replay_jsonl
+from api.schemas import GatewayConfigBody
 from api.validation import check_scenario_egress
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.loader import ScenarioError
@@ -29,7 +31,7 @@ NDJSON = "application/x-ndjson"
 class SessionCreate(BaseModel):
     """A gateway configuration to open a session for."""
 
-    config: dict[str, Any] = Field(description="The gateway config (docs/shadow.md).")
+    config: GatewayConfigBody = Field(description="The gateway config (docs/shadow.md).")
     wait_for_workers: bool = Field(
         default=False, description="Open even if a region has no live worker yet."
     )
@@ -56,7 +58,8 @@ async def open_session(
 ) -> SessionCreated:
     """Open a shadow session; 409 if a shadow region has no live worker."""
     try:
-        config = parse_gateway_config(body.config, "config")
+        # Off the event loop: a config may hold up to MAX_DOCUMENT_NODES values.
+        config = await asyncio.to_thread(parse_gateway_config, body.config, "config")
     except ScenarioError as exc:
         detail = [{"loc": ["config", *p.path.split(".")], "msg": p.message} for p in exc.problems]
         raise HTTPException(422, detail) from None

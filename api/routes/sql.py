@@ -6,25 +6,28 @@ file or network access, no extensions, locked configuration, memory and thread c
 statement timeout (the child is killed if it overruns) and a row cap. The copy is
 refreshed when it is older than the request's ``max_staleness_s``; the answer says how
 old its data is (``X-Tokenbench-Snapshot-Age-S``).
+
+Answers are capped in bytes (``TOKENBENCH__API__SQL_MAX_BYTES``): the child encodes the
+answer and stops as soon as it exceeds the cap, and this process relays at most that
+many bytes (413 above), so a huge result never reaches the control plane's memory.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
-from typing import Annotated, Any, Literal
+from collections.abc import Iterator
+from typing import Annotated, Literal
 
 import duckdb
-import pyarrow as pa
 from fastapi import APIRouter, Header, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from analytics.safe_sql import SqlError, SqlLimits, SqlRefused, SqlTimeout, encode
+from analytics.safe_sql import SqlError, SqlLimits, SqlRefused, SqlTimeout, SqlTooLarge
 from analytics.snapshot import SnapshotInfo, SqlSnapshot
-from analytics.sql_process import SqlUnavailable, run_in_child
-from api.deps import Authenticated, WriterDep
+from analytics.sql_process import ChildResult, SqlUnavailable, run_in_child
+from api.deps import Authenticated, SettingsDep, WriterDep
 
 router = APIRouter(prefix="/v1/sql", tags=["sql"], dependencies=[Authenticated])
 
@@ -34,10 +37,11 @@ MEDIA = {
     "arrow": "application/vnd.apache.arrow.stream",
     "parquet": "application/vnd.apache.parquet",
 }
-# Queries running at once; more wait. Each is a process with up to 1 GB and one thread.
+# Queries running at once; more wait. Each is a process with up to 1.5 GB and one thread,
+# and its answer (at most TOKENBENCH__API__SQL_MAX_BYTES) is held here while relayed.
 MAX_CONCURRENT_QUERIES = 2
 # HTTP status of a query that did not run, by kind.
-STATUS = {"invalid": 400, "refused": 403, "timeout": 408, "unavailable": 503}
+STATUS = {"invalid": 400, "refused": 403, "timeout": 408, "too_large": 413, "unavailable": 503}
 
 
 class SqlQuery(BaseModel):
@@ -83,53 +87,62 @@ def _refusal(kind: str, message: str) -> JSONResponse:
     return JSONResponse({"detail": message, "kind": kind}, status_code=STATUS[kind])
 
 
-def _json_body(table: pa.Table, truncated: bool, snapshot: SnapshotInfo) -> bytes:
-    rows = json.loads(encode(table, "json"))
-    body: dict[str, Any] = {
-        "columns": [{"name": f.name, "type": str(f.type)} for f in table.schema],
-        "rows": rows,
-        "row_count": table.num_rows,
-        "truncated": truncated,
+def _json_parts(result: ChildResult, snapshot: SnapshotInfo) -> Iterator[bytes]:
+    """The JSON answer around the child's encoded rows, without decoding them again."""
+    yield b'{"columns": ' + json.dumps(result.columns).encode() + b', "rows": '
+    yield result.payload
+    tail = {
+        "row_count": result.rows,
+        "truncated": result.truncated,
         "snapshot_age_s": round(snapshot.age_s, 3),
     }
-    out = io.StringIO()
-    json.dump(body, out, default=str)
-    return out.getvalue().encode()
+    yield b", " + json.dumps(tail).encode()[1:]
 
 
 @router.post(
     "",
-    responses={200: {"content": {m: {} for m in MEDIA.values()}}, 400: {}, 403: {}, 408: {}},
+    responses={
+        200: {"content": {m: {} for m in MEDIA.values()}},
+        400: {},
+        403: {},
+        408: {},
+        413: {"description": "The answer exceeds TOKENBENCH__API__SQL_MAX_BYTES."},
+    },
 )
 async def run_sql(
     body: SqlQuery,
     request: Request,
     writer: WriterDep,
+    settings: SettingsDep,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Run one read-only SELECT on a recent copy of the results; JSON, CSV, Arrow or Parquet."""
+    """Run one read-only SELECT on a recent copy of the results; JSON, CSV, Arrow or Parquet.
+    Answers larger than TOKENBENCH__API__SQL_MAX_BYTES are refused with 413."""
     fmt = _format(body, accept)
     snapshot, slots = _state(request, writer)
-    limits = SqlLimits(max_rows=body.max_rows, timeout_s=body.timeout_s)
+    limits = SqlLimits(
+        max_rows=body.max_rows, timeout_s=body.timeout_s, max_bytes=settings.api.sql_max_bytes
+    )
     async with slots:
         try:
             info = await asyncio.to_thread(snapshot.ensure, writer, body.max_staleness_s)
-            result = await run_in_child(info.path, body.query, limits)
+            result = await run_in_child(info.path, body.query, limits, fmt)
         except SqlRefused as exc:
             return _refusal("refused", str(exc))
         except SqlTimeout as exc:
             return _refusal("timeout", str(exc))
+        except SqlTooLarge as exc:
+            return _refusal("too_large", str(exc))
         except SqlError as exc:
             return _refusal("invalid", str(exc))
         except SqlUnavailable as exc:
             return _refusal("unavailable", str(exc))
-    if fmt == "json":
-        payload = await asyncio.to_thread(_json_body, result.table, result.truncated, info)
-    else:
-        payload = await asyncio.to_thread(encode, result.table, fmt)
     headers = {
-        "X-Tokenbench-Rows": str(result.table.num_rows),
+        "X-Tokenbench-Rows": str(result.rows),
         "X-Tokenbench-Truncated": "true" if result.truncated else "false",
         "X-Tokenbench-Snapshot-Age-S": f"{info.age_s:.3f}",
     }
-    return Response(payload, media_type=MEDIA[fmt], headers=headers)
+    if fmt == "json":
+        # Streamed in three parts: the rows are relayed as the child encoded them.
+        return StreamingResponse(_json_parts(result, info), media_type=MEDIA[fmt], headers=headers)
+    return Response(result.payload, media_type=MEDIA[fmt], headers=headers)

@@ -6,6 +6,10 @@ ids and list prices with the date and basis (``listed`` or ``estimate``) of each
 table. Resolution works on the raw mapping, before the provider's kind is looked at, so
 the rest of the system only ever sees complete providers; any key given in the scenario
 wins over the preset's value.
+
+Each preset also names the hosts its key variables are bound to on every worker
+(:func:`preset_secret_hosts`): ``preset: groq`` with ``GROQ_API_KEY`` needs no binding
+of its own, and that key is never sent anywhere but ``api.groq.com`` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ from pydantic import Field
 
 from scenarios.base import StrictModel
 
-__all__ = ["Preset", "PriceTable", "load_presets", "preset_names", "resolve_preset"]
+__all__ = [
+    "Preset",
+    "PriceTable",
+    "load_presets",
+    "preset_names",
+    "preset_secret_hosts",
+    "resolve_preset",
+]
 
 CATALOG_PATH = Path(__file__).parent / "catalog.yaml"
 
@@ -54,7 +65,21 @@ class Preset(StrictModel):
     defaults: dict[str, Any] = Field(
         description="Provider keys filled in when the scenario does not give them."
     )
+    hosts: list[str] = Field(
+        description="Hosts (``*`` = one DNS label) the key variables are bound to on workers."
+    )
+    key_variables: list[str] | None = Field(
+        default=None,
+        description="Variables bound to ``hosts``; default: the ``api_key_env`` of defaults.",
+    )
     prices: PriceTable
+
+    def bound_variables(self) -> list[str]:
+        """The key variables this preset binds to its hosts."""
+        if self.key_variables is not None:
+            return list(self.key_variables)
+        variable = self.defaults.get("api_key_env")
+        return [variable] if isinstance(variable, str) else []
 
 
 class _Catalog(StrictModel):
@@ -66,6 +91,16 @@ def load_presets() -> dict[str, Preset]:
     """The shipped presets by id (read once per process)."""
     data = yaml.safe_load(CATALOG_PATH.read_text(encoding="utf-8"))
     return _Catalog.model_validate(data).presets
+
+
+def preset_secret_hosts() -> dict[str, tuple[str, ...]]:
+    """Built-in secret bindings: every preset's key variables to that preset's hosts."""
+    bindings: dict[str, tuple[str, ...]] = {}
+    for preset in load_presets().values():
+        for variable in preset.bound_variables():
+            known = bindings.get(variable, ())
+            bindings[variable] = tuple(dict.fromkeys([*known, *preset.hosts]))
+    return {variable: hosts for variable, hosts in bindings.items() if hosts}
 
 
 def preset_names() -> list[str]:

@@ -4,14 +4,18 @@ The hostile-submitter tests (``tests/security``) point providers, redirects and
 response-supplied URLs at it and then assert that no secret, file content or
 forbidden request ever reached it. It answers chat completions with a short valid SSE
 stream (so a run against it looks like a working provider), ``Location`` redirects
-when asked (``/redirect?to=URL``), and ``{}`` to anything else.
+when asked (``/redirect?to=URL``), and ``{}`` to anything else. :meth:`Catcher.answer`
+sets a canned answer for paths ending in a suffix (e.g. a Replicate-like API whose
+prediction hands back stream and poll URLs of the attacker's choosing).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 _SSE = (
@@ -43,8 +47,10 @@ class Caught:
 class Catcher:
     """Start with :meth:`start`; ``url`` is its base, ``requests`` what it received."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.requests: list[Caught] = []
+        self.host = host
+        self._answers: dict[str, tuple[int, bytes, str]] = {}
         self._lock = threading.Lock()
         catcher = self
 
@@ -72,8 +78,20 @@ class Catcher:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def _canned(self) -> bool:
+                path = urlsplit(self.path).path
+                with catcher._lock:
+                    answers = list(catcher._answers.items())
+                for suffix, (status, body, content_type) in answers:
+                    if path.endswith(suffix):
+                        self._answer(status, body, content_type)
+                        return True
+                return False
+
+            def do_GET(self) -> None:
                 self._record()
+                if self._canned():
+                    return
                 parts = urlsplit(self.path)
                 if parts.path.endswith("/redirect"):
                     target = parse_qs(parts.query).get("to", ["/"])[0]
@@ -81,8 +99,10 @@ class Catcher:
                     return
                 self._answer(200, b"{}", "application/json")
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self._record()
+                if self._canned():
+                    return
                 parts = urlsplit(self.path)
                 if parts.path.endswith("/redirect"):
                     target = parse_qs(parts.query).get("to", ["/"])[0]
@@ -93,7 +113,7 @@ class Catcher:
                     return
                 self._answer(200, b"{}", "application/json")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -105,7 +125,20 @@ class Catcher:
     @property
     def url(self) -> str:
         """Its base URL, e.g. ``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
+
+    def answer(
+        self,
+        path_suffix: str,
+        body: Any,
+        status: int = 200,
+        content_type: str = "application/json",
+    ) -> None:
+        """Answer GET and POST requests whose path ends in ``path_suffix`` with ``body``
+        (bytes as they are, anything else as JSON) instead of the default answers."""
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        with self._lock:
+            self._answers[path_suffix] = (status, raw, content_type)
 
     def start(self) -> Catcher:
         """Serve in a background thread."""

@@ -22,6 +22,7 @@ from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
+from workers.secrets import Secrets
 
 pytestmark = pytest.mark.integration
 
@@ -63,10 +64,25 @@ def provider(**fields: Any) -> Any:
     return scenario.providers[0]
 
 
+# The fake lives on loopback: these variables may be sent there (and nowhere else).
+BOUND = dict.fromkeys(
+    ("FAKE_KEY", "FAKE_AWS_ID", "FAKE_AWS_SECRET", "WRONG_KEY", "UNSET_VARIABLE_XYZ"),
+    ("127.0.0.1",),
+)
+
+
 def measure(spec: Any, request: PlannedRequest = REQUEST) -> RequestResult:
     async def run() -> RequestResult:
         async with make_client() as http:
-            context = WorkerContext(Settings(), None, http, None, "test-worker", "local")  # type: ignore[arg-type]
+            context = WorkerContext(
+                Settings(),
+                None,  # type: ignore[arg-type]
+                http,
+                None,  # type: ignore[arg-type]
+                "test-worker",
+                "local",
+                secrets=Secrets(BOUND, holder="worker test-worker"),
+            )
             adapter = await build_adapter(spec, context)
             return await adapter.measure(http, request, intended_start=0)
 
@@ -303,3 +319,17 @@ def test_missing_key_variable_fails_setup_clearly(fake: FakeProviders, kind: str
     spec["access_key_id_env" if kind == "bedrock" else "api_key_env"] = "UNSET_VARIABLE_XYZ"
     with pytest.raises(ProviderSetupError, match="UNSET_VARIABLE_XYZ is not set"):
         measure(provider(**spec))
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_unbound_key_variable_fails_setup_naming_variable_and_host(
+    fake: FakeProviders, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("UNBOUND_KEY_XYZ", "sk-unbound-0123456789")
+    spec = kinds(fake, "ok")[kind]
+    spec["access_key_id_env" if kind == "bedrock" else "api_key_env"] = "UNBOUND_KEY_XYZ"
+    with pytest.raises(
+        ProviderSetupError, match=r"UNBOUND_KEY_XYZ may not be sent to host '127\.0\.0\.1'"
+    ):
+        measure(provider(**spec))
+    assert not any("sk-unbound-0123456789" in str(request) for request in fake.requests)

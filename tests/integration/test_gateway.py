@@ -338,14 +338,18 @@ def test_replay_reproduces_captured_gaps(stack: Stack, gateway: GatewayProc) -> 
     for got, want in zip(captured, client_gaps, strict=True):
         assert abs(got - want) < 0.1, (captured, client_gaps)
 
-    log = stack.tmp / "replay.jsonl"
-    log.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in replay))
+    log = b"".join(orjson.dumps(line) + b"\n" for line in replay)
+    uploaded = stack.api.post(
+        "/v1/datasets", content=log, headers={"content-type": "application/x-ndjson"}
+    )
+    assert uploaded.status_code in (200, 201), uploaded.text
+    assert uploaded.json()["kinds"] == ["prompts", "replay"]
     scenario = {
         "name": "replay-of-shadow",
         "providers": [
             {"name": "sim", "kind": "simulated", "simulate": {"ttft_ms": 5, "itl_ms": 1}}
         ],
-        "workload": {"replay": {"path": str(log)}},
+        "workload": {"replay": {"dataset": uploaded.json()["id"]}},
         "load": {},
         "regions": ["eu"],
     }

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import statistics
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,7 @@ from scenarios.model import (
     UniformLength,
     Workload,
 )
-from workers.load.files import WorkloadFileError
+from scenarios.workload_files import WorkloadFileError, parse_entries
 from workers.prompts import plan_request, sample_length
 
 
@@ -86,15 +85,18 @@ def test_shared_prefix_is_common_to_every_prompt_and_counted() -> None:
     assert plan_request(workload, 5, 3, 0).prompt.split()[:32] == a.prompt.split()[:32]
 
 
-def test_prompt_file_lines_are_used_in_order(tmp_path: Path) -> None:
-    path = tmp_path / "prompts.jsonl"
-    path.write_text(
-        '{"prompt": "What is the capital of France?"}\n'
-        "# a comment\n"
-        '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "max_tokens": 3}\n'
+DATASET = "ds-" + "ab" * 32
+
+
+def test_prompt_file_lines_are_used_in_order() -> None:
+    data = (
+        b'{"prompt": "What is the capital of France?"}\n'
+        b"# a comment\n"
+        b'{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}], "max_tokens": 3}\n'
     )
-    workload = _fixed_workload(prompts={"path": str(path)})
-    first, second, third = (plan_request(workload, 0, 0, seq) for seq in range(3))
+    workload = _fixed_workload(prompts={"dataset": DATASET})
+    entries = parse_entries(data, "prompts.jsonl", replay=False)
+    first, second, third = (plan_request(workload, 0, 0, seq, entries) for seq in range(3))
     assert first.prompt == "What is the capital of France?"
     assert first.messages == (("user", "What is the capital of France?"),)
     assert first.output_tokens == 7  # from the mix
@@ -104,23 +106,26 @@ def test_prompt_file_lines_are_used_in_order(tmp_path: Path) -> None:
     assert first.prompt_tokens == round(len(first.prompt) / 4)
 
 
-def test_replay_entries_become_requests_in_timestamp_order(tmp_path: Path) -> None:
-    path = tmp_path / "traffic.jsonl"
-    path.write_text(
-        '{"timestamp": 10.5, "prompt": "second", "max_tokens": 5}\n'
-        '{"timestamp": "1970-01-01T00:00:10+00:00", "prompt": "first", "max_tokens": 9}\n'
+def test_replay_entries_become_requests_in_timestamp_order() -> None:
+    data = (
+        b'{"timestamp": 10.5, "prompt": "second", "max_tokens": 5}\n'
+        b'{"timestamp": "1970-01-01T00:00:10+00:00", "prompt": "first", "max_tokens": 9}\n'
     )
-    workload = Workload.model_validate({"replay": {"path": str(path)}})
-    first, second = (plan_request(workload, 0, 0, seq) for seq in range(2))
+    workload = Workload.model_validate({"replay": {"dataset": DATASET}})
+    entries = parse_entries(data, "traffic.jsonl", replay=True)
+    first, second = (plan_request(workload, 0, 0, seq, entries) for seq in range(2))
     assert (first.prompt, first.output_tokens) == ("first", 9)
     assert (second.prompt, second.output_tokens) == ("second", 5)
 
 
-def test_bad_workload_files_name_file_and_line(tmp_path: Path) -> None:
-    path = tmp_path / "bad.jsonl"
-    path.write_text(
-        '{"timestamp": 1, "prompt": "ok", "max_tokens": 5}\n{"timestamp": 2, "prompt": "x"}\n'
-    )
-    workload = Workload.model_validate({"replay": {"path": str(path)}})
+def test_bad_workload_files_name_source_and_line() -> None:
+    data = b'{"timestamp": 1, "prompt": "ok", "max_tokens": 5}\n{"timestamp": 2, "prompt": "x"}\n'
     with pytest.raises(WorkloadFileError, match=r"bad.jsonl:2: .*max_tokens"):
+        parse_entries(data, "bad.jsonl", replay=True)
+
+
+def test_a_workload_with_a_dataset_needs_its_entries() -> None:
+    # Workers never read a path: without the dataset's entries there is no plan.
+    workload = Workload.model_validate({"replay": {"dataset": DATASET}})
+    with pytest.raises(WorkloadFileError, match="not loaded"):
         plan_request(workload, 0, 0, 0)

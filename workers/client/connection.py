@@ -28,6 +28,7 @@ from workers.client.arrival import (
 )
 
 if TYPE_CHECKING:  # the pool owns its connections; only the type is needed here
+    from scenarios.egress import EgressGuard
     from workers.client.transport import ArrivalTransport, Origin
 
 
@@ -387,15 +388,25 @@ class _Connection:
         self.close()
 
 
-async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
-    """A connected non-blocking TCP socket to the first address of ``host`` that answers."""
+async def _open_socket(
+    loop: asyncio.AbstractEventLoop, host: str, port: int, guard: EgressGuard | None = None
+) -> socket.socket:
+    """A connected non-blocking TCP socket to the first address of ``host`` that answers.
+
+    With a ``guard``, the name is resolved once by the guard, every address is checked
+    against the egress policy (EgressDenied if one is refused, before any connect) and
+    only those exact addresses are connected to: no second lookup can swap them.
+    """
     addresses: list[tuple[int, Any]]
-    try:
-        version = ipaddress.ip_address(host).version  # no lookup (nor thread) for literals
-        addresses = [(socket.AF_INET6 if version == 6 else socket.AF_INET, (host, port))]
-    except ValueError:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        addresses = [(family, address) for family, _, _, _, address in infos]
+    if guard is not None:
+        addresses = list(await guard.addresses(host, port))
+    else:
+        try:
+            version = ipaddress.ip_address(host).version  # no lookup (nor thread) for literals
+            addresses = [(socket.AF_INET6 if version == 6 else socket.AF_INET, (host, port))]
+        except ValueError:
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            addresses = [(family, address) for family, _, _, _, address in infos]
     error: OSError = OSError(f"no address for {host}")
     for family, address in addresses:
         sock = socket.socket(family, socket.SOCK_STREAM)

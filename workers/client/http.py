@@ -13,6 +13,12 @@ The aiohttp session is built here rather than by ``httpx_aiohttp``: given unboun
 limits, that package leaves aiohttp's ``TCPConnector`` at *its* default of 100
 connections, so stream 101 onwards queued inside the client and the queueing was timed
 as TTFT (benchmarks/client_capacity.py showed a 1.4 s TTFT error at 256 streams).
+
+Egress: a worker's client is built with an :class:`~scenarios.egress.EgressGuard` that
+the ``arrival`` transport applies to every connection. The other transports exist for
+the client benchmarks only and cannot enforce it, so asking for one with a guard is an
+error rather than a silently unguarded client. No client follows redirects: a 3xx
+answer is a classified error row (``workers/client/streaming.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
+from scenarios.egress import EgressGuard
 from workers.client.transport import ArrivalTransport
 
 Transport = Literal["arrival", "aiohttp", "aiohttp-100", "native"]
@@ -39,22 +46,37 @@ def _unlimited_session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector)
 
 
-def make_client(transport: Transport = "arrival") -> httpx.AsyncClient:
+def make_client(
+    transport: Transport = "arrival", guard: EgressGuard | None = None
+) -> httpx.AsyncClient:
     """A client for streaming measurements; one per event loop, kept for its lifetime.
 
+    ``guard`` checks every connection against the egress policy (``arrival`` only).
     ``aiohttp`` is the previous default (unbounded aiohttp pool, chunks stamped when
     read); ``aiohttp-100`` is that transport as ``httpx_aiohttp`` builds it by itself
     (aiohttp's 100-connection cap); ``native`` is plain httpx with limits lifted.
     """
     if transport == "arrival":
         return httpx.AsyncClient(
-            transport=ArrivalTransport(keepalive_expiry=KEEPALIVE_S), limits=UNBOUNDED
+            transport=ArrivalTransport(keepalive_expiry=KEEPALIVE_S, guard=guard),
+            limits=UNBOUNDED,
+            follow_redirects=False,
+        )
+    if guard is not None:
+        raise ValueError(
+            f"the {transport!r} transport is for client benchmarks only and cannot apply "
+            "the egress guard; workers use 'arrival'"
         )
     if transport == "aiohttp":
         return httpx.AsyncClient(
             transport=AiohttpTransport(limits=UNBOUNDED, client=_unlimited_session),
             limits=UNBOUNDED,
+            follow_redirects=False,
         )
     if transport == "aiohttp-100":
-        return httpx.AsyncClient(transport=AiohttpTransport(limits=UNBOUNDED), limits=UNBOUNDED)
-    return httpx.AsyncClient(limits=UNBOUNDED)
+        return httpx.AsyncClient(
+            transport=AiohttpTransport(limits=UNBOUNDED),
+            limits=UNBOUNDED,
+            follow_redirects=False,
+        )
+    return httpx.AsyncClient(limits=UNBOUNDED, follow_redirects=False)

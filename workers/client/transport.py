@@ -34,8 +34,16 @@ stream cut or malformed → ``RemoteProtocolError`` / ``ReadError``.
 
 The read timeout is the longest silence of the server while a response is due (from the
 request written to the response's last byte), whether or not anyone is reading — the
-stall DOMAIN §1 means. HTTP/1.1 only; no proxies of its own (httpx's environment proxy
-mounts take precedence); no DNS cache (connections are long-lived and reused).
+stall the measurement definitions mean. HTTP/1.1 only; no proxies of its own (httpx's
+environment proxy mounts take precedence); no DNS cache (connections are long-lived and
+reused).
+
+Egress: given an :class:`~scenarios.egress.EgressGuard`, every connection the transport
+opens is checked at the address it connects to: the guard resolves the name once,
+refuses the host if any address is forbidden (``EgressRefused``, a ConnectError, before
+any connect) and hands back exactly the checked addresses. The Host header and the TLS
+server name stay the URL's host. The transport never follows redirects (httpx's client
+does that, and worker clients are built with ``follow_redirects=False``).
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from typing import Any
 
 import httpx
 
+from scenarios.egress import EgressDenied, EgressGuard
 from workers.client.arrival import ARRIVAL_EXTENSION, ArrivalStream, arrival_of
 from workers.client.connection import (
     _Connection,
@@ -58,7 +67,7 @@ from workers.client.connection import (
     _write_streamed,
 )
 
-__all__ = ["ARRIVAL_EXTENSION", "ArrivalStream", "ArrivalTransport", "arrival_of"]
+__all__ = ["ARRIVAL_EXTENSION", "ArrivalStream", "ArrivalTransport", "EgressRefused", "arrival_of"]
 
 # While the loop is busy (a burst of requests being built, many events being decoded),
 # sockets are also read from inside that work at least this often (ArrivalTransport.sweep),
@@ -66,6 +75,10 @@ __all__ = ["ARRIVAL_EXTENSION", "ArrivalStream", "ArrivalTransport", "arrival_of
 _SWEEP_NS = 1_000_000
 
 Origin = tuple[bytes, bytes, int, str | None]  # scheme, host, port, TLS server name
+
+
+class EgressRefused(httpx.ConnectError):
+    """The egress policy refused the host or an address it resolved to; nothing was sent."""
 
 
 class ArrivalTransport(httpx.AsyncBaseTransport):
@@ -77,9 +90,14 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
     """
 
     def __init__(
-        self, *, verify: ssl.SSLContext | bool = True, keepalive_expiry: float | None = 30.0
+        self,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        keepalive_expiry: float | None = 30.0,
+        guard: EgressGuard | None = None,
     ) -> None:
         self._verify = verify
+        self._guard = guard
         self._ssl: ssl.SSLContext | None = None
         self._keepalive_expiry = keepalive_expiry
         # Idle connections per origin; a dict keeps release order, popitem() is LIFO.
@@ -205,7 +223,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         hostname = host.decode("ascii")
         try:
             async with asyncio.timeout(connect_timeout_s):
-                sock = await _open_socket(loop, hostname, port)
+                sock = await _open_socket(loop, hostname, port, self._guard)
                 try:
                     tls = None
                     if scheme == b"https":
@@ -214,6 +232,8 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
                 except BaseException:
                     sock.close()
                     raise
+        except EgressDenied as exc:
+            raise EgressRefused(f"egress refused for {hostname}:{port}: {exc}") from None
         except TimeoutError:
             raise httpx.ConnectTimeout(f"connect to {hostname}:{port} timed out") from None
         except OSError as exc:  # refused, unreachable, DNS (gaierror), TLS (SSLError)

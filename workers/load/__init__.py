@@ -1,5 +1,4 @@
-"""Load generation: arrival schedules, the open loop, workload files, shard load shapes.
+"""Load generation: arrival schedules, the open loop, shard load shapes.
 
-Kept import-free so that ``workers.prompts`` can use ``workers.load.files`` without a
-cycle; import the modules themselves (``workers.load.shapes.build_load``).
+Kept import-free; import the modules themselves (``workers.load.shapes.build_load``).
 """

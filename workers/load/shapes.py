@@ -7,13 +7,13 @@ knowing which it is. docs/load.md describes the shapes for users.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from scenarios.wire import ShardSpec
+from scenarios.workload_files import FileEntry, WorkloadFileError
 from workers.client.result import RequestResult
 from workers.executor import ClosedLoop, RequestSource
-from workers.load.files import load_replay
 from workers.load.open_loop import OpenLoop
 from workers.load.schedule import NS_PER_S, arrival_offsets, part_arrivals, schedule_rng
 from workers.prompts import PlannedRequest
@@ -48,13 +48,15 @@ class LoadShape(Protocol):
         ...
 
 
-def stage_offsets(spec: ShardSpec) -> Iterator[int]:
-    """Offsets (ns from the stage start) of every arrival of the spec's open-loop stage."""
+def stage_offsets(spec: ShardSpec, entries: Sequence[FileEntry] = ()) -> Iterator[int]:
+    """Offsets (ns from the stage start) of every arrival of the spec's open-loop stage;
+    a replay's come from its dataset ``entries`` (in timestamp order)."""
     rate = spec.rate
     assert rate is not None, "closed-loop shards have no schedule"
     if rate.replay:
         assert spec.workload.replay is not None
-        entries = load_replay(spec.workload.replay.path)
+        if not entries:
+            raise WorkloadFileError("the replay dataset was not loaded")
         first = entries[0].timestamp_s or 0.0
         scale = spec.workload.replay.time_scale
         return (round(((e.timestamp_s or 0.0) - first) * scale * NS_PER_S) for e in entries)
@@ -63,14 +65,19 @@ def stage_offsets(spec: ShardSpec) -> Iterator[int]:
     )
 
 
-def build_load(spec: ShardSpec, plan: Callable[[int], PlannedRequest]) -> LoadShape:
-    """The shard's load shape: open loop when the spec has a rate, else closed loop."""
+def build_load(
+    spec: ShardSpec,
+    plan: Callable[[int], PlannedRequest],
+    entries: Sequence[FileEntry] = (),
+) -> LoadShape:
+    """The shard's load shape: open loop when the spec has a rate, else closed loop;
+    ``entries`` are the replay dataset's (for its arrival times)."""
     if spec.rate is None:
         source = RequestSource(plan, spec.seq_start, spec.requests, spec.duration_s)
         return ClosedLoop(spec.concurrency, source, spec.duration_s)
     duration_ns = None if spec.duration_s is None else round(spec.duration_s * NS_PER_S)
     arrivals = part_arrivals(
-        stage_offsets(spec), spec.rate.part, spec.rate.parts, spec.requests, duration_ns
+        stage_offsets(spec, entries), spec.rate.part, spec.rate.parts, spec.requests, duration_ns
     )
     return OpenLoop(arrivals, plan, spec.rate.max_in_flight, spec.duration_s)
 

@@ -3,7 +3,9 @@
 A simulated provider is served by a separate process on loopback so that its timers
 never share an event loop (or a GIL) with the measuring client. Workers start one per
 distinct ``simulate`` configuration and keep it for their lifetime; the child exits by
-itself when its parent dies, even by SIGKILL.
+itself when its parent dies, even by SIGKILL. The pool announces each endpoint's exact
+address and port (``on_endpoint``) so that the worker's egress guard trusts it even
+where loopback is refused.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import asyncio
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 
 from scenarios.model import SimulatedProvider, SimulateSpec
 from workers.simulator.server import SimulatorApp, start_server
 
 READY_PREFIX = "TOKENBENCH_SIMULATOR_READY port="
+HOST = "127.0.0.1"
 
 
 async def serve(
@@ -61,9 +65,10 @@ def _alive(pid: int) -> bool:
 class SimulatorPool:
     """The simulated endpoints of one worker process, one per distinct configuration."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_endpoint: Callable[[str, int], None] | None = None) -> None:
         self._endpoints: dict[str, tuple[asyncio.subprocess.Process, str]] = {}
         self._lock = asyncio.Lock()
+        self._on_endpoint = on_endpoint
 
     async def base_url(self, provider: SimulatedProvider) -> str:
         """Base URL (``http://127.0.0.1:PORT/v1``) of the endpoint for ``provider``."""
@@ -84,7 +89,10 @@ class SimulatorPool:
                 str(os.getpid()),
                 stdout=asyncio.subprocess.PIPE,
             )
-            url = await _await_ready(process)
+            port = await _await_ready(process)
+            if self._on_endpoint is not None:
+                self._on_endpoint(HOST, port)
+            url = f"http://{HOST}:{port}/v1"
             self._endpoints[key] = (process, url)
             return url
 
@@ -98,7 +106,7 @@ class SimulatorPool:
         self._endpoints.clear()
 
 
-async def _await_ready(process: asyncio.subprocess.Process) -> str:
+async def _await_ready(process: asyncio.subprocess.Process) -> int:
     assert process.stdout is not None
     try:
         line = await asyncio.wait_for(process.stdout.readline(), 30)
@@ -108,4 +116,4 @@ async def _await_ready(process: asyncio.subprocess.Process) -> str:
     text = line.decode().strip()
     if not text.startswith(READY_PREFIX):
         raise RuntimeError(f"simulated endpoint failed to start (said {text!r})")
-    return f"http://127.0.0.1:{int(text.removeprefix(READY_PREFIX))}/v1"
+    return int(text.removeprefix(READY_PREFIX))

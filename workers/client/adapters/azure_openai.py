@@ -31,7 +31,7 @@ def azure_chat_url(provider: AzureOpenAIProvider) -> str:
 @register("azure-openai")
 async def azure_adapter(provider: AzureOpenAIProvider, context: WorkerContext) -> PostStreamAdapter:
     """Adapter of one Azure OpenAI deployment."""
-    key = read_secret(provider.api_key_env, provider.name, context)
+    key = read_secret(provider.api_key_env, provider.endpoint, provider.name, context)
     headers = json_headers()
     headers["api-key"] = key or ""
     return chat_adapter(

@@ -1,15 +1,15 @@
 """Provider adapters: one per wire dialect, registered under the scenario's ``kind``.
 
-An adapter is built once per shard (resolving its endpoint, reading its key from the
-worker's environment) and then measures requests. Every adapter returns a
-RequestResult with the stamps of DOMAIN §1 and never raises for a request's own
-failure; setup problems (a missing key variable) raise ProviderSetupError before any
+An adapter is built once per shard (resolving its endpoint, reading its key through
+the worker's secret lookup, which releases it only for a host the variable is bound to)
+and then measures requests. Every adapter returns a RequestResult with the stamps of
+the measurement definitions and never raises for a request's own failure; setup
+problems (a missing or unbound key variable) raise ProviderSetupError before any
 request is sent.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
@@ -19,10 +19,10 @@ from scenarios.model import AnyProvider, ProviderBase
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
+from workers.provider_setup import ProviderSetupError
+from workers.secrets import host_of
 
-
-class ProviderSetupError(Exception):
-    """The provider cannot be used from this worker; the message says why."""
+__all__ = ["Adapter", "ProviderSetupError", "build_adapter", "read_secret", "register"]
 
 
 class Adapter(Protocol):
@@ -59,15 +59,10 @@ async def build_adapter(provider: AnyProvider, context: WorkerContext) -> Adapte
     return await factory(provider, context)
 
 
-def read_secret(variable: str | None, provider: str, context: WorkerContext) -> str | None:
-    """Value of a credential variable from this worker's environment (None if not named).
+def read_secret(
+    variable: str | None, url: str, provider: str, context: WorkerContext
+) -> str | None:
+    """Value of a credential variable for requests to ``url`` (None if none is named),
+    released by the worker's secret lookup only if the variable is bound to that host.
     Read at each shard start and kept only in the adapter's memory."""
-    if variable is None:
-        return None
-    value = os.environ.get(variable)
-    if not value:
-        raise ProviderSetupError(
-            f"provider {provider!r}: environment variable {variable} is not set "
-            f"on worker {context.worker_name}"
-        )
-    return value
+    return context.secrets.get(variable, host_of(url), provider)

@@ -24,6 +24,7 @@ from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
 from botocore.credentials import Credentials  # type: ignore[import-untyped]
 from botocore.eventstream import EventStreamBuffer, ParserError  # type: ignore[import-untyped]
 
+from scenarios.egress import BEDROCK_DEFAULT_ENDPOINT
 from scenarios.providers import BedrockProvider, RetryPolicy
 from workers.client.adapters.base import read_secret, register
 from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
@@ -188,19 +189,22 @@ def converse_stream_url(provider: BedrockProvider) -> str:
     literal and ``/`` of ARNs is encoded; SigV4 then encodes the path once more, as the
     service does with what it receives.
     """
-    endpoint = provider.endpoint_url or f"https://bedrock-runtime.{provider.region}.amazonaws.com"
+    endpoint = provider.endpoint_url or BEDROCK_DEFAULT_ENDPOINT.format(region=provider.region)
     return f"{endpoint.rstrip('/')}/model/{quote(provider.model, safe=':')}/converse-stream"
 
 
 @register("bedrock")
 async def bedrock_adapter(provider: BedrockProvider, context: WorkerContext) -> BedrockAdapter:
-    """Adapter of one Bedrock model; credentials come from the worker's environment."""
+    """Adapter of one Bedrock model; credentials come from the worker's secret lookup,
+    each variable only if it is bound to the endpoint's host (the key id travels in the
+    signature's ``Credential=`` field, so it is a secret here too)."""
     url = converse_stream_url(provider)
     if provider.api_key_env:
-        key = read_secret(provider.api_key_env, provider.name, context)
+        key = read_secret(provider.api_key_env, url, provider.name, context)
         return BedrockAdapter(url, Limits.of(provider, key), provider.retry, None, key)
-    access = read_secret(provider.access_key_id_env, provider.name, context) or ""
-    secret = read_secret(provider.secret_access_key_env, provider.name, context) or ""
-    token = read_secret(provider.session_token_env, provider.name, context)
+    access = read_secret(provider.access_key_id_env, url, provider.name, context) or ""
+    secret = read_secret(provider.secret_access_key_env, url, provider.name, context) or ""
+    token = read_secret(provider.session_token_env, url, provider.name, context)
     signer = SigV4(access, secret, token, provider.region)
-    return BedrockAdapter(url, Limits.of(provider, secret, token), provider.retry, signer, None)
+    limits = Limits.of(provider, access, secret, token)
+    return BedrockAdapter(url, limits, provider.retry, signer, None)

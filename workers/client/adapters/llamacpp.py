@@ -111,7 +111,7 @@ def completion_body(prompt: str, n_predict: int, cache_prompt: bool) -> bytes:
 @register("llamacpp")
 async def llamacpp_adapter(provider: LlamaCppProvider, context: WorkerContext) -> PostStreamAdapter:
     """Adapter of one llama-server."""
-    key = read_secret(provider.api_key_env, provider.name, context)
+    key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
     cache_prompt = provider.cache_prompt
     return PostStreamAdapter(
         url=provider.base_url.rstrip("/") + "/completion",

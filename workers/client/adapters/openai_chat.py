@@ -113,7 +113,7 @@ def _chat_adapter(
 @register("openai")
 async def openai_adapter(provider: OpenAIProvider, context: WorkerContext) -> PostStreamAdapter:
     """Adapter of an OpenAI-compatible endpoint; the key comes from the worker's env."""
-    key = read_secret(provider.api_key_env, provider.name, context)
+    key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
     return _chat_adapter(provider, provider.base_url, provider.model, key)
 
 

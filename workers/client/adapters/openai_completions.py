@@ -116,7 +116,7 @@ async def completions_adapter(
     provider: OpenAICompletionsProvider, context: WorkerContext
 ) -> PostStreamAdapter:
     """Adapter of an OpenAI-compatible completions endpoint."""
-    key = read_secret(provider.api_key_env, provider.name, context)
+    key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
     model = provider.model
     return PostStreamAdapter(
         url=provider.base_url.rstrip("/") + "/completions",

@@ -7,6 +7,12 @@ that URL is an SSE stream of named events: ``output`` (plain-text token pieces),
 ``error`` (``{"detail": ...}``) and ``done`` (``{}``, or ``{"reason": "canceled"|"error"}``).
 The stream has no token counts; after it ends (outside the measured time) the
 prediction's ``metrics.input_token_count``/``output_token_count`` are read when present.
+
+The stream and poll URLs come from the API's answer, so they are checked before the key
+follows them: each must be http(s) (https when the API base is), on a host the key
+variable is bound to (``workers/secrets.py``); the transport's egress guard then checks
+the address it connects to. A URL that fails makes the request a ``protocol`` error row
+and nothing is sent there.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from typing import Any
 import httpx
 import orjson
 
+from scenarios.egress import EgressDenied, url_host
 from scenarios.providers import ReplicateProvider, RetryPolicy
-from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.base import ProviderSetupError, read_secret, register
 from workers.client.errors import ErrorClass, ProtocolFailure, RequestFailure, redact
 from workers.client.result import RequestResult
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
@@ -34,6 +41,7 @@ from workers.client.streaming import (
 )
 from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
+from workers.secrets import Secrets, host_of
 
 # Reading the prediction's token counts after the stream is bookkeeping, not measurement;
 # it gets a short deadline of its own so a slow API cannot hold up the next request.
@@ -110,6 +118,27 @@ class ReplicateAdapter:
     key: str
     limits: Limits
     retry: RetryPolicy | None
+    provider: str
+    variable: str
+    secrets: Secrets
+
+    def handed_back(self, url: Any, what: str) -> str:
+        """A URL from the API's answer, if the key may follow it; else a protocol
+        failure (and nothing is sent there)."""
+        if not isinstance(url, str):
+            raise ProtocolFailure(f"model {self.model} returned no {what} URL")
+        try:
+            scheme = url_host(url)[0]
+            host = host_of(url)
+        except EgressDenied as exc:
+            raise ProtocolFailure(redact(f"{what} URL refused: {exc}")) from None
+        if scheme != "https" and url_host(self.base_url)[0] == "https":
+            raise ProtocolFailure(f"{what} URL on {host!r} is not https: the key stays unsent")
+        try:
+            self.secrets.check(self.variable, host, self.provider)
+        except ProviderSetupError as exc:
+            raise ProtocolFailure(redact(f"{what} URL refused: {exc}")) from None
+        return url
 
     async def measure(
         self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
@@ -129,9 +158,10 @@ class ReplicateAdapter:
             prediction.clear()
             prediction.update(created)
             urls = created.get("urls")
-            stream = urls.get("stream") if isinstance(urls, dict) else None
-            if not isinstance(stream, str):
-                raise ProtocolFailure(f"model {self.model} returned no stream URL")
+            urls = urls if isinstance(urls, dict) else {}
+            stream = self.handed_back(urls.get("stream"), "stream")
+            if urls.get("get") is not None:
+                self.handed_back(urls["get"], "poll")  # followed later, for the counts
             stream_headers = {
                 "accept": "text/event-stream",
                 "cache-control": "no-store",
@@ -181,7 +211,7 @@ async def replicate_adapter(
     provider: ReplicateProvider, context: WorkerContext
 ) -> ReplicateAdapter:
     """Adapter of one Replicate model."""
-    key = read_secret(provider.api_key_env, provider.name, context) or ""
+    key = read_secret(provider.api_key_env, provider.base_url, provider.name, context) or ""
     return ReplicateAdapter(
         base_url=provider.base_url,
         model=provider.model,
@@ -190,4 +220,7 @@ async def replicate_adapter(
         key=key,
         limits=Limits.of(provider, key),
         retry=provider.retry,
+        provider=provider.name,
+        variable=provider.api_key_env,
+        secrets=context.secrets,
     )

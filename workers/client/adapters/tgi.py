@@ -105,7 +105,7 @@ def generate_body(prompt: str, max_new_tokens: int) -> bytes:
 @register("tgi")
 async def tgi_adapter(provider: TGIProvider, context: WorkerContext) -> PostStreamAdapter:
     """Adapter of one TGI server."""
-    key = read_secret(provider.api_key_env, provider.name, context)
+    key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
     return PostStreamAdapter(
         url=provider.base_url.rstrip("/") + "/generate_stream",
         headers=json_headers(key),

@@ -1,0 +1,92 @@
+"""The local user's own workload files, turned into datasets before a run.
+
+``tokenbench run`` and ``tokenbench submit`` run on the user's machine, which may read
+the files its scenario names (``workload.prompts.path``, ``workload.replay.path``,
+relative to the current directory). Each is read as a regular file of bounded size
+(``read_bounded``: never a FIFO, device or directory) and replaced by a reference to a
+dataset: stored in the local DuckDB file by ``run`` (:func:`store_local_datasets`),
+uploaded with ``POST /v1/datasets`` by ``submit``. A run then takes the same path as
+in a deployment: workers get the bytes through Redis, never from a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from analytics.datasets import DatasetStore
+from scenarios.loader import Problem, ScenarioError
+from scenarios.model import Scenario
+from scenarios.settings import ApiSettings
+from scenarios.workload_files import WorkloadFileError, read_bounded
+
+__all__ = [
+    "local_files",
+    "read_local",
+    "store_local_datasets",
+    "upload_local_datasets",
+    "with_datasets",
+]
+
+
+def local_files(scenario: Scenario) -> dict[str, str]:
+    """``{use: path}`` of the local files the scenario names (use: prompts, replay)."""
+    workload = scenario.workload
+    refs = {"prompts": workload.prompts, "replay": workload.replay}
+    return {use: ref.path for use, ref in refs.items() if ref is not None and ref.path}
+
+
+def read_local(use: str, path: str, limits: ApiSettings, source: str | None = None) -> bytes:
+    """The bytes of a local workload file; ScenarioError at ``workload.<use>.path``."""
+    try:
+        return read_bounded(path, limits.max_dataset_bytes)
+    except WorkloadFileError as exc:
+        raise ScenarioError([Problem(f"workload.{use}.path", str(exc))], source) from None
+
+
+def with_datasets(scenario: Scenario, dataset_ids: dict[str, str]) -> Scenario:
+    """The scenario with the workload's ``use`` references pointing at dataset ids."""
+    if not dataset_ids:
+        return scenario
+    workload = scenario.workload
+    update = {}
+    for use, dataset_id in dataset_ids.items():
+        ref = getattr(workload, use)
+        update[use] = ref.model_copy(update={"path": None, "dataset": dataset_id})
+    return scenario.model_copy(update={"workload": workload.model_copy(update=update)})
+
+
+def store_local_datasets(
+    scenario: Scenario, store: DatasetStore, limits: ApiSettings, source: str | None = None
+) -> Scenario:
+    """``tokenbench run``: store the scenario's local files as datasets in the local
+    DuckDB file and point the scenario at them (ScenarioError naming file and line)."""
+    ids = {}
+    for use, path in local_files(scenario).items():
+        data = read_local(use, path, limits, source)
+        try:
+            info, _ = store.add(data, limits.max_dataset_lines, path)
+        except WorkloadFileError as exc:
+            raise ScenarioError([Problem(f"workload.{use}.path", str(exc))], source) from None
+        if use not in info.kinds:
+            message = (
+                f"{path} cannot be replayed (every line needs timestamp and max_tokens): "
+                f"{info.replay_problem}"
+            )
+            raise ScenarioError([Problem(f"workload.{use}.path", message)], source)
+        ids[use] = info.dataset_id
+    return with_datasets(scenario, ids)
+
+
+def upload_local_datasets(
+    scenario: Scenario,
+    upload: Callable[[str, str, bytes], str],
+    limits: ApiSettings,
+    source: str | None = None,
+) -> Scenario:
+    """``tokenbench submit``: ``upload(use, path, bytes) -> id`` each local file, then
+    point the scenario at the uploaded datasets."""
+    ids = {
+        use: upload(use, path, read_local(use, path, limits, source))
+        for use, path in local_files(scenario).items()
+    }
+    return with_datasets(scenario, ids)

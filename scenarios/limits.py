@@ -1,0 +1,127 @@
+"""Upper bounds of everything a scenario (or any other REST input) can ask for, in one place.
+
+A REST submitter is authenticated but untrusted (docs/security.md): no single request may
+exhaust or wedge the control plane. Every count, size, rate and duration a scenario
+names is therefore bounded here, and the bounds are chosen so that the largest valid
+scenario is still cheap to parse, validate, plan and store, while staying generous for
+real benchmarks. Each bound says in one line why it is that number; docs/security.md
+(section "Bounds") lists them for users, and tests/unit/test_limits.py keeps the two in
+step.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --------------------------------------------------------------------------- scenario shape
+
+# Endpoints compared in one run: real comparisons name a handful; each one multiplies shards.
+MAX_PROVIDERS: Final = 32
+# Regions of one run: a global fleet has tens of regions; each one multiplies shards.
+MAX_REGIONS: Final = 32
+# Load levels (stages) of one run: sweeps use 5-20 levels; 100 covers a fine-grained sweep.
+MAX_LEVELS: Final = 100
+# Classes of the workload mix: a traffic profile needs a few; 64 covers a fitted histogram.
+MAX_MIX_CLASSES: Final = 64
+
+# --------------------------------------------------------------------------- load
+
+# Virtual users (or in-flight cap) per stage, provider and region: 100k streams is ~200
+# worker processes at 512 streams each, beyond any single benchmark's fleet.
+MAX_CONCURRENCY: Final = 100_000
+# Requests per stage, provider and region: 10M is hours at thousands of requests per second.
+MAX_REQUESTS_PER_LEVEL: Final = 10_000_000
+# Planned requests of a whole run (levels × providers × regions × requests per level, or
+# rate × duration for open loops): 100M rows is ~50 GB of records, a very large run.
+MAX_TOTAL_REQUESTS: Final = 100_000_000
+# Arrivals per second per stage, provider and region: 100k rps is 500 shards at the
+# default 200 rps per shard, far above any hosted API's rate limit.
+MAX_RPS: Final = 100_000.0
+# Gamma shape of open-loop arrivals: 0.001 is extremely bursty, 1000 nearly constant.
+MIN_BURSTINESS: Final = 0.001
+MAX_BURSTINESS: Final = 1000.0
+# Shards of one run (provider × region × stage × part): the plan, its DuckDB rows and its
+# Celery tasks grow with it; 10k shards plan in well under a second.
+MAX_SHARDS_PER_RUN: Final = 10_000
+
+# Sampled requests a shadow gateway holds before enqueueing them (each with its body).
+MAX_GATEWAY_PENDING: Final = 100_000
+# Tasks waiting in a region's queue above which a gateway drops new shadows.
+MAX_GATEWAY_BACKLOG: Final = 1_000_000
+
+# --------------------------------------------------------------------------- durations
+
+# A stage (and its warm-up / cool-down): a week-long soak test is the longest real use.
+MAX_DURATION_S: Final = 7 * 24 * 3600.0
+# One request's deadline and the longest silence within it: an hour covers the slowest
+# reasoning models; beyond that a request is stuck, not slow.
+MAX_REQUEST_TIMEOUT_S: Final = 3600.0
+# TCP/TLS connect deadline: five minutes is already far beyond any healthy network.
+MAX_CONNECT_TIMEOUT_S: Final = 300.0
+# Wait between 429 retries (and the first back-off): an hour, like the request deadline.
+MAX_RETRY_WAIT_S: Final = 3600.0
+# Latencies a scenario states (simulated TTFT/ITL/stall, SLO targets): an hour, in ms.
+MAX_LATENCY_MS: Final = 3_600_000.0
+
+# --------------------------------------------------------------------------- tokens
+
+# Prompt or answer tokens of one request (every length distribution's values, and the
+# shared prefix): 1M is the largest context window offered today, and a 1M-token prompt
+# is a ~5.3 MB request (10M built a 53 MB one).
+MAX_TOKENS: Final = 1_000_000
+# Relative weight of a mix class: only ratios matter; finite and bounded keeps sums exact.
+MAX_WEIGHT: Final = 1_000_000.0
+# Context a simulated deployment reserves per sequence: above every catalog model's window.
+MAX_CONTEXT_TOKENS: Final = 10_000_000
+# Simulated batch size and chunked-prefill budget: above any real serving configuration.
+MAX_BATCH: Final = 65_536
+MAX_PREFILL_TOKENS: Final = 10_000_000
+# Tokens per simulated SSE event: real servers send 1-16; 4096 still bounds one event.
+MAX_TOKENS_PER_CHUNK: Final = 4096
+# Devices of a deployment: a rack-scale NVL72 is 72; 4096 leaves room for clusters.
+MAX_GPUS: Final = 4096
+# Sigma of a lognormal length (sd of ln length): at 10 nearly every draw is already clipped.
+MAX_LOGNORMAL_SIGMA: Final = 10.0
+
+# --------------------------------------------------------------------------- money
+
+# USD per million tokens: the dearest hosted model costs a few hundred.
+MAX_PRICE_PER_MTOK_USD: Final = 1_000_000.0
+# USD per GPU-hour: list prices are a few dollars.
+MAX_GPU_HOUR_USD: Final = 100_000.0
+
+# --------------------------------------------------------------------------- sizes and strings
+
+# Serialized JSON of a provider's extra_body, and of a Replicate provider's input: sent
+# with every request, so it must stay small next to the prompt.
+MAX_EXTRA_BODY_BYTES: Final = 65_536
+# Keys of a Replicate provider's extra input.
+MAX_INPUT_KEYS: Final = 256
+# Free text (a scenario's description).
+MAX_TEXT_CHARS: Final = 10_000
+# Identifiers (model ids, deployment names, catalog ids, API versions, field names).
+MAX_ID_CHARS: Final = 256
+# URLs (base_url, endpoint): browsers and proxies cap URLs near 2-8 KB.
+MAX_URL_CHARS: Final = 2048
+# Seeds are 64-bit signed integers (stored as BIGINT, hashed into per-request seeds).
+MIN_SEED: Final = -(2**63)
+MAX_SEED: Final = 2**63 - 1
+
+# --------------------------------------------------------------------------- documents
+
+# YAML aliases (``*name``) in one document: real scenarios reuse an anchor a few times.
+MAX_YAML_ALIASES: Final = 1000
+# Nodes of one document with every alias expanded (the alias-bomb defence): the largest
+# valid scenario has a few thousand; 100k validates in well under a second.
+MAX_DOCUMENT_NODES: Final = 100_000
+# Nesting depth of one document (YAML or JSON), aliases expanded: scenarios nest < 10 deep.
+MAX_DOCUMENT_DEPTH: Final = 64
+
+# --------------------------------------------------------------------------- SQL answers
+
+# Bytes of one /v1/sql answer (TOKENBENCH__API__SQL_MAX_BYTES): a 64 MiB answer is
+# millions of rows of figures; the control plane holds at most two at once.
+DEFAULT_SQL_MAX_BYTES: Final = 64 * 1024 * 1024
+# Address space a query process may allocate beyond the interpreter (RLIMIT_DATA): DuckDB's
+# own 1 GB ``max_memory`` plus room for the Arrow result and its encoding.
+SQL_PROCESS_DATA_BYTES: Final = 1536 * 1024 * 1024

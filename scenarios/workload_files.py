@@ -1,0 +1,239 @@
+"""JSONL inputs of a workload: captured traffic logs (replay) and chat prompt files.
+
+One JSON object per line; blank lines and lines starting with ``#`` are skipped. A
+line may give ``messages`` (OpenAI chat messages) or ``prompt`` (one user message).
+Replay lines also carry ``timestamp`` (seconds as a number, or an ISO-8601 instant) and
+``max_tokens``. Errors name the source and line, so a bad log fails before any request.
+
+Parsing works on bytes, and is shared: the dataset store validates uploads with it
+(``analytics/datasets.py``), workers parse the bytes they get from Redis
+(``workers/datasets.py``), never a file a scenario names. The only file access is
+:func:`read_bounded`, used where the local user's own files are read (``tokenbench run``
+and ``submit``): regular files of bounded size only; a FIFO or device never blocks it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import orjson
+
+__all__ = [
+    "DatasetSummary",
+    "FileEntry",
+    "WorkloadFileError",
+    "inspect_dataset",
+    "parse_entries",
+    "prompt_text",
+    "read_bounded",
+]
+
+Message = tuple[str, str]  # (role, content)
+
+
+class WorkloadFileError(ValueError):
+    """A replay log or prompt file that cannot be used; the message names source and line."""
+
+    def __init__(self, message: str, source: str | None = None, line: int | None = None) -> None:
+        where = source or ""
+        if line is not None:
+            where = f"{where}:{line}" if where else f"line {line}"
+        super().__init__(f"{where}: {message}" if where else message)
+        self.reason = message
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One line of a prompt file or traffic log."""
+
+    messages: tuple[Message, ...]
+    max_tokens: int | None = None
+    timestamp_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSummary:
+    """What a dataset can be used for: always ``prompts``; ``replay`` when every line has
+    a timestamp and ``max_tokens`` (then ``replay_times`` are its sorted timestamps),
+    else ``replay_problem`` says which line lacks what."""
+
+    entries: int
+    replay_times: tuple[float, ...] | None
+    replay_problem: str | None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The uses the dataset is valid for."""
+        return ("prompts", "replay") if self.replay_times is not None else ("prompts",)
+
+
+def prompt_text(messages: tuple[Message, ...]) -> str:
+    """The text of a conversation as one prompt: a lone user message is itself; longer
+    conversations keep their turns, labelled, so their length is preserved."""
+    if len(messages) == 1:
+        return messages[0][1]
+    return "\n\n".join(f"{role}: {content}" for role, content in messages)
+
+
+def read_bounded(path: str | Path, max_bytes: int) -> bytes:
+    """The bytes of the regular file ``path``, at most ``max_bytes``.
+
+    Anything else is refused before it is read: a directory, a device, a socket, and a
+    FIFO, which is opened non-blocking (and checked again once open) so that a path
+    swapped for a FIFO between the check and the open can never block the caller.
+    """
+    name = str(path)
+    try:
+        if not stat.S_ISREG(os.stat(name).st_mode):
+            raise WorkloadFileError("not a regular file", name)
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        raise WorkloadFileError(exc.strerror or str(exc), name) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkloadFileError("not a regular file", name)
+        if info.st_size > max_bytes:
+            raise WorkloadFileError(_too_large(info.st_size, max_bytes), name)
+        chunks, size = [], 0
+        while size <= max_bytes:  # the file may grow while it is read: read one byte more
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > max_bytes:
+            raise WorkloadFileError(_too_large(size, max_bytes), name)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise WorkloadFileError(exc.strerror or str(exc), name) from None
+    finally:
+        os.close(fd)
+
+
+def _too_large(size: int, max_bytes: int) -> str:
+    return f"{size} bytes is more than the {max_bytes} allowed (TOKENBENCH__API__MAX_DATASET_BYTES)"
+
+
+def parse_entries(data: bytes, source: str, *, replay: bool) -> tuple[FileEntry, ...]:
+    """A dataset's entries: for replay, every line needs a timestamp and ``max_tokens``
+    and entries come ordered by timestamp (stable); for prompts, in file order."""
+    entries = [entry for _, entry in _lines(data, source, replay=replay)]
+    if not entries:
+        raise WorkloadFileError("no entries", source)
+    if replay:
+        entries.sort(key=lambda e: e.timestamp_s or 0.0)
+    return tuple(entries)
+
+
+def inspect_dataset(data: bytes, max_lines: int, source: str = "") -> DatasetSummary:
+    """Validate an uploaded dataset as prompts (WorkloadFileError names the line) and
+    find out whether it can also be replayed. At most ``max_lines`` lines (blank and
+    comment lines count: they cost work too)."""
+    count, times, problem = 0, [], None
+    for number, entry in _lines(data, source, replay=False, max_lines=max_lines):
+        count += 1
+        if problem is not None:
+            continue
+        if entry.max_tokens is None:
+            problem = f"line {number}: no max_tokens"
+        elif entry.timestamp_s is None:
+            problem = f"line {number}: no valid timestamp"
+        else:
+            times.append(entry.timestamp_s)
+    if count == 0:
+        raise WorkloadFileError("no entries", source)
+    if problem is not None:
+        return DatasetSummary(count, None, problem)
+    return DatasetSummary(count, tuple(sorted(times)), None)
+
+
+def _lines(
+    data: bytes, source: str, *, replay: bool, max_lines: int | None = None
+) -> Iterator[tuple[int, FileEntry]]:
+    """(line number, entry) of every entry, reading lines lazily: a body of blank lines
+    must not become millions of objects at once."""
+    start, number, size = 0, 0, len(data)
+    while start < size:
+        end = data.find(b"\n", start)
+        end = size if end < 0 else end
+        number += 1
+        if max_lines is not None and number > max_lines:
+            raise WorkloadFileError(
+                f"more than {max_lines} lines (TOKENBENCH__API__MAX_DATASET_LINES)", source
+            )
+        line = data[start:end].strip()
+        start = end + 1
+        if not line or line.startswith(b"#"):
+            continue
+        try:
+            entry = _entry(orjson.loads(line), replay)
+        except (orjson.JSONDecodeError, ValueError, TypeError, KeyError, OverflowError) as exc:
+            raise WorkloadFileError(_reason(exc), source, number) from None
+        yield number, entry
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing {exc.args[0]}"
+    return str(exc)
+
+
+def _entry(data: object, replay: bool) -> FileEntry:
+    if not isinstance(data, dict):
+        raise TypeError("each line must be a JSON object")
+    messages = _messages(data)
+    max_tokens = data.get("max_tokens")
+    if max_tokens is not None and (
+        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+    ):
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if replay:
+        if max_tokens is None:
+            raise KeyError("max_tokens")
+        return FileEntry(messages, max_tokens, _seconds(data["timestamp"]))
+    # A prompt file may carry timestamps; a bad one only makes it unfit for replay.
+    try:
+        timestamp = _seconds(data["timestamp"]) if "timestamp" in data else None
+    except (ValueError, OverflowError):
+        timestamp = None
+    return FileEntry(messages, max_tokens, timestamp)
+
+
+def _messages(data: dict[str, object]) -> tuple[Message, ...]:
+    if "prompt" in data:
+        prompt = data["prompt"]
+        if not isinstance(prompt, str) or not prompt:
+            raise ValueError("prompt must be a non-empty string")
+        return (("user", prompt),)
+    raw = data.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise ValueError("give messages (a non-empty list) or prompt")
+    messages = []
+    for message in raw:
+        if not isinstance(message, dict):
+            raise TypeError("each message must be an object with role and content")
+        role, content = message.get("role"), message.get("content")
+        if not isinstance(role, str) or not isinstance(content, str):
+            raise ValueError("each message needs string role and content")
+        messages.append((role, content))
+    return tuple(messages)
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str):
+        seconds = datetime.fromisoformat(value).timestamp()
+    else:
+        raise ValueError(f"timestamp must be seconds or an ISO-8601 instant, got {value!r}")
+    if not math.isfinite(seconds):
+        raise ValueError("timestamp must be a finite number")
+    return seconds

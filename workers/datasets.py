@@ -1,0 +1,88 @@
+"""A shard's dataset on the worker: fetched from Redis, parsed off the event loop, cached.
+
+The control plane puts a dataset's bytes in Redis (``scenarios.wire.dataset_key``)
+before it dispatches a shard that uses it; the worker never reads a file a scenario
+names. The size is checked before the bytes are fetched, the parse runs in a thread (a
+large dataset must not stall the measurement of the other shards on this event loop),
+and the parsed entries are kept per dataset id: ids are content hashes, so a cached
+entry is never stale. Shards that need the same dataset at once share one fetch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+
+from redis.asyncio import Redis
+
+from scenarios.model import Workload
+from scenarios.wire import dataset_key
+from scenarios.workload_files import FileEntry, WorkloadFileError, parse_entries
+
+__all__ = ["DatasetCache", "dataset_cache"]
+
+Entries = tuple[FileEntry, ...]
+
+
+class DatasetCache:
+    """Parsed datasets of this process, the ``max_datasets`` most recently used."""
+
+    def __init__(self, max_datasets: int = 4) -> None:
+        self.max_datasets = max_datasets
+        self._loads: OrderedDict[tuple[str, bool], asyncio.Future[Entries]] = OrderedDict()
+
+    async def workload_entries(
+        self, redis: Redis, workload: Workload, max_bytes: int
+    ) -> Entries | None:
+        """The entries of the workload's dataset (replay or prompts), None without one.
+        Raises WorkloadFileError when it cannot be had (a local path, missing, too big)."""
+        source = workload.replay if workload.replay is not None else workload.prompts
+        if source is None:
+            return None
+        if source.dataset is None:
+            # Paths are turned into datasets by `tokenbench run`/`submit` before a run.
+            raise WorkloadFileError("workers read datasets only, never a path from a scenario")
+        return await self.entries(redis, source.dataset, workload.replay is not None, max_bytes)
+
+    async def entries(self, redis: Redis, dataset_id: str, replay: bool, max_bytes: int) -> Entries:
+        """The dataset's parsed entries (replay: every line timed, in timestamp order)."""
+        key = (dataset_id, replay)
+        load = self._loads.get(key)
+        if load is not None and load.get_loop() is not asyncio.get_running_loop():
+            load = None  # from an event loop that is gone (tests run several in turn)
+        if load is None:
+            load = asyncio.ensure_future(_fetch(redis, dataset_id, replay, max_bytes))
+            self._loads[key] = load
+            while len(self._loads) > self.max_datasets:
+                self._loads.popitem(last=False)
+        else:
+            self._loads.move_to_end(key)
+        try:
+            # Shielded: one shard giving up must not cancel the load others wait for.
+            return await asyncio.shield(load)
+        except BaseException:
+            if load.done() and self._loads.get(key) is load:
+                del self._loads[key]  # a failed load is retried by the next shard
+            raise
+
+
+async def _fetch(redis: Redis, dataset_id: str, replay: bool, max_bytes: int) -> Entries:
+    key = dataset_key(dataset_id)
+    size = int(await redis.strlen(key))
+    if size > max_bytes:
+        raise WorkloadFileError(
+            f"dataset {dataset_id} has {size} bytes, more than this worker accepts "
+            f"({max_bytes}; TOKENBENCH__API__MAX_DATASET_BYTES)"
+        )
+    data: bytes | str | None = await redis.get(key) if size else None
+    if not data:
+        raise WorkloadFileError(
+            f"dataset {dataset_id} is not in Redis (expired or lost); the control plane "
+            "puts it back when it dispatches the shard again"
+        )
+    raw = data if isinstance(data, bytes) else data.encode()
+    return await asyncio.to_thread(parse_entries, raw, f"dataset {dataset_id}", replay=replay)
+
+
+# The worker process's cache (one event loop per worker process, decision 3).
+dataset_cache = DatasetCache()

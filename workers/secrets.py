@@ -1,0 +1,152 @@
+"""Which worker secret may be sent to which host: the one lookup adapters read keys through.
+
+A worker holds its organisation's provider keys in its environment; a scenario only
+names the *variable* holding a key (``api_key_env`` and the like). A submitter does not
+own those keys, so naming a variable must not be enough to send its value anywhere: the
+worker sends a value only to hosts the variable is bound to.
+
+Bindings come from two places, merged:
+
+* the preset catalog (``scenarios/presets/catalog.yaml``): each preset's key variables
+  to that preset's hosts, so ``preset: groq`` with ``GROQ_API_KEY`` works as is;
+* the operator: ``TOKENBENCH__WORKER__SECRET_HOSTS``, a JSON object of variable → host
+  patterns (``*`` stands for one DNS label), e.g. ``{"MY_VLLM_KEY": ["vllm.internal"]}``.
+
+``tokenbench run`` on the embedded default and ``tokenbench providers check`` add the
+bindings of the user's own scenario (:func:`owner_bindings`): it is their machine.
+
+Every variable whose name starts with ``TOKENBENCH`` (the service's own settings) is
+refused even if bound. A refusal is a :class:`SecretRefused` (a ProviderSetupError):
+the shard fails with a message naming the variable, the host, the hosts the variable
+is bound to and how to bind it, and nothing is sent. Values are read when asked for and
+kept only by the adapter that asked.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scenarios.egress import EgressDenied, normalise_host, provider_endpoints, url_host
+from scenarios.presets import preset_secret_hosts
+from workers.provider_setup import ProviderSetupError
+
+SECRET_HOSTS_VARIABLE = "TOKENBENCH__WORKER__SECRET_HOSTS"
+RESERVED_PREFIX = "TOKENBENCH"
+
+Bindings = Mapping[str, tuple[str, ...]]
+
+
+class SecretRefused(ProviderSetupError):
+    """A variable may not be sent to a host: it is not bound there, or it is reserved."""
+
+
+def host_matches(host: str, pattern: str) -> bool:
+    """Whether ``host`` matches ``pattern`` label by label: ``*`` stands for (part of) one
+    DNS label and never spans a dot, so ``bedrock-runtime.*.amazonaws.com`` does not
+    match ``bedrock-runtime.bucket.s3.amazonaws.com``."""
+    host_labels = normalise_host(host).split(".")
+    pattern_labels = normalise_host(pattern).split(".")
+    return len(host_labels) == len(pattern_labels) and all(
+        fnmatch.fnmatchcase(label, wanted)
+        for label, wanted in zip(host_labels, pattern_labels, strict=True)
+    )
+
+
+def host_of(url: str) -> str:
+    """The host ``url`` connects to, as the HTTP client parses it (normalised)."""
+    return normalise_host(url_host(url)[1])
+
+
+def merge_bindings(*sources: Mapping[str, Iterable[str]]) -> dict[str, tuple[str, ...]]:
+    """Union of binding maps (hosts of one variable in first-seen order)."""
+    merged: dict[str, tuple[str, ...]] = {}
+    for source in sources:
+        for variable, hosts in source.items():
+            merged[variable] = tuple(dict.fromkeys([*merged.get(variable, ()), *hosts]))
+    return merged
+
+
+def is_reserved(variable: str) -> bool:
+    """True for the service's own settings (``TOKENBENCH*``), never sent to a provider."""
+    return variable.upper().startswith(RESERVED_PREFIX)
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Secret values by variable, released only for hosts the variable is bound to."""
+
+    bindings: Bindings = field(default_factory=preset_secret_hosts)
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    holder: str = "this worker"
+
+    def bound_hosts(self, variable: str) -> tuple[str, ...]:
+        """Host patterns ``variable`` may be sent to (empty for reserved variables)."""
+        return () if is_reserved(variable) else self.bindings.get(variable, ())
+
+    def check(self, variable: str, host: str, provider: str) -> None:
+        """Raise SecretRefused unless ``variable`` may be sent to ``host``."""
+        name = normalise_host(host)
+        if is_reserved(variable):
+            raise SecretRefused(
+                f"provider {provider!r}: variable {variable} is a tokenbench setting and is "
+                f"never sent to a provider (host {name!r})"
+            )
+        hosts = self.bound_hosts(variable)
+        if any(host_matches(name, pattern) for pattern in hosts):
+            return
+        bound = f"it is bound to {', '.join(hosts)}" if hosts else "it is bound to no host"
+        example = json.dumps({variable: [name]})
+        raise SecretRefused(
+            f"provider {provider!r}: variable {variable} may not be sent to host {name!r} "
+            f"from {self.holder}: {bound}. The operator binds it on the worker with "
+            f"{SECRET_HOSTS_VARIABLE}='{example}'"
+        )
+
+    def get(self, variable: str | None, host: str, provider: str) -> str | None:
+        """The value of ``variable`` for a request to ``host`` (None if no variable is
+        named); SecretRefused if it may not go there, ProviderSetupError if unset."""
+        if variable is None:
+            return None
+        self.check(variable, host, provider)
+        value = self.environ.get(variable)
+        if not value:
+            raise ProviderSetupError(
+                f"provider {provider!r}: environment variable {variable} is not set on "
+                f"{self.holder}"
+            )
+        return value
+
+    def with_bindings(self, extra: Mapping[str, Iterable[str]]) -> Secrets:
+        """The same lookup with ``extra`` bindings added."""
+        return Secrets(merge_bindings(self.bindings, extra), self.environ, self.holder)
+
+
+def worker_secrets(configured: Mapping[str, Iterable[str]], holder: str) -> Secrets:
+    """A worker's lookup: the presets' bindings plus the operator's (``configured``)."""
+    return Secrets(merge_bindings(preset_secret_hosts(), configured), os.environ, holder)
+
+
+def owner_bindings(providers: Iterable[Any]) -> dict[str, tuple[str, ...]]:
+    """Bindings a scenario's owner grants by running it on their own machine: each
+    provider's key variables to the hosts of that provider's own URLs."""
+    bindings: dict[str, list[str]] = {}
+    for provider in providers:
+        hosts = []
+        for endpoint in provider_endpoints(provider):
+            try:
+                hosts.append(host_of(endpoint.url))
+            except EgressDenied:
+                continue  # not a URL the worker would connect to
+        for variable in provider.secret_env_vars():
+            bindings.setdefault(variable, []).extend(hosts)
+    return merge_bindings(bindings)
+
+
+def bindings_json(bindings: Mapping[str, Iterable[str]]) -> str:
+    """``bindings`` as the JSON value of TOKENBENCH__WORKER__SECRET_HOSTS."""
+    return json.dumps({variable: list(hosts) for variable, hosts in bindings.items()})
