@@ -50,7 +50,10 @@ class ProtocolFailure(RequestFailure):
 
 
 def class_of_status(status: int) -> ErrorClass:
-    """Error class of a non-2xx HTTP status."""
+    """Error class of a non-2xx HTTP status; a 3xx is a protocol error, since worker
+    clients never follow redirects (a key must not follow one to another host)."""
+    if 300 <= status < 400:
+        return ErrorClass.PROTOCOL
     if status == 429:
         return ErrorClass.HTTP_429
     if status >= 500:
@@ -61,8 +64,10 @@ def class_of_status(status: int) -> ErrorClass:
 def http_failure(status: int, body: bytes, secrets: tuple[str, ...] = ()) -> RequestFailure:
     """Failure for an error status, with the server's message redacted."""
     text = body.decode("utf-8", errors="replace")
+    if 300 <= status < 400:
+        text = f"redirect not followed (worker clients never follow redirects) {text}"
     return RequestFailure(
-        class_of_status(status), redact(f"HTTP {status}: {text}", secrets), status
+        class_of_status(status), redact(f"HTTP {status}: {text}".rstrip(), secrets), status
     )
 
 
