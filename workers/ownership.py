@@ -29,6 +29,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT, FieldT
 
+from scenarios.errors import Unavailable
 from scenarios.wire import KEY_PREFIX, owner_key
 
 T = TypeVar("T")
@@ -80,7 +81,7 @@ class ClaimLost(RuntimeError):
     """This execution no longer owns its shard (superseded, or Redis lost its state)."""
 
 
-class RedisUnavailable(RuntimeError):
+class RedisUnavailable(Unavailable, RuntimeError):
     """Redis stayed unreachable for longer than the execution may wait."""
 
 
