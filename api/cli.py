@@ -204,6 +204,7 @@ def serve(
     from api.app import create_app  # noqa: PLC0415
     from api.redis_server import start_redis_server  # noqa: PLC0415
     from api.signals import sigterm_as_interrupt  # noqa: PLC0415
+    from workers.celery_app import app as celery_app  # noqa: PLC0415
 
     # SIGTERM stops the server as Ctrl-C does: gracefully, the embedded Redis too, exit 0.
     sigterm_as_interrupt()
@@ -223,7 +224,7 @@ def serve(
             errors.print(
                 "[yellow]TOKENBENCH__API__TOKENS is empty: every API request will be refused"
             )
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(settings, celery_app), host=host, port=port, log_level="info")
     except KeyboardInterrupt:
         pass  # stopped before uvicorn was serving; uvicorn handles it while serving
     finally:

@@ -30,7 +30,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT, FieldT
 
 from scenarios.errors import Unavailable
-from scenarios.wire import KEY_PREFIX, owner_key
+from scenarios.wire import owner_key, token_key
 
 T = TypeVar("T")
 
@@ -70,11 +70,6 @@ _XADD = """
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return false end
 return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
 """
-
-
-def token_key(run_id: str, shard_id: str) -> str:
-    """Key holding the token of the execution that owns a shard."""
-    return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:token"
 
 
 class ClaimLost(RuntimeError):
