@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from scenarios.errors import NotFound
 from scenarios.model import Workload
 from scenarios.workload_files import inspect_dataset
 
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-class UnknownDatasetError(LookupError):
+class UnknownDatasetError(NotFound, LookupError):
     """No dataset with that id is stored."""
 
     def __init__(self, dataset_id: str) -> None:

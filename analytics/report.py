@@ -31,6 +31,7 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
+from scenarios.errors import NotFound
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,15 @@ class RunReport:
         )
 
 
-class UnknownRunError(LookupError):
-    """No run with that id in the database."""
+class UnknownRunError(NotFound, LookupError):
+    """No run with that id in the database; the one argument is the id."""
+
+    def public_detail(self) -> object:
+        """``no run 'ID'``: the message alone is the bare id."""
+        return f"no run {self.args[0]!r}"
 
 
-class UnknownProviderError(LookupError):
+class UnknownProviderError(NotFound, LookupError):
     """A provider name that the run does not have."""
 
     def __init__(self, name: str, known: list[str]) -> None:

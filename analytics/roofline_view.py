@@ -1,5 +1,5 @@
 """Self-hosted providers against their roofline: ceiling at the observed batch, measured
-efficiency (DOMAIN §4; model in scenarios/roofline.py, docs/roofline.md)."""
+efficiency (model in scenarios/roofline.py, docs/roofline.md)."""
 
 from __future__ import annotations
 

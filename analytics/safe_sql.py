@@ -33,12 +33,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import duckdb
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from scenarios.errors import BadInput, Refused, Timeout, Unavailable
 from scenarios.limits import SQL_PROCESS_DATA_BYTES
 
 ALLOWED_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
@@ -65,24 +67,42 @@ class QueryResult:
     elapsed_s: float
 
 
-class DatabaseBusyError(RuntimeError):
+class DatabaseBusyError(Unavailable, RuntimeError):
     """The file is held by a connection of this process with another configuration."""
 
 
-class SqlError(ValueError):
-    """A query that did not run: refused, timed out, or invalid. The message says which."""
+class SqlError(BadInput, ValueError):
+    """A query that did not run: refused, timed out, or invalid. The message says which.
+
+    ``sql_kind`` names the class in the query process's answer and in the REST body's
+    ``kind`` field (docs/analytics.md, "SQL")."""
+
+    sql_kind: ClassVar[str] = "invalid"
+    http_status = 400  # the request is malformed SQL, not an invalid document
+
+    def public_fields(self) -> dict[str, object]:
+        """The REST body names the SQL refusal's kind as well as the tree's."""
+        return {"kind": self.sql_kind}
 
 
-class SqlRefused(SqlError):
+class SqlRefused(Refused, SqlError):
     """A statement type or an access that user SQL may not use."""
 
+    sql_kind = "refused"
 
-class SqlTimeout(SqlError):
+
+class SqlTimeout(Timeout, SqlError):
     """The statement ran longer than the limit and was interrupted."""
+
+    sql_kind = "timeout"
+    exit_code = 2  # the user's query is too heavy: like any refused query, fix the input
 
 
 class SqlTooLarge(SqlError):
     """The answer exceeds its byte cap, or the query needs more memory than it may use."""
+
+    sql_kind = "too_large"
+    http_status = 413
 
 
 # Rows per Arrow batch read from DuckDB: small, so the byte cap is checked often.

@@ -50,6 +50,7 @@ from analytics.safe_sql import (
     run_query,
     too_large_message,
 )
+from scenarios.errors import Unavailable
 from scenarios.limits import SQL_PROCESS_DATA_BYTES
 
 try:
@@ -64,11 +65,8 @@ MAX_HEADER_BYTES = 1024 * 1024
 # What the parent keeps of a child's stderr (the last lines name a crash).
 MAX_STDERR_BYTES = 16 * 1024
 # Kinds of refusal the child answers with, and the error each becomes in the parent.
-_ERRORS: dict[str, type[Exception]] = {
-    "refused": SqlRefused,
-    "timeout": SqlTimeout,
-    "too_large": SqlTooLarge,
-    "invalid": SqlError,
+_ERRORS: dict[str, type[SqlError]] = {
+    error.sql_kind: error for error in (SqlRefused, SqlTimeout, SqlTooLarge, SqlError)
 }
 
 
@@ -92,8 +90,12 @@ class ChildResult:
         return pa.ipc.open_stream(pa.py_buffer(self.payload)).read_all()
 
 
-class SqlUnavailable(RuntimeError):
+class SqlUnavailable(Unavailable, RuntimeError):
     """The query process could not run (crashed, or the database copy is unusable)."""
+
+    def public_fields(self) -> dict[str, object]:
+        """The REST body's ``kind``, as for every SQL refusal."""
+        return {"kind": "unavailable"}
 
 
 def _answer(out: Any, header: dict[str, Any], payload: bytes = b"") -> None:
@@ -131,8 +133,7 @@ def main() -> int:
         result = run_query(Path(request["database"]), str(request["sql"]), limits)
         payload = encode_capped(result.table, fmt, limits.max_bytes)
     except SqlError as exc:
-        kind = next(k for k, error in _ERRORS.items() if isinstance(exc, error))
-        _answer(out, {"ok": False, "kind": kind, "message": str(exc)})
+        _answer(out, {"ok": False, "kind": exc.sql_kind, "message": str(exc)})
         return 0
     except MemoryError:
         message = f"the answer needs more memory than a query may use ({limits.max_memory})"

@@ -22,25 +22,23 @@ from api.control_plane import ControlPlane
 from api.errors import install_error_handlers
 from api.routes import datasets, health, runs, scenarios, shadow, sql
 from api.scenario_store import ScenarioStore
-from scenarios.settings import Settings, get_settings
+from scenarios.settings import Settings
 
 
-def create_app(settings: Settings | None = None, celery: Celery | None = None) -> FastAPI:
-    """The FastAPI application of the control plane."""
-    settings = settings or get_settings()
+def create_app(settings: Settings, celery: Celery) -> FastAPI:
+    """The FastAPI application of the control plane. ``celery`` is the broker client it
+    dispatches shards through (by task name; ``tokenbench serve`` passes the workers'
+    configured app), so the REST app imports nothing of the worker runtime."""
     if settings.redis.url is None:
         raise RuntimeError("the control plane needs TOKENBENCH__REDIS__URL")
     redis_url = settings.redis.url
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        from workers.celery_app import app as default_celery  # noqa: PLC0415
-
-        celery_app = celery or default_celery
-        celery_app.conf.broker_url = redis_url
+        celery.conf.broker_url = redis_url
         con = connect(Path(settings.duckdb.path))
         redis = Redis.from_url(redis_url)
-        plane = ControlPlane(redis, con, celery_app, settings.control)
+        plane = ControlPlane(redis, con, celery, settings.control)
         await plane.start()
         app.state.settings = settings
         app.state.con = con

@@ -58,7 +58,8 @@ class _BodyTooLarge(Exception):
 
 
 async def _too_large(send: Send, limit: int) -> None:
-    body = f'{{"detail":"request body larger than {limit} bytes"}}'.encode()
+    # The error body shape of api/errors.py; this middleware answers before any handler.
+    body = f'{{"detail":"request body larger than {limit} bytes","error":"bad_input"}}'.encode()
     await send(
         {
             "type": "http.response.start",

@@ -1,7 +1,7 @@
 """The ``tokenbench`` command line.
 
 Exit codes: 0 success, 1 a run that ended failed or an operational error, 2 bad input
-(scenario, options), 130 interrupted.
+(scenario, options), 130 interrupted; errors are mapped in one place, api/cli_errors.py.
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ from rich.console import Console
 
 from analytics.db import connect
 from analytics.report import build_report
+from api.cli_errors import exit_for
 from api.gateway import gateway, shadow_app
 from api.plan import plan
 from api.providers_check import providers_app
 from api.report_cli import report, sql
 from api.simulate_options import simulate
+from scenarios.errors import BadInput, TokenbenchError, Unavailable
 from scenarios.loader import ScenarioError, load_scenario
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
@@ -56,8 +58,7 @@ def _load(path: Path) -> Scenario:
     try:
         return load_scenario(path)
     except ScenarioError as exc:
-        errors.print(f"[red]invalid scenario[/red]\n{exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise exit_for(exc, f"invalid scenario\n{exc}") from None
 
 
 def _check_keys(scenario: Scenario) -> None:
@@ -66,16 +67,18 @@ def _check_keys(scenario: Scenario) -> None:
     for provider in scenario.providers:
         for variable in provider.secret_env_vars():
             if is_reserved(variable):
-                errors.print(
-                    f"[red]provider {provider.name!r}: variable {variable} is a tokenbench "
-                    "setting and is never sent to a provider"
+                raise exit_for(
+                    BadInput(
+                        f"provider {provider.name!r}: variable {variable} is a tokenbench "
+                        "setting and is never sent to a provider"
+                    )
                 )
-                raise typer.Exit(2)
             if not os.environ.get(variable):
-                errors.print(
-                    f"[red]provider {provider.name!r}: environment variable {variable} is not set"
+                raise exit_for(
+                    BadInput(
+                        f"provider {provider.name!r}: environment variable {variable} is not set"
+                    )
                 )
-                raise typer.Exit(2)
 
 
 @app.command()
@@ -134,8 +137,8 @@ def _run_scenario(scenario: Scenario, db: Path | None, output: OutputFormat) -> 
         errors.print("[yellow]interrupted: partial results are stored, run marked cancelled")
         raise typer.Exit(130) from None
     except RuntimeError as exc:
-        errors.print(f"[red]{exc}")
-        raise typer.Exit(1) from None
+        # The local stack could not start, or Redis stayed unreachable: operational.
+        raise exit_for(Unavailable(str(exc))) from None
     from api.console import print_report  # noqa: PLC0415
 
     print_report(console, build_report(con, run_id), output.value)
@@ -153,8 +156,7 @@ def _local_datasets(scenario: Scenario, con: duckdb.DuckDBPyConnection) -> Scena
     try:
         return store_local_datasets(scenario, DatasetStore(con), get_settings().api)
     except ScenarioError as exc:
-        errors.print(f"[red]invalid scenario[/red]\n{exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise exit_for(exc, f"invalid scenario\n{exc}") from None
 
 
 def _interrupt_on_sigterm() -> None:
@@ -202,6 +204,7 @@ def serve(
     from api.app import create_app  # noqa: PLC0415
     from api.redis_server import start_redis_server  # noqa: PLC0415
     from api.signals import sigterm_as_interrupt  # noqa: PLC0415
+    from workers.celery_app import app as celery_app  # noqa: PLC0415
 
     # SIGTERM stops the server as Ctrl-C does: gracefully, the embedded Redis too, exit 0.
     sigterm_as_interrupt()
@@ -221,7 +224,7 @@ def serve(
             errors.print(
                 "[yellow]TOKENBENCH__API__TOKENS is empty: every API request will be refused"
             )
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(settings, celery_app), host=host, port=port, log_level="info")
     except KeyboardInterrupt:
         pass  # stopped before uvicorn was serving; uvicorn handles it while serving
     finally:
@@ -248,7 +251,7 @@ def submit(
     import httpx  # noqa: PLC0415
 
     from api.console import print_report  # noqa: PLC0415
-    from api.submit import SubmitError, fetch_report, follow_run, submit_run  # noqa: PLC0415
+    from api.submit import fetch_report, follow_run, submit_run  # noqa: PLC0415
 
     scenario = _load(scenario_path)
     headers = {"authorization": f"Bearer {token}"} if token else {}
@@ -261,12 +264,10 @@ def submit(
                 return
             view = follow_run(client, run_id, errors)
             print_report(console, fetch_report(client, run_id), output.value)
-    except SubmitError as exc:
-        errors.print(f"[red]{exc}", highlight=False)
-        raise typer.Exit(exc.code) from None
+    except TokenbenchError as exc:
+        raise exit_for(exc) from None
     except httpx.HTTPError as exc:
-        errors.print(f"[red]cannot reach {server}: {exc}")
-        raise typer.Exit(1) from None
+        raise exit_for(Unavailable(f"cannot reach {server}: {exc}")) from None
     if view["state"] != "finished":
         raise typer.Exit(1)
 

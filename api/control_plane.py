@@ -38,7 +38,6 @@ import uuid
 from typing import Any
 
 import duckdb
-import orjson
 from celery import Celery
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
@@ -63,18 +62,24 @@ from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.wire import (
     DATASET_TTL_S,
+    RUN_SHARD,
+    RecordBatch,
+    StreamKind,
+    batch_seq_key,
     cancel_key,
+    captures_stream,
     dataset_key,
+    decode_captures,
+    decode_event,
     events_stream,
     heartbeat_key,
     heartbeat_pattern,
     owner_key,
+    parse_stream,
     records_stream,
     region_queue,
     shard_task_id,
 )
-from workers.shadow import batch_seq_key, captures_stream
-from workers.tasks import RUN_SHARD
 
 log = logging.getLogger("tokenbench.control")
 
@@ -335,33 +340,34 @@ class ControlPlane:
 
     async def _handle(self, stream: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
         """Apply one stream's entries to its run, then acknowledge them."""
-        run_id = stream.split(":")[2]
+        run_id, kind = parse_stream(stream)
         coordinator = self.runs.get(run_id)
         if coordinator is not None and entries:
-            if stream.endswith(":records"):
+            if kind is StreamKind.RECORDS:
+                batches = [RecordBatch.decode(fields) for _, fields in entries]
                 messages = [
                     BatchMessage(
                         run_id=run_id,
-                        shard_id=fields[b"shard_id"].decode(),
-                        attempt=int(fields[b"attempt"]),
-                        batch_seq=int(fields[b"batch_seq"]),
-                        ipc=fields[b"ipc"],
+                        shard_id=batch.shard_id,
+                        attempt=batch.attempt,
+                        batch_seq=batch.batch_seq,
+                        ipc=batch.ipc,
                     )
-                    for _, fields in entries
+                    for batch in batches
                 ]
                 result = ingest_batches(self.con, messages)
                 coordinator.on_ingested(result.per_attempt, result.rows)
-            elif stream.endswith(":captures"):
-                rows = [row for _, fields in entries for row in orjson.loads(fields[b"rows"])]
+            elif kind is StreamKind.CAPTURES:
+                rows = [row for _, fields in entries for row in decode_captures(fields)]
                 ingest_captures(self.con, rows)
             else:
                 for _, fields in entries:
-                    coordinator.on_event({k.decode(): v.decode() for k, v in fields.items()})
+                    coordinator.on_event(decode_event(fields))
             coordinator.settle()
         if entries:
             ids = [entry_id for entry_id, _ in entries]
             await self.redis.xack(stream, GROUP, *ids)
-            if stream.endswith(":records"):
+            if kind is StreamKind.RECORDS:
                 # Stored and committed: the payloads need not stay in Redis memory.
                 await self.redis.xdel(stream, *ids)
 

@@ -23,8 +23,7 @@ from api.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run
 from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
-from scenarios.wire import EventType, ShardSpec
-from workers.shadow import PRIMARY_SHARD, shadow_shard_id
+from scenarios.wire import PRIMARY_SHARD, EventType, ShardSpec, shadow_shard_id
 
 SETTLED = ("finished", "failed", "cancelled")
 # Fields of `shard_finished` that describe the lifecycle; the rest is the client's

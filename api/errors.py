@@ -1,14 +1,20 @@
-"""Domain errors of the control plane, and the one place they become HTTP answers.
+"""Errors of the control plane, and the one place errors become HTTP answers.
 
-    ScenarioError     → 422, one entry per problem with its field path (and YAML line)
-    EgressDenied      → 422 at the provider's base_url path
-    UnknownRunError   → 404        UnknownScenarioError → 404
-    RegionUnavailable → 409, naming the regions without a live worker
-    BodyTooLarge      → 413
-    RecursionError    → 422 (input nested too deeply for any parser; never a 500)
+Every error of the tree (``scenarios.errors``) is answered by one handler, with its
+kind's HTTP status and one body shape::
 
-No handler ever returns a traceback; an unexpected error is logged and answered 500
-with a correlation id.
+    {"detail": <message, or one entry per problem>, "error": "<kind>", ...class fields}
+
+    ScenarioError     → 422, ``detail`` lists each problem with its field path (and line)
+    ProviderEgressDenied → 422 at the provider's base_url path
+    UnknownRunError, UnknownScenarioError, UnknownDatasetError → 404
+    RegionUnavailable → 409, ``regions`` names the regions without a live worker
+    SQL refusals      → 400/403/408/413/503, ``kind`` names the SQL refusal
+
+Request validation (422), inputs nested too deeply for a parser (422) and HTTP errors
+raised by FastAPI or a route (``HTTPException``) get the same shape. No handler ever
+returns a traceback; an unexpected error is logged and answered 500 with a correlation
+id.
 """
 
 from __future__ import annotations
@@ -16,36 +22,58 @@ from __future__ import annotations
 import logging
 import uuid
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
-from analytics.report import UnknownRunError
 from scenarios.egress import EgressDenied
+from scenarios.errors import KINDS, BadInput, Conflict, Internal, NotFound, TokenbenchError
 from scenarios.limits import MAX_DOCUMENT_DEPTH
 from scenarios.loader import ScenarioError
 
 log = logging.getLogger("tokenbench.api")
 
+# The tree's kind of an HTTP error raised outside it (by FastAPI, auth or a route).
+_KIND_OF_STATUS = {kind.http_status: kind.kind for kind in KINDS} | {
+    400: BadInput.kind,
+    401: "refused",
+    405: BadInput.kind,
+    413: BadInput.kind,
+    415: BadInput.kind,
+}
 
-class UnknownScenarioError(LookupError):
-    """No stored scenario with that id."""
+
+class UnknownScenarioError(NotFound, LookupError):
+    """No stored scenario with that id; the one argument is the id."""
+
+    def public_detail(self) -> object:
+        """``no scenario 'ID'``."""
+        return f"no scenario {self.args[0]!r}"
 
 
-class RegionUnavailable(Exception):
+class RegionUnavailable(Conflict):
     """Regions named by a run have no live worker."""
 
     def __init__(self, regions: list[str]) -> None:
         super().__init__(f"no live worker in region(s): {', '.join(regions)}")
         self.regions = regions
 
+    def public_fields(self) -> dict[str, object]:
+        """The regions without a live worker, for a client to name or wait for."""
+        return {"regions": self.regions}
 
-class ProviderEgressDenied(Exception):
-    """A provider's URL is refused by the egress policy."""
+
+class ProviderEgressDenied(BadInput):
+    """A provider's URL is refused by the egress policy: a problem of the scenario."""
 
     def __init__(self, index: int, reason: EgressDenied) -> None:
         super().__init__(str(reason))
         self.path: list[str | int] = ["providers", index, "base_url"]
+
+    def public_detail(self) -> object:
+        """One problem at the provider's ``base_url``."""
+        return [_detail(["scenario", *self.path], str(self))]
 
 
 def _detail(loc: list[str | int], msg: str, line: int | None = None) -> dict[str, object]:
@@ -55,53 +83,63 @@ def _detail(loc: list[str | int], msg: str, line: int | None = None) -> dict[str
     return entry
 
 
+def _scenario_detail(exc: ScenarioError) -> list[dict[str, object]]:
+    """One entry per problem, its field path under the request's ``scenario``."""
+    return [
+        _detail(
+            ["scenario", *[int(p) if p.isdigit() else p for p in problem.path.split(".") if p]],
+            problem.message,
+            problem.line,
+        )
+        for problem in exc.problems
+    ]
+
+
+def _internal(exc: Exception) -> JSONResponse:
+    error_id = uuid.uuid4().hex[:12]
+    log.exception("unhandled error %s", error_id, exc_info=exc)
+    body = {"detail": "internal error", "error": Internal.kind, "error_id": error_id}
+    return JSONResponse(body, status_code=500)
+
+
+def error_body(exc: TokenbenchError) -> dict[str, object]:
+    """The REST body of an error of the tree (not of an internal one: see the handler)."""
+    detail = _scenario_detail(exc) if isinstance(exc, ScenarioError) else exc.public_detail()
+    return {"detail": detail, "error": exc.kind, **exc.public_fields()}
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Map domain errors to HTTP answers."""
+    """Answer every error with the tree's status and body shape."""
 
-    @app.exception_handler(ScenarioError)
-    async def scenario_error(_: Request, exc: ScenarioError) -> JSONResponse:
-        detail = [
-            _detail(
-                ["scenario", *[int(p) if p.isdigit() else p for p in problem.path.split(".") if p]],
-                problem.message,
-                problem.line,
-            )
-            for problem in exc.problems
-        ]
-        return JSONResponse({"detail": detail}, status_code=422)
-
-    @app.exception_handler(ProviderEgressDenied)
-    async def egress_denied(_: Request, exc: ProviderEgressDenied) -> JSONResponse:
-        loc: list[str | int] = ["scenario", *exc.path]
-        return JSONResponse({"detail": [_detail(loc, str(exc))]}, 422)
+    @app.exception_handler(TokenbenchError)
+    async def tree_error(_: Request, exc: TokenbenchError) -> JSONResponse:
+        if isinstance(exc, Internal):
+            return _internal(exc)  # a bug: its message is for the log, not the client
+        return JSONResponse(error_body(exc), status_code=exc.http_status)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         detail = [_detail(list(e["loc"]), e["msg"]) for e in exc.errors()]
-        return JSONResponse({"detail": detail}, status_code=422)
+        return JSONResponse({"detail": detail, "error": BadInput.kind}, status_code=422)
 
     @app.exception_handler(RecursionError)
     async def too_deep(_: Request, exc: RecursionError) -> JSONResponse:
         # Documents are capped at MAX_DOCUMENT_DEPTH before parsing where we parse them;
         # this is the net for any other parser a deep input reaches first.
         message = f"the input is nested too deeply (at most {MAX_DOCUMENT_DEPTH} levels)"
-        return JSONResponse({"detail": [_detail([], message)]}, status_code=422)
+        body = {"detail": [_detail([], message)], "error": BadInput.kind}
+        return JSONResponse(body, status_code=422)
 
-    @app.exception_handler(UnknownRunError)
-    async def unknown_run(_: Request, exc: UnknownRunError) -> JSONResponse:
-        return JSONResponse({"detail": f"no run {exc.args[0]!r}"}, status_code=404)
-
-    @app.exception_handler(UnknownScenarioError)
-    async def unknown_scenario(_: Request, exc: UnknownScenarioError) -> JSONResponse:
-        return JSONResponse({"detail": f"no scenario {exc.args[0]!r}"}, status_code=404)
-
-    @app.exception_handler(RegionUnavailable)
-    async def region_unavailable(_: Request, exc: RegionUnavailable) -> JSONResponse:
-        body = {"detail": str(exc), "regions": exc.regions}
-        return JSONResponse(body, status_code=409)
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> Response:
+        # As FastAPI's own handler (headers kept, no body where HTTP forbids one), plus
+        # the kind, so every error body has the same shape.
+        if exc.status_code in (204, 304):
+            return Response(status_code=exc.status_code, headers=exc.headers)
+        fallback = BadInput.kind if exc.status_code < 500 else Internal.kind
+        body = {"detail": exc.detail, "error": _KIND_OF_STATUS.get(exc.status_code, fallback)}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:
-        error_id = uuid.uuid4().hex[:12]
-        log.exception("unhandled error %s", error_id, exc_info=exc)
-        return JSONResponse({"detail": "internal error", "error_id": error_id}, status_code=500)
+        return _internal(exc)

@@ -17,10 +17,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from api.cli_errors import exit_for
 from scenarios.catalog import Catalog, CatalogError, UnknownIdError, load_catalog
+from scenarios.errors import BadInput
 from scenarios.roofline import (
     GIB,
     Assumptions,
@@ -70,7 +71,7 @@ class Plan:
     compatibility: list[CompatibilityCell]
 
 
-class PlanInputError(ValueError):
+class PlanInputError(BadInput, ValueError):
     """Options that name nothing in the catalog or describe an impossible deployment."""
 
 
@@ -306,7 +307,6 @@ def plan_command(
     assumptions: Assumptions | None = None,
 ) -> None:
     """Load the catalog, build the plan and print it; bad input raises typer.Exit(2)."""
-    errors = Console(stderr=True, highlight=False)
     try:
         catalog = load_catalog(catalog_file)
         result = build_plan(
@@ -322,11 +322,9 @@ def plan_command(
             assumptions=assumptions,
         )
     except CatalogError as exc:
-        errors.print(f"[red]invalid catalog[/red]\n{escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise exit_for(exc, f"invalid catalog\n{exc}") from None
     except PlanInputError as exc:
-        errors.print(f"[red]{escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise exit_for(exc) from None
     if output_format == PlanFormat.json:
         sys.stdout.write(json.dumps(plan_document(result), indent=2, ensure_ascii=False) + "\n")
     else:
@@ -364,8 +362,7 @@ def plan(
     try:
         knobs = Assumptions(efficiency=efficiency, mfu=mfu)
     except ValueError as exc:
-        Console(stderr=True, highlight=False).print(f"[red]{escape(str(exc))}")
-        raise typer.Exit(2) from None
+        raise exit_for(BadInput(str(exc))) from None
     plan_command(
         model=model,
         quant=quant,

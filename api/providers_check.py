@@ -28,6 +28,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 
+from api.cli_errors import exit_for
 from scenarios.egress import EgressGuard
 from scenarios.loader import ScenarioError, load_scenario
 from scenarios.providers import ProviderBase
@@ -192,8 +193,7 @@ def check(
     try:
         scenario = load_scenario(scenario_path)
     except ScenarioError as exc:
-        _err.print(f"[red]invalid scenario[/red]\n{exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise exit_for(exc, f"invalid scenario\n{exc}") from None
     checks = asyncio.run(run_checks(list(scenario.providers)))
     if as_json:
         _out.print_json(json.dumps([asdict(c) | {"passed": c.passed} for c in checks]))

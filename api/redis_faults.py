@@ -23,9 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from scenarios.wire import KEY_PREFIX, attempts_key, owner_key
-from workers.ownership import token_key
-from workers.shadow import batch_seq_key
+from scenarios.wire import KEY_PREFIX, attempts_key, batch_seq_key, owner_key, token_key
 
 # Redis or the broker unreachable, restarting or loading its data.
 UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (

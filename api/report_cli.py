@@ -35,6 +35,8 @@ from analytics.safe_sql import (
     run_query,
 )
 from analytics.shadow import comparison, is_session
+from api.cli_errors import exit_for
+from scenarios.errors import BadInput, NotFound, Unavailable
 from scenarios.settings import get_settings
 
 
@@ -63,29 +65,24 @@ def _consoles() -> tuple[Console, Console]:
     return out, err
 
 
-def _fail(err: Console, message: str, code: int) -> typer.Exit:
-    err.print(f"[red]{escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _open(path: Path, err: Console) -> duckdb.DuckDBPyConnection:
+def _open(path: Path) -> duckdb.DuckDBPyConnection:
     try:
         return connect(path, read_only=True)
     except FileNotFoundError as exc:
-        raise _fail(err, str(exc), 2) from None
+        raise exit_for(NotFound(str(exc))) from None
     except duckdb.IOException as exc:
         # DuckDB allows one writer process: a run in progress holds the file.
-        raise _fail(err, f"cannot open {path}: {str(exc).splitlines()[0]}", 1) from None
+        raise exit_for(Unavailable(f"cannot open {path}: {str(exc).splitlines()[0]}")) from None
 
 
-def _build(con: duckdb.DuckDBPyConnection, run_id: str, path: Path, err: Console) -> RunReport:
+def _build(con: duckdb.DuckDBPyConnection, run_id: str, path: Path) -> RunReport:
     chosen = latest_run_id(con) if run_id == "latest" else run_id
     if chosen is None:
-        raise _fail(err, f"no runs in {path}", 2)
+        raise exit_for(NotFound(f"no runs in {path}"))
     try:
         return build_report(con, chosen)
-    except UnknownRunError:
-        raise _fail(err, f"no run {chosen!r} in {path}", 2) from None
+    except UnknownRunError as exc:
+        raise exit_for(exc, f"no run {chosen!r} in {path}") from None
 
 
 def report(
@@ -109,25 +106,25 @@ def report(
 
     out, err = _consoles()
     if compare is not None and providers is not None:
-        raise _fail(err, "give --compare or --providers, not both", 2)
+        raise exit_for(BadInput("give --compare or --providers, not both"))
     path = db or get_settings().duckdb.path
-    con = _open(path, err)
+    con = _open(path)
     shadow_rows = None
     try:
-        result = _build(con, run_id, path, err)
+        result = _build(con, run_id, path)
         if is_session(con, result.run_id):
             # A shadow-traffic session: its paired comparison follows the report.
             shadow_rows = comparison(con, result.run_id)
         if providers is not None:
             names = [p.strip() for p in providers.split(",")]
             if len(names) != 2 or not all(names):
-                raise _fail(err, "--providers takes two names: A,B", 2)
+                raise exit_for(BadInput("--providers takes two names: A,B"))
             try:
                 result = result.with_provider_comparison(names[0], names[1])
             except UnknownProviderError as exc:
-                raise _fail(err, str(exc), 2) from None
+                raise exit_for(exc) from None
         if compare is not None:
-            result = result.with_run_comparison(_build(con, compare, path, err))
+            result = result.with_run_comparison(_build(con, compare, path))
     finally:
         con.close()
     from api.gateway.report import print_comparison  # noqa: PLC0415
@@ -157,18 +154,16 @@ def sql(
     """Run a read-only SQL query on the results (sandboxed: no files, network or extensions)."""
     out, err = _consoles()
     if output is SqlFormat.parquet and out_file is None:
-        raise _fail(err, "--format parquet needs -o FILE", 2)
+        raise exit_for(BadInput("--format parquet needs -o FILE"))
     path = db or get_settings().duckdb.path
     try:
         result = run_query(path, query, SqlLimits(max_rows=max_rows, timeout_s=timeout_s))
     except FileNotFoundError as exc:
-        raise _fail(err, str(exc), 2) from None
+        raise exit_for(NotFound(str(exc))) from None
     except duckdb.IOException as exc:
-        raise _fail(err, f"cannot open {path}: {str(exc).splitlines()[0]}", 1) from None
-    except DatabaseBusyError as exc:
-        raise _fail(err, str(exc), 1) from None
-    except SqlError as exc:
-        raise _fail(err, str(exc), 2) from None
+        raise exit_for(Unavailable(f"cannot open {path}: {str(exc).splitlines()[0]}")) from None
+    except (DatabaseBusyError, SqlError) as exc:
+        raise exit_for(exc) from None
     if result.truncated:
         err.print(f"[yellow]result cut at {max_rows} rows (--max-rows)", highlight=False)
     _write_result(result, output, out_file, out)

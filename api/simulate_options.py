@@ -14,8 +14,9 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.markup import escape
 
+from api.cli_errors import exit_for
+from scenarios.errors import BadInput
 from scenarios.model import SimulateSpec
 
 
@@ -110,9 +111,7 @@ def simulate(
     try:
         spec = build_spec(options)
     except ValidationError as exc:
-        for line in describe(exc):
-            errors.print(f"[red]{escape(line)}", soft_wrap=True)
-        raise typer.Exit(2) from None
+        raise exit_for(BadInput("\n".join(describe(exc)))) from None
     name = served_model_name or spec.model or "simulated"
     kind = "fixed latency" if spec.model is None else f"batching {spec.model}"
     errors.print(f"simulated endpoint ({kind}) on http://{host}:{port}/v1 (Ctrl-C stops)")

@@ -11,24 +11,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from analytics.report import RunReport
+from api.cli_errors import error_for_status
 from api.local_datasets import upload_local_datasets
 from api.schemas import stage_label
-from scenarios.loader import ScenarioError
+from scenarios.errors import BadInput
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
 
 POLL_S = 0.5
 
 
-class SubmitError(Exception):
-    """The control plane refused the request; ``code`` is the CLI exit code."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def _raise_for(response: httpx.Response) -> None:
+def _raise_for(response: httpx.Response, context: str = "") -> None:
+    """Raise the error of the tree for an HTTP error answer (its message prefixed by
+    ``context``); exit codes as for any CLI error (api/cli_errors.py)."""
     if response.status_code < 400:
         return
     try:
@@ -44,26 +39,22 @@ def _raise_for(response: httpx.Response) -> None:
         message = "\n".join(lines)
     else:
         message = str(detail)
-    code = 2 if response.status_code in (400, 404, 409, 413, 422) else 1
-    raise SubmitError(f"HTTP {response.status_code}: {message}", code)
+    status = response.status_code
+    raise error_for_status(status, f"{context}HTTP {status}: {message}")
 
 
 def upload_dataset(client: httpx.Client, use: str, path: str, data: bytes) -> str:
-    """POST one local workload file as a dataset; return its id (SubmitError naming the
-    file when the control plane refuses it)."""
+    """POST one local workload file as a dataset; return its id (an error of the tree
+    naming the file when the control plane refuses it)."""
     response = client.post(
         "/v1/datasets", content=data, headers={"content-type": "application/x-ndjson"}
     )
-    try:
-        _raise_for(response)
-    except SubmitError as exc:
-        raise SubmitError(f"workload.{use}.path: {path}: {exc}", exc.code) from None
+    _raise_for(response, f"workload.{use}.path: {path}: ")
     info = response.json()
     if use not in info["kinds"]:
-        raise SubmitError(
+        raise BadInput(
             f"workload.{use}.path: {path} cannot be replayed (every line needs timestamp "
-            f"and max_tokens): {info.get('replay_problem')}",
-            2,
+            f"and max_tokens): {info.get('replay_problem')}"
         )
     return str(info["id"])
 
@@ -75,16 +66,14 @@ def submit_run(
     source: str | None = None,
 ) -> str:
     """Upload the local files the scenario names as datasets (the control plane never
-    reads a path), POST the scenario inline; return the run id."""
-    try:
-        scenario = upload_local_datasets(
-            scenario,
-            lambda use, path, data: upload_dataset(client, use, path, data),
-            get_settings().api,
-            source,
-        )
-    except ScenarioError as exc:
-        raise SubmitError(str(exc), 2) from None
+    reads a path), POST the scenario inline; return the run id. A local file that cannot
+    be used raises its ScenarioError (bad input)."""
+    scenario = upload_local_datasets(
+        scenario,
+        lambda use, path, data: upload_dataset(client, use, path, data),
+        get_settings().api,
+        source,
+    )
     response = client.post(
         "/v1/runs",
         json={"scenario": scenario.model_dump(mode="json"), "wait_for_workers": wait_for_workers},

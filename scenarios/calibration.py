@@ -2,10 +2,10 @@
 
 A load generator that saturates its event loop or CPU stamps every event late and sends
 requests behind schedule, so the latencies it reports are the client's, not the
-server's (DOMAIN §7). Each shard measures itself (``workers/health.py``) and publishes
-the figures with ``shard_finished``; this pure function turns them into a verdict that
-the worker, analytics and the API share. A stage is client-bound when any of its shards
-is. Thresholds (docs/load.md):
+server's (docs/load.md, "What a load generator gets wrong"). Each shard measures itself
+(``workers/health.py``) and publishes the figures with ``shard_finished``; this pure
+function turns them into a verdict that the worker, analytics and the API share. A stage
+is client-bound when any of its shards is. Thresholds (docs/load.md):
 
 =========================  =========  ===================================================
 figure                     threshold  why

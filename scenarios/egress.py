@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 
+from scenarios.errors import Refused
 from scenarios.settings import EgressSettings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -83,7 +84,7 @@ _URL_FIELDS = ("base_url", "endpoint", "endpoint_url")
 BEDROCK_DEFAULT_ENDPOINT = "https://bedrock-runtime.{region}.amazonaws.com"
 
 
-class EgressDenied(ValueError):
+class EgressDenied(Refused, ValueError):
     """A URL or address the policy refuses; the message says why and what to set."""
 
 

@@ -28,6 +28,7 @@ from yaml.reader import Reader
 from yaml.resolver import Resolver
 from yaml.scanner import Scanner
 
+from scenarios.errors import BadInput
 from scenarios.limits import MAX_DOCUMENT_DEPTH, MAX_DOCUMENT_NODES, MAX_YAML_ALIASES
 from scenarios.model import AnyProvider, LengthDist, Scenario
 
@@ -64,7 +65,7 @@ class Problem:
         return f"{where}: {field}: {self.message}"
 
 
-class ScenarioError(ValueError):
+class ScenarioError(BadInput, ValueError):
     """A scenario that cannot be used; ``problems`` says why, field by field."""
 
     def __init__(self, problems: list[Problem], source: str | None = None) -> None:

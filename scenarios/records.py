@@ -3,7 +3,7 @@
 Workers build record batches with it, the DuckDB ``request_records`` table mirrors it
 (a test holds the two together), and users read it back through SQL or Parquet.
 
-Durations are integer nanoseconds from ``time.perf_counter_ns()`` (DOMAIN §1), measured
+Durations are integer nanoseconds from ``time.perf_counter_ns()`` (docs/metrics.md), measured
 from ``sent`` unless the name says otherwise. The ``*_at`` columns are wall-clock UTC
 instants derived from the same stamps; they exist to correlate events across machines
 and are never used to compute a duration.

@@ -1,4 +1,4 @@
-"""Roofline model of LLM serving on tensor-parallel accelerators (DOMAIN.md §4–5).
+"""Roofline model of LLM serving on tensor-parallel accelerators (docs/roofline.md).
 
 What a deployment *could* do: weight and KV memory, how many sequences fit, decode step
 time as the slower of reading memory and doing the math, prefill time, and cost per
@@ -115,7 +115,7 @@ class Prefill:
     prefill_s: float
     prefill_tok_s: float
     ttft_s: float
-    """Prefill plus one decode step, with no queueing (DOMAIN.md §4)."""
+    """Prefill plus one decode step, with no queueing (docs/roofline.md)."""
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ def prefill(
 
 
 def usd_per_million_output_tokens(gpu_hour_usd: float, gpus: int, aggregate_tok_s: float) -> float:
-    """(GPU $/hour × GPUs) / (aggregate output tok/s × 3600) × 1e6 (DOMAIN.md §5)."""
+    """(GPU $/hour × GPUs) / (aggregate output tok/s × 3600) × 1e6 (docs/roofline.md)."""
     if aggregate_tok_s <= 0:
         raise ValueError("aggregate_tok_s must be positive")
     return gpu_hour_usd * gpus / (aggregate_tok_s * SECONDS_PER_HOUR) * TOKENS_PER_MILLION

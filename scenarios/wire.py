@@ -1,20 +1,40 @@
-"""What travels between the control plane and workers: shard specs, events, Redis keys.
+"""The wire contract: everything that travels between the control plane, the workers and
+the gateway. Task names and payloads, Redis key and stream names, stream-entry encoding.
 
 A run is planned into stages (load levels, in order) and shards (provider × region ×
 stage). A shard spec is the Celery task's only argument; workers answer on two Redis
-Streams per run: lifecycle events and Arrow record batches.
+Streams per run: lifecycle events and Arrow record batches. A shadow session (a run kind,
+docs/shadow.md) adds a third stream, the gateway's per-request captures, and its records
+come from many processes under shared shard ids.
+
+Every process encodes stream entries with the functions here and the control plane
+decodes them here, so the format is written once. Tasks are sent by name: the control
+plane and the gateway never import the worker runtime that defines them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from scenarios.model import Arrival, Provider, Workload
+from scenarios.records import batch_to_ipc, records_to_batch
 
 QUEUE_PREFIX = "tokenbench.region."
 KEY_PREFIX = "tokenbench"
+
+# Celery task names (workers/tasks.py registers them).
+RUN_SHARD = "tokenbench.run_shard"
+RUN_SHADOW = "tokenbench.run_shadow"
+
+# Streams are trimmed only well behind the consumers; a backlog this deep means the
+# ingestor is down, and nothing must be lost before it catches up.
+STREAM_MAXLEN = 1_000_000
 
 
 def region_queue(region: str) -> str:
@@ -37,6 +57,25 @@ def cancel_key(run_id: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:cancelled"
 
 
+def captures_stream(run_id: str) -> str:
+    """Redis Stream carrying a shadow session's per-request capture rows (JSON)."""
+    return f"{KEY_PREFIX}:run:{run_id}:captures"
+
+
+class StreamKind(StrEnum):
+    """The streams of a run, by the last part of their name."""
+
+    RECORDS = "records"
+    EVENTS = "events"
+    CAPTURES = "captures"
+
+
+def parse_stream(stream: str) -> tuple[str, StreamKind]:
+    """Run id and kind of one of a run's streams (``tokenbench:run:ID:KIND``)."""
+    run_id, _, kind = stream.removeprefix(f"{KEY_PREFIX}:run:").rpartition(":")
+    return run_id, StreamKind(kind)
+
+
 def attempts_key(run_id: str, shard_id: str) -> str:
     """Counter of started attempts of a shard (incremented by each execution)."""
     return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:attempts"
@@ -46,6 +85,16 @@ def owner_key(run_id: str, shard_id: str) -> str:
     """Expiring key held by the worker executing a shard; a duplicate delivery that finds
     it held (or finds the shard done) does not run the shard again."""
     return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:owner"
+
+
+def token_key(run_id: str, shard_id: str) -> str:
+    """Key holding the token of the execution that owns a shard."""
+    return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:token"
+
+
+def batch_seq_key(run_id: str, shard_id: str) -> str:
+    """Counter handing out batch numbers of a session shard to every publisher."""
+    return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:batch_seq"
 
 
 def done_key(run_id: str, shard_id: str) -> str:
@@ -125,3 +174,122 @@ class EventType(StrEnum):
     PROGRESS = "shard_progress"
     FINISHED = "shard_finished"
     FAILED = "shard_failed"
+
+
+# ---------------------------------------------------------------- stream entries
+
+# A key or value of a stream entry, typed as Redis's client types them
+# (``redis.typing.EncodableT``), so an entry is passed to ``xadd`` as it is.
+EntryValue = bytes | bytearray | memoryview | str | int | float
+StreamEntry = dict[EntryValue, EntryValue]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    """One entry of a run's records stream: an Arrow IPC batch of request records.
+
+    (shard, attempt, batch_seq) is the key the ingestor de-duplicates on."""
+
+    shard_id: str
+    attempt: int
+    batch_seq: int
+    rows: int
+    ipc: bytes
+
+    @classmethod
+    def of_rows(
+        cls, shard_id: str, attempt: int, batch_seq: int, rows: list[dict[str, object]]
+    ) -> RecordBatch:
+        """The batch of ``rows`` (request records, ``scenarios/records.py``)."""
+        return cls(shard_id, attempt, batch_seq, len(rows), batch_to_ipc(records_to_batch(rows)))
+
+    def fields(self) -> StreamEntry:
+        """The stream entry."""
+        return {
+            "shard_id": self.shard_id,
+            "attempt": self.attempt,
+            "batch_seq": self.batch_seq,
+            "rows": self.rows,
+            "ipc": self.ipc,
+        }
+
+    @classmethod
+    def decode(cls, fields: Mapping[bytes, bytes]) -> RecordBatch:
+        """The batch of an entry read from Redis."""
+        return cls(
+            shard_id=fields[b"shard_id"].decode(),
+            attempt=int(fields[b"attempt"]),
+            batch_seq=int(fields[b"batch_seq"]),
+            rows=int(fields[b"rows"]),
+            ipc=fields[b"ipc"],
+        )
+
+
+def event_fields(
+    kind: EventType,
+    shard_id: str,
+    attempt: int,
+    at: float,
+    extra: Mapping[str, str | int | float],
+) -> StreamEntry:
+    """An entry of a run's events stream: the event, its shard attempt, when (epoch
+    seconds) and the event's own fields (``shard_finished``'s are in docs/load.md)."""
+    entry: StreamEntry = {"type": kind.value, "shard_id": shard_id, "attempt": attempt, "at": at}
+    for key, value in extra.items():
+        entry[key] = value
+    return entry
+
+
+def decode_event(fields: Mapping[bytes, bytes]) -> dict[str, str]:
+    """An event entry read from Redis, as strings (as every stream value travels)."""
+    return {key.decode(): value.decode() for key, value in fields.items()}
+
+
+def capture_fields(rows: list[dict[str, object]]) -> StreamEntry:
+    """An entry of a session's captures stream: capture rows (one per request), JSON."""
+    return {"rows": orjson.dumps(rows)}
+
+
+def decode_captures(fields: Mapping[bytes, bytes]) -> list[dict[str, Any]]:
+    """The capture rows of an entry read from Redis."""
+    rows: list[dict[str, Any]] = orjson.loads(fields[b"rows"])
+    return rows
+
+
+# ---------------------------------------------------------------- shadow sessions
+
+PRIMARY_SHARD = "primary"
+# Every record of a session has this attempt: its publishers never retry a shard.
+SESSION_ATTEMPT = 1
+# Sampling parameters a shadow receives as the client sent them; everything else (tools,
+# logit bias, n > 1...) is left out: a shadow measures serving, not feature parity.
+FORWARDED_PARAMS = (
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+)
+# Answer bound for dialects that need one when the client gave none (docs/shadow.md).
+DEFAULT_MAX_TOKENS = 512
+
+
+def shadow_shard_id(provider: str, region: str) -> str:
+    """Shard id of a shadow provider's records from one region."""
+    return f"shadow.{provider}.{region}"
+
+
+class ShadowTask(BaseModel):
+    """One sampled live request, as the gateway enqueues it for a region (``RUN_SHADOW``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str = Field(description="The shadow session (a run) the records belong to.")
+    request_key: str = Field(min_length=1, description="Pairs the records with the primary's.")
+    seq: int = Field(ge=0, description="The gateway's request number (also on the primary).")
+    messages: list[dict[str, Any]] = Field(min_length=1, description="Chat messages as sent.")
+    max_tokens: int | None = Field(default=None, ge=1, description="The client's answer bound.")
+    params: dict[str, Any] = Field(default_factory=dict, description="FORWARDED_PARAMS given.")
+    prompt_tokens: int = Field(ge=0, description="Estimated prompt length (planned column).")
+    providers: list[Provider] = Field(min_length=1, description="The shadow providers.")

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import orjson
 
+from scenarios.errors import BadInput
+
 __all__ = [
     "DatasetSummary",
     "FileEntry",
@@ -37,7 +39,7 @@ __all__ = [
 Message = tuple[str, str]  # (role, content)
 
 
-class WorkloadFileError(ValueError):
+class WorkloadFileError(BadInput, ValueError):
     """A replay log or prompt file that cannot be used; the message names source and line."""
 
     def __init__(self, message: str, source: str | None = None, line: int | None = None) -> None:

@@ -2,7 +2,7 @@
 
 The executor knows nothing of HTTP or Redis: it draws planned requests, calls ``send``
 and hands each result to ``record``. For a closed loop the intended start of a request
-is the moment its user's slot freed (DOMAIN §1), so schedule lag measures only the
+is the moment its user's slot freed (docs/metrics.md), so schedule lag measures only the
 client's own delay between a slot freeing and the request going out. The open loop is
 ``workers/load/open_loop.py``; both have the interface of ``workers.load.LoadShape``.
 """

@@ -29,7 +29,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT, FieldT
 
-from scenarios.wire import KEY_PREFIX, owner_key
+from scenarios.errors import Unavailable
+from scenarios.wire import owner_key, token_key
 
 T = TypeVar("T")
 
@@ -71,16 +72,11 @@ return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
 """
 
 
-def token_key(run_id: str, shard_id: str) -> str:
-    """Key holding the token of the execution that owns a shard."""
-    return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:token"
-
-
 class ClaimLost(RuntimeError):
     """This execution no longer owns its shard (superseded, or Redis lost its state)."""
 
 
-class RedisUnavailable(RuntimeError):
+class RedisUnavailable(Unavailable, RuntimeError):
     """Redis stayed unreachable for longer than the execution may wait."""
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from scenarios.errors import BadInput
 
-class ProviderSetupError(Exception):
+
+class ProviderSetupError(BadInput):
     """The provider cannot be used from this worker; the message says why."""

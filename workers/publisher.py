@@ -20,13 +20,15 @@ import time
 from redis.asyncio import Redis
 from redis.typing import EncodableT, FieldT
 
-from scenarios.records import batch_to_ipc, records_to_batch
-from scenarios.wire import EventType, events_stream, records_stream
+from scenarios.wire import (
+    STREAM_MAXLEN,
+    EventType,
+    RecordBatch,
+    event_fields,
+    events_stream,
+    records_stream,
+)
 from workers.ownership import Claim, ClaimLost, RedisUnavailable, retrying
-
-# Streams are trimmed only well behind the consumers; a backlog this deep means the
-# ingestor is down, and nothing must be lost before it catches up.
-STREAM_MAXLEN = 1_000_000
 
 
 class ShardPublisher:
@@ -94,24 +96,14 @@ class ShardPublisher:
         async with self._flush_lock:
             while self._rows:
                 rows = self._rows[: self.batch_rows]
-                payload = batch_to_ipc(records_to_batch(rows))
-                await self._xadd_batch(rows, payload)
+                batch = RecordBatch.of_rows(
+                    self.shard_id, self.attempt, self.batches_published, rows
+                )
+                await self._xadd(records_stream(self.run_id), batch.fields())
                 # Only the flush (under the lock) removes rows; add() only appends.
                 del self._rows[: len(rows)]
                 self.batches_published += 1
                 self.records_published += len(rows)
-
-    async def _xadd_batch(self, rows: list[dict[str, object]], payload: bytes) -> None:
-        await self._xadd(
-            records_stream(self.run_id),
-            {
-                "shard_id": self.shard_id,
-                "attempt": self.attempt,
-                "batch_seq": self.batches_published,
-                "rows": len(rows),
-                "ipc": payload,
-            },
-        )
 
     async def _xadd(self, stream: str, fields: dict[FieldT, EncodableT]) -> None:
         if self.claim is None:
@@ -142,11 +134,5 @@ class ShardPublisher:
     def _event_entry(
         self, kind: EventType, fields: dict[str, str | int | float]
     ) -> tuple[str, dict[FieldT, EncodableT]]:
-        entry: dict[FieldT, EncodableT] = {
-            "type": kind.value,
-            "shard_id": self.shard_id,
-            "attempt": self.attempt,
-            "at": time.time(),
-        }
-        entry.update(fields)
+        entry = event_fields(kind, self.shard_id, self.attempt, time.time(), fields)
         return events_stream(self.run_id), entry

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scenarios.egress import EgressDenied, normalise_host, provider_endpoints, url_host
+from scenarios.errors import Refused
 from scenarios.presets import preset_secret_hosts
 from workers.provider_setup import ProviderSetupError
 
@@ -41,7 +42,7 @@ RESERVED_PREFIX = "TOKENBENCH"
 Bindings = Mapping[str, tuple[str, ...]]
 
 
-class SecretRefused(ProviderSetupError):
+class SecretRefused(Refused, ProviderSetupError):
     """A variable may not be sent to a host: it is not bound there, or it is reserved."""
 
 

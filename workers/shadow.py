@@ -22,13 +22,20 @@ import time
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
 from redis.asyncio import Redis
 
 from scenarios.egress import EgressDenied, check_provider_egress
-from scenarios.providers import Provider
-from scenarios.records import batch_to_ipc, records_to_batch
-from scenarios.wire import KEY_PREFIX, cancel_key, records_stream
+from scenarios.wire import (
+    DEFAULT_MAX_TOKENS,
+    SESSION_ATTEMPT,
+    STREAM_MAXLEN,
+    RecordBatch,
+    ShadowTask,
+    batch_seq_key,
+    cancel_key,
+    records_stream,
+    shadow_shard_id,
+)
 from workers.client.adapters import ProviderSetupError, build_adapter
 from workers.client.adapters.openai_chat import ChatParser
 from workers.client.adapters.post_stream import PostStreamAdapter
@@ -37,77 +44,21 @@ from workers.client.result import RequestResult
 from workers.client.streaming import HttpCall, measure_request
 from workers.context import WorkerContext
 from workers.prompts import PlannedRequest, estimate_tokens
-from workers.publisher import STREAM_MAXLEN
 from workers.rows import RowContext, record_row
 
 log = logging.getLogger("tokenbench.shadow")
-
-PRIMARY_SHARD = "primary"
-SESSION_ATTEMPT = 1
-# Sampling parameters a shadow receives as the client sent them; everything else (tools,
-# logit bias, n > 1...) is left out: a shadow measures serving, not feature parity.
-FORWARDED_PARAMS = (
-    "temperature",
-    "top_p",
-    "stop",
-    "seed",
-    "presence_penalty",
-    "frequency_penalty",
-)
-# Answer bound for dialects that need one when the client gave none (docs/shadow.md).
-DEFAULT_MAX_TOKENS = 512
-
-
-def shadow_shard_id(provider: str, region: str) -> str:
-    """Shard id of a shadow provider's records from one region."""
-    return f"shadow.{provider}.{region}"
-
-
-def batch_seq_key(run_id: str, shard_id: str) -> str:
-    """Counter handing out batch numbers of a session shard to every publisher."""
-    return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:batch_seq"
-
-
-def captures_stream(run_id: str) -> str:
-    """Redis Stream carrying the gateway's per-request capture rows (JSON)."""
-    return f"{KEY_PREFIX}:run:{run_id}:captures"
 
 
 async def publish_rows(
     redis: Redis, run_id: str, shard_id: str, rows: list[dict[str, object]]
 ) -> None:
-    """Publish ``rows`` as one Arrow batch of a session shard (no-op when empty)."""
+    """Publish ``rows`` as one Arrow batch of a session shard (no-op when empty); the
+    shadow tasks here and the gateway's sink both publish through it."""
     if not rows:
         return
-    payload = batch_to_ipc(records_to_batch(rows))
     seq = int(await redis.incr(batch_seq_key(run_id, shard_id)))
-    await redis.xadd(
-        records_stream(run_id),
-        {
-            "shard_id": shard_id,
-            "attempt": SESSION_ATTEMPT,
-            "batch_seq": seq,
-            "rows": len(rows),
-            "ipc": payload,
-        },
-        maxlen=STREAM_MAXLEN,
-        approximate=True,
-    )
-
-
-class ShadowTask(BaseModel):
-    """One sampled live request, as the gateway enqueues it for a region."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    run_id: str = Field(description="The shadow session (a run) the records belong to.")
-    request_key: str = Field(min_length=1, description="Pairs the records with the primary's.")
-    seq: int = Field(ge=0, description="The gateway's request number (also on the primary).")
-    messages: list[dict[str, Any]] = Field(min_length=1, description="Chat messages as sent.")
-    max_tokens: int | None = Field(default=None, ge=1, description="The client's answer bound.")
-    params: dict[str, Any] = Field(default_factory=dict, description="FORWARDED_PARAMS given.")
-    prompt_tokens: int = Field(ge=0, description="Estimated prompt length (planned column).")
-    providers: list[Provider] = Field(min_length=1, description="The shadow providers.")
+    batch = RecordBatch.of_rows(shard_id, SESSION_ATTEMPT, seq, rows)
+    await redis.xadd(records_stream(run_id), batch.fields(), maxlen=STREAM_MAXLEN, approximate=True)
 
 
 def shadow_body(model: str, task: ShadowTask) -> bytes:

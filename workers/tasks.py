@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from scenarios.wire import ShardSpec
+from scenarios.wire import RUN_SHADOW, RUN_SHARD, ShadowTask, ShardSpec
 from workers.celery_app import app
 from workers.context import get_context
 from workers.event_loop import run_in_loop
-from workers.shadow import ShadowTask, execute_shadow
+from workers.shadow import execute_shadow
 from workers.shard import execute_shard
-
-RUN_SHARD = "tokenbench.run_shard"
-RUN_SHADOW = "tokenbench.run_shadow"
 
 
 @app.task(name=RUN_SHARD)  # type: ignore[untyped-decorator]

@@ -200,7 +200,7 @@ SELECT
     l.input_tokens, l.output_tokens, r.input_tok_s, r.output_tok_s,
     CASE WHEN a.has_slo THEN r.goodput_rps END                     AS goodput_rps,
     CASE WHEN a.has_slo THEN 100.0 * a.met_slo / l.requests END    AS slo_attainment_pct,
-    -- Cost (DOMAIN §5). Pricing wins when given (it is what the user is billed);
+    -- Cost (docs/analytics.md). Pricing wins when given (it is what the user is billed);
     -- otherwise GPU-hours of the deployment over the throughput measured at this load.
     CASE WHEN p.input_per_mtok IS NOT NULL THEN 'api'
          WHEN p.gpu_hour_usd IS NOT NULL AND p.gpus IS NOT NULL THEN 'gpu_hour' END AS cost_basis,

@@ -3,7 +3,7 @@
 -- pairs where both succeeded and both have the metric; error rates are over all pairs.
 -- A p99 over fewer than 100 pairs is flagged (few_pairs), not to be read as exact.
 -- Cost: list prices of both providers (providers table) and what the paired successful
--- requests cost at each, per 1M tokens (prompt + completion) — DOMAIN §5.
+-- requests cost at each, per 1M tokens (prompt + completion) — docs/analytics.md, Cost.
 WITH agg AS (
     SELECT
         run_id, shadow_provider, shadow_region,

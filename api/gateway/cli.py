@@ -5,7 +5,7 @@ The gateway opens a shadow session on the control plane (``--server``), serves u
 SIGINT/SIGTERM (both the same: its buffered records are published, then it stops the
 session it opened; ``--session`` joins an existing one and leaves it open). Exit codes
 follow the CLI's: 0 success (also after SIGINT/SIGTERM), 1 operational error (the
-control plane or the primary is unreachable), 2 bad input.
+control plane or the primary is unreachable), 2 bad input (api/cli_errors.py).
 """
 
 from __future__ import annotations
@@ -20,19 +20,15 @@ from typing import Annotated, Any
 import httpx
 import typer
 from rich.console import Console
-from rich.markup import escape
 
+from api.cli_errors import error_for_status, exit_for
 from api.gateway.report import print_comparison
+from scenarios.errors import BadInput, NotFound
 from scenarios.gateway_config import load_gateway_config
 from scenarios.loader import ScenarioError
 from scenarios.settings import get_settings
 
 _err = Console(stderr=True, highlight=False)
-
-
-def _fail(message: str, code: int) -> typer.Exit:
-    _err.print(f"[red]{escape(message)}", soft_wrap=True)
-    return typer.Exit(code)
 
 
 ServerOption = Annotated[
@@ -51,8 +47,8 @@ def _client(server: str, token: str | None) -> httpx.Client:
 
 def _check(answer: httpx.Response, what: str) -> Any:
     if answer.status_code >= 400:
-        code = 2 if answer.status_code in (404, 409, 422) else 1
-        raise _fail(f"{what}: HTTP {answer.status_code}: {answer.text[:2000]}", code)
+        message = f"{what}: HTTP {answer.status_code}: {answer.text[:2000]}"
+        raise exit_for(error_for_status(answer.status_code, message))
     return answer.json()
 
 
@@ -89,12 +85,12 @@ def gateway(
     try:
         config = load_gateway_config(config_path)
     except ScenarioError as exc:
-        raise _fail(f"invalid gateway config\n{exc}", 2) from None
+        raise exit_for(exc, f"invalid gateway config\n{exc}") from None
     redis_url = get_settings().redis.url
     if redis_url is None:
-        raise _fail("the gateway needs TOKENBENCH__REDIS__URL (the workers' broker)", 2)
+        raise exit_for(BadInput("the gateway needs TOKENBENCH__REDIS__URL (the workers' broker)"))
     if server is None:
-        raise _fail("give --server (or TOKENBENCH_SERVER): the control plane URL", 2)
+        raise exit_for(BadInput("give --server (or TOKENBENCH_SERVER): the control plane URL"))
     with _client(server, token) as client:
         opened = session is None
         if session is None:
@@ -175,7 +171,7 @@ def compare(
 
         con = connect(db or get_settings().duckdb.path, read_only=True)
         if not is_session(con, session):
-            raise _fail(f"no shadow session {session!r}", 2)
+            raise exit_for(NotFound(f"no shadow session {session!r}"))
         rows = comparison(con, session)
     out = Console(width=None if Console().is_terminal else 200)
     if output == Format.json:
@@ -207,13 +203,14 @@ def export_replay(
 
         con = connect(db or get_settings().duckdb.path, read_only=True)
         if not is_session(con, session):
-            raise _fail(f"no shadow session {session!r}", 2)
+            raise exit_for(NotFound(f"no shadow session {session!r}"))
         payload = replay_jsonl(con, session)
     if not payload:
-        raise _fail(
-            f"session {session} has no requests captured with text "
-            "(set privacy.store_text: true in the gateway config)",
-            2,
+        raise exit_for(
+            BadInput(
+                f"session {session} has no requests captured with text "
+                "(set privacy.store_text: true in the gateway config)"
+            )
         )
     output.write_bytes(payload)
     count = payload.count(b"\n")

@@ -3,7 +3,7 @@
 The response body is passed to the client chunk by chunk as it arrives; each chunk is
 stamped with ``perf_counter_ns`` before anything decodes it, then fed to the same
 chat-stream interpreter the workers use (``workers.client.chat_stream``), so the
-primary's TTFT, ITL, E2E and usage follow DOMAIN §1 exactly as a benchmark's would.
+primary's TTFT, ITL, E2E and usage follow docs/metrics.md exactly as a benchmark's would.
 ``intended_start`` is when the gateway had the whole request, ``sent`` when it began
 sending upstream: their difference (the record's schedule lag) is the gateway's own
 time before forwarding.
@@ -137,7 +137,7 @@ async def relay_stream(
     arrival = arrival_of(response)
     try:
         async for chunk in response.aiter_raw():
-            # Before any decoding (DOMAIN §1); with the default transport, the bytes'
+            # Before any decoding (docs/metrics.md); with the default transport, the bytes'
             # arrival (decision 22) rather than this coroutine's turn.
             stamp = now() if arrival is None else arrival.last
             if result.first_byte is None:

@@ -14,7 +14,7 @@ import duckdb
 import orjson
 
 from analytics.shadow import replay_entries
-from workers.shadow import DEFAULT_MAX_TOKENS
+from scenarios.wire import DEFAULT_MAX_TOKENS
 
 
 def replay_jsonl(con: duckdb.DuckDBPyConnection, session_id: str) -> bytes:

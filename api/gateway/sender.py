@@ -21,8 +21,7 @@ from typing import Any
 import redis
 from celery import Celery
 
-from scenarios.wire import region_queue
-from workers.tasks import RUN_SHADOW
+from scenarios.wire import RUN_SHADOW, region_queue
 
 log = logging.getLogger("tokenbench.gateway")
 

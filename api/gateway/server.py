@@ -44,6 +44,7 @@ from api.gateway.sender import ShadowSender
 from api.gateway.sink import RecordSink
 from scenarios.gateway_config import GatewayConfig
 from scenarios.providers import OpenAIProvider, SimulatedProvider
+from scenarios.wire import FORWARDED_PARAMS, PRIMARY_SHARD, SESSION_ATTEMPT
 from workers.client.errors import classify_exception
 from workers.client.http import make_client
 from workers.client.result import RequestResult
@@ -52,7 +53,6 @@ from workers.prompts import CHARS_PER_TOKEN, PlannedRequest
 from workers.provider_setup import ProviderSetupError
 from workers.rows import RowContext, record_row, wall_ns
 from workers.secrets import Secrets, host_of, is_reserved, owner_bindings
-from workers.shadow import FORWARDED_PARAMS, PRIMARY_SHARD, SESSION_ATTEMPT
 from workers.simulator.process import SimulatorPool
 
 

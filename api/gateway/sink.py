@@ -17,12 +17,11 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-import orjson
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from workers.publisher import STREAM_MAXLEN
-from workers.shadow import PRIMARY_SHARD, captures_stream, publish_rows
+from scenarios.wire import PRIMARY_SHARD, STREAM_MAXLEN, capture_fields, captures_stream
+from workers.shadow import publish_rows
 
 log = logging.getLogger("tokenbench.gateway")
 
@@ -102,7 +101,7 @@ class RecordSink:
             try:
                 await self.redis.xadd(
                     captures_stream(self.run_id),
-                    {"rows": orjson.dumps(captures)},
+                    capture_fields(captures),
                     maxlen=STREAM_MAXLEN,
                     approximate=True,
                 )

@@ -17,7 +17,7 @@ import duckdb
 from fastapi import APIRouter, HTTPException, Request, Response
 from pydantic import BaseModel, Field
 
-from analytics.datasets import DatasetInfo, DatasetStore, UnknownDatasetError
+from analytics.datasets import DatasetInfo, DatasetStore
 from api.deps import Authenticated, CursorDep, SettingsDep, WriterDep
 from scenarios.workload_files import WorkloadFileError
 
@@ -126,8 +126,5 @@ def list_datasets(cursor: CursorDep) -> list[DatasetPublic]:
 
 @router.get("/{dataset_id}", response_model=DatasetPublic)
 def get_dataset(dataset_id: str, cursor: CursorDep) -> DatasetPublic:
-    """One stored dataset's metadata."""
-    try:
-        return _public(DatasetStore(cursor).get(dataset_id))
-    except UnknownDatasetError as exc:
-        raise HTTPException(404, str(exc)) from None
+    """One stored dataset's metadata (404 through api/errors.py if there is none)."""
+    return _public(DatasetStore(cursor).get(dataset_id))

@@ -21,12 +21,12 @@ from typing import Annotated, Literal
 
 import duckdb
 from fastapi import APIRouter, Header, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from analytics.safe_sql import SqlError, SqlLimits, SqlRefused, SqlTimeout, SqlTooLarge
+from analytics.safe_sql import SqlLimits
 from analytics.snapshot import SnapshotInfo, SqlSnapshot
-from analytics.sql_process import ChildResult, SqlUnavailable, run_in_child
+from analytics.sql_process import ChildResult, run_in_child
 from api.deps import Authenticated, SettingsDep, WriterDep
 
 router = APIRouter(prefix="/v1/sql", tags=["sql"], dependencies=[Authenticated])
@@ -40,8 +40,6 @@ MEDIA = {
 # Queries running at once; more wait. Each is a process with up to 1.5 GB and one thread,
 # and its answer (at most TOKENBENCH__API__SQL_MAX_BYTES) is held here while relayed.
 MAX_CONCURRENT_QUERIES = 2
-# HTTP status of a query that did not run, by kind.
-STATUS = {"invalid": 400, "refused": 403, "timeout": 408, "too_large": 413, "unavailable": 503}
 
 
 class SqlQuery(BaseModel):
@@ -83,10 +81,6 @@ def _state(
     return state.sql_snapshot, state.sql_slots
 
 
-def _refusal(kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"detail": message, "kind": kind}, status_code=STATUS[kind])
-
-
 def _json_parts(result: ChildResult, snapshot: SnapshotInfo) -> Iterator[bytes]:
     """The JSON answer around the child's encoded rows, without decoding them again."""
     yield b'{"columns": ' + json.dumps(result.columns).encode() + b', "rows": '
@@ -123,20 +117,11 @@ async def run_sql(
     limits = SqlLimits(
         max_rows=body.max_rows, timeout_s=body.timeout_s, max_bytes=settings.api.sql_max_bytes
     )
+    # A query that does not run raises an error of the tree (SqlError, SqlUnavailable):
+    # api/errors.py answers it with its status and the SQL ``kind``.
     async with slots:
-        try:
-            info = await asyncio.to_thread(snapshot.ensure, writer, body.max_staleness_s)
-            result = await run_in_child(info.path, body.query, limits, fmt)
-        except SqlRefused as exc:
-            return _refusal("refused", str(exc))
-        except SqlTimeout as exc:
-            return _refusal("timeout", str(exc))
-        except SqlTooLarge as exc:
-            return _refusal("too_large", str(exc))
-        except SqlError as exc:
-            return _refusal("invalid", str(exc))
-        except SqlUnavailable as exc:
-            return _refusal("unavailable", str(exc))
+        info = await asyncio.to_thread(snapshot.ensure, writer, body.max_staleness_s)
+        result = await run_in_child(info.path, body.query, limits, fmt)
     headers = {
         "X-Tokenbench-Rows": str(result.rows),
         "X-Tokenbench-Truncated": "true" if result.truncated else "false",

@@ -21,6 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from scenarios.catalog.models import CatalogEntry, Hardware, KvDtype, Model, Quantization
+from scenarios.errors import BadInput, NotFound
 
 SHIPPED_FILES = ("hardware.yaml", "models.yaml", "quantization.yaml")
 SECTIONS: dict[str, type[CatalogEntry]] = {
@@ -36,7 +37,7 @@ _PRICE_FIELDS = ("gpu_hour_usd", "price_date", "price_source")
 EntryT = TypeVar("EntryT", bound=CatalogEntry)
 
 
-class CatalogError(ValueError):
+class CatalogError(BadInput, ValueError):
     """A catalog file that cannot be used; ``problems`` lists each reason."""
 
     def __init__(self, problems: list[str], source: str) -> None:
@@ -45,7 +46,7 @@ class CatalogError(ValueError):
         super().__init__("\n".join(f"{source}: {problem}" for problem in problems))
 
 
-class UnknownIdError(LookupError):
+class UnknownIdError(NotFound, LookupError):
     """An id that is not in the catalog; the message lists the valid ones."""
 
     def __init__(self, section: str, entry_id: str, valid: list[str]) -> None:

@@ -1,9 +1,10 @@
 """Catalog entries: accelerators, model architectures, weight formats and KV-cache dtypes.
 
-These are data about the world (public specs, DOMAIN.md §3), not settings of a run, so
-they live in YAML next to this module and users extend them from their own file. Units
-are part of every numeric field's name; decimal prefixes (TB/s, TFLOP/s) except device
-memory, which vendors size in binary units (an H100's "80 GB" is 80 GiB).
+These are data about the world (public specs, docs/roofline.md "Catalog data"), not
+settings of a run, so they live in YAML next to this module and users extend them from
+their own file. Units are part of every numeric field's name; decimal prefixes (TB/s,
+TFLOP/s) except device memory, which vendors size in binary units (an H100's "80 GB" is
+80 GiB).
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def test_recorded_stream_is_measured(fake: FakeProviders, kind: str) -> None:
         completion,
         source,
     )
-    # Stamp order of DOMAIN §1; the role-only / filter-only first chunks are not tokens.
+    # Stamp order of docs/metrics.md; the role-only / filter-only first chunks are not tokens.
     assert 0 < result.sent <= result.first_byte <= result.first_token  # type: ignore[operator]
     assert result.first_token == result.first_output_token == result.token_stamps[0]
     assert result.last_token == result.token_stamps[-1] <= result.end  # type: ignore[operator]

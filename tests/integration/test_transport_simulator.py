@@ -3,7 +3,7 @@
 Checks what the unit tests cannot: the whole measurement path — ``make_client()``, the
 OpenAI chat adapter, ``measure_request`` reading arrival stamps — on a uvloop loop as in
 a worker, against the simulator in its own process: stamps in order, connections kept
-alive and reused, and the simulator's faults classified as DOMAIN §1 says. Timing
+alive and reused, and the simulator's faults classified as docs/metrics.md says. Timing
 tolerances are medians with the slack tests/integration/test_accuracy.py allows.
 """
 

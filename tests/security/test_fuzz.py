@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
+from celery import Celery
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
@@ -42,7 +43,9 @@ FUZZ_REGION = "fuzz"
 def _openapi() -> dict[str, Any]:
     """The control plane's OpenAPI document, built by the same code that serves it (no
     server is needed at collection time; the test below checks the served one matches)."""
-    return create_app(Settings(redis=RedisSettings(url="redis://unused"))).openapi()
+    # The Celery client is only used once the app serves; a bare one is enough here.
+    celery = Celery("openapi", set_as_current=False)
+    return create_app(Settings(redis=RedisSettings(url="redis://unused")), celery).openapi()
 
 
 # Dataset uploads are raw JSONL bytes: send generated binaries as they are.

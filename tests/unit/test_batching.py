@@ -36,7 +36,7 @@ def test_single_stream_itl_is_the_roofline_step_over_efficiency() -> None:
         assert gap == pytest.approx(decode_step(dep, 1, 128 + n - 1, knobs).step_s, rel=1e-12)
     ceiling = decode_step(dep, 1, 128, Assumptions(efficiency=1.0)).step_s
     assert gaps(times)[0] == pytest.approx(ceiling / 0.6, rel=1e-3)
-    # DOMAIN §4: 405B FP8 on 8×H100 ≈ 66 tok/s at the ceiling → ≈ 40 tok/s at 0.6
+    # docs/roofline.md: 405B FP8 on 8×H100 ≈ 66 tok/s at the ceiling → ≈ 40 tok/s at 0.6
     assert 1 / statistics.median(gaps(times)) == pytest.approx(66.0 * 0.6, rel=0.01)
 
 

@@ -1,4 +1,4 @@
-"""Roofline arithmetic against the hand-computed figures of DOMAIN.md §4–5."""
+"""Roofline arithmetic against the hand-computed figures of docs/roofline.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SSE splitting and chat-stream interpretation edge cases (DOMAIN §1)."""
+"""SSE splitting and chat-stream interpretation edge cases (docs/metrics.md)."""
 
 from __future__ import annotations
 

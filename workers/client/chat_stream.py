@@ -1,7 +1,7 @@
 """Interpretation of an OpenAI-compatible chat-completions SSE stream (pure logic).
 
 Fed one decoded SSE payload at a time with the arrival stamp of its bytes, it records
-the stamps of DOMAIN §1: a role-only first chunk is not a token; reasoning text counts
+the stamps of docs/metrics.md: a role-only first chunk is not a token; reasoning text counts
 for ``first_token`` but not for ``first_output_token``; a chunk with several tokens is
 one event; ``usage`` supplies the counts when the server sends it.
 """

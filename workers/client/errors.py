@@ -1,4 +1,4 @@
-"""Error classes of DOMAIN §1, and the one place library errors are mapped to them.
+"""Error classes of docs/metrics.md ("Errors"), and the one place library errors are mapped to them.
 
     RequestFailure                  a request that did not complete
       error_class ∈ {http_4xx, http_429, http_5xx, timeout, connect, protocol, cancelled}

@@ -3,7 +3,7 @@ as they arrive (``workers/client/transport.py``).
 
 httpx's own pool caps connections at 100 by default and its bookkeeping degrades with
 thousands of in-flight streams; on this kind of machine an aiohttp transport under the
-same httpx API cut TTFT p50 at 256 streams from 6.6 s to 0.18 s (DOMAIN §7). It still
+same httpx API cut TTFT p50 at 256 streams from 6.6 s to 0.18 s (docs/load.md). It still
 timed each chunk when the reading coroutine got its turn, so at 256 streams the TTFT
 error was 77/259 ms p50/p99 (benchmarks/client_accuracy.py). The ``arrival`` transport
 stamps in ``data_received`` and is the default; ``aiohttp``, ``aiohttp-100`` and

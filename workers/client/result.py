@@ -1,4 +1,4 @@
-"""The outcome of one measured request, as raw ``perf_counter_ns`` stamps (DOMAIN §1)."""
+"""The outcome of one measured request, as raw ``perf_counter_ns`` stamps (docs/metrics.md)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The measurement client stamps each chunk of bytes the moment it arrives and only then
 hands it here; an event's time is the arrival of the chunk that completed it. Splitting
 works on bytes (no line iterator, no text decoding of the whole stream) because the
-client's own CPU time is part of what it must keep out of the numbers (DOMAIN §7).
+client's own CPU time is part of what it must keep out of the numbers (docs/load.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 An adapter supplies how to build its request (``prepare``, run after ``sent`` is stamped,
 so signing or a preliminary call is inside the measured time, as in decision 2) and a
 ``StreamParser`` for its wire format. This module stamps the bytes the moment they
-arrive, before the parser decodes anything (DOMAIN §1): with the default transport that
+arrive, before the parser decodes anything (docs/metrics.md): with the default transport that
 is the kernel's receive time of the bytes (``arrival_of``, decision 22), so time the chunk
 then waits for this coroutine's turn is not counted; other transports are stamped here,
 when the chunk reaches this coroutine. It applies the provider's deadlines
@@ -139,7 +139,7 @@ async def measure_stream(
                     return result
                 arrival = arrival_of(response)
                 async for chunk in response.aiter_raw():
-                    # before any decoding (DOMAIN §1); aiter_raw passes the transport's
+                    # before any decoding (docs/metrics.md); aiter_raw passes the transport's
                     # chunks through one for one, so ``last`` is this chunk's arrival
                     stamp = now() if arrival is None else arrival.last
                     if result.first_byte is None:
@@ -229,7 +229,7 @@ def preview(payload: bytes) -> str:
 
 def token_event(result: RequestResult, stamp: int, *, output: bool) -> None:
     """Record one token-bearing event; ``output`` False for reasoning text (it counts for
-    ``first_token`` but not ``first_output_token``, DOMAIN §1)."""
+    ``first_token`` but not ``first_output_token``, docs/metrics.md)."""
     if result.first_token is None:
         result.first_token = stamp
     if output and result.first_output_token is None:

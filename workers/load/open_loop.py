@@ -5,7 +5,7 @@ stamp; its intended start is ``start + offset``, fixed before anything is sent. 
 dispatcher sleeps until each absolute deadline (re-checked after waking, since timers
 may fire early or round to the millisecond) and launches the request as a task, so a
 slow server never delays the next send: the client does not coordinate with the
-server (coordinated omission, DOMAIN §7). Every lateness, the dispatcher's own included,
+server (coordinated omission, docs/load.md). Every lateness, the dispatcher's own included,
 is in the record as schedule lag = sent − intended start.
 
 With ``max_in_flight``, an arrival that finds the cap full waits for a slot; it keeps

@@ -3,7 +3,8 @@
 A schedule is a pure function of (seed, stage, process, rate): every part of a stage,
 on any worker, computes the same arrival times, and a re-run sends at the same offsets.
 Offsets are integer nanoseconds from the stage's start; the executor adds them to one
-absolute start stamp, so rounding never accumulates into a rate error (DOMAIN §7).
+absolute start stamp, so rounding never accumulates into a rate error (docs/load.md,
+"Open loop").
 Processes are registered by name (``arrival: poisson`` picks one); callers never branch.
 """
 

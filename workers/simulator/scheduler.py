@@ -11,7 +11,7 @@ each step's duration comes from the roofline (``scenarios.roofline.StepCost``):
   the rest of a ``chunk_tokens`` budget, so decodes never stall.
 
 A sequence's first token comes from the first decode step after its prompt is fully
-prefilled (TTFT ≈ queueing + prefill + one decode step, DOMAIN.md §4). Requests are
+prefilled (TTFT ≈ queueing + prefill + one decode step, docs/roofline.md). Requests are
 admitted only at step boundaries and only once their arrival time has passed, so the
 same arrivals always give the same token times: ``replay`` runs the model on virtual
 time, and the asynchronous driver (``batching``) paces the same steps in real time.
