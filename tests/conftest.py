@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -183,6 +184,17 @@ def simulate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
     yield start
     for proc in procs:
         proc.stop()
+
+
+def wait_for_run(client: httpx.Client, run_id: str, timeout_s: float = 120) -> dict[str, Any]:
+    """The run's view (GET /v1/runs/{id}) once it is no longer running."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        view = client.get(f"/v1/runs/{run_id}").json()
+        if view["state"] != "running":
+            return dict(view)
+        time.sleep(0.3)
+    raise TimeoutError(f"run {run_id} still running after {timeout_s} s")
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane
+from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait_for_run
 
 pytestmark = pytest.mark.integration
 
@@ -56,16 +55,6 @@ def control_plane(
     ) as client:
         yield client
     proc.stop()
-
-
-def wait_for_run(client: httpx.Client, run_id: str, timeout_s: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/runs/{run_id}").json()
-        if view["state"] != "running":
-            return dict(view)
-        time.sleep(0.3)
-    raise TimeoutError(f"run {run_id} still running")
 
 
 def test_submit_poll_report_and_records_from_two_regions(control_plane: httpx.Client) -> None:

@@ -9,7 +9,6 @@ import io
 import itertools
 import json
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from api.redis_server import RedisServer
 from scenarios.loader import validate_scenario
 from scenarios.settings import RedisSettings, Settings
 from scenarios.wire import ShardSpec, dataset_key, events_stream
-from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane
+from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait_for_run
 from tests.fakes.catcher import Catcher
 from workers.client.http import make_client
 from workers.context import WorkerContext
@@ -78,16 +77,6 @@ def api(
     ) as client:
         yield client
     proc.stop()
-
-
-def _wait_for_run(client: httpx.Client, run_id: str, timeout_s: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/runs/{run_id}").json()
-        if view["state"] != "running":
-            return dict(view)
-        time.sleep(0.3)
-    raise TimeoutError(f"run {run_id} still running")
 
 
 def _records(client: httpx.Client, run_id: str) -> pa.Table:
@@ -173,7 +162,7 @@ def test_run_with_a_prompts_dataset_sends_its_prompts(
     }
     created = api.post("/v1/runs", json={"scenario": scenario})
     assert created.status_code == 201, created.text
-    view = _wait_for_run(api, created.json()["id"])
+    view = wait_for_run(api, created.json()["id"])
     assert view["state"] == "finished", view
     table = _records(api, view["id"])
     assert table.num_rows == 4
@@ -202,7 +191,7 @@ def test_run_with_a_replay_dataset_keeps_its_gaps_and_survives_redis_losing_it(
     for _ in range(2):
         created = api.post("/v1/runs", json={"scenario": scenario})
         assert created.status_code == 201, created.text
-        view = _wait_for_run(api, created.json()["id"])
+        view = wait_for_run(api, created.json()["id"])
         assert view["state"] == "finished", view
         table = _records(api, view["id"])
         assert table.num_rows == len(GAPS_S)

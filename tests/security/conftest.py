@@ -15,7 +15,6 @@ bounds, metadata ranges, pinned addresses).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ import httpx
 import pytest
 
 from api.redis_server import RedisServer
-from tests.conftest import API_TOKEN, Proc, start_control_plane, start_worker
+from tests.conftest import API_TOKEN, Proc, start_control_plane, start_worker, wait_for_run
 from tests.fakes.catcher import Catcher
 
 REGION = "sec"
@@ -75,13 +74,7 @@ class HostileStack:
 
     def wait_for_run(self, run_id: str, timeout_s: float = 90) -> dict[str, Any]:
         """The run's view once it is no longer running."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            view = self.client.get(f"/v1/runs/{run_id}").json()
-            if view["state"] != "running":
-                return dict(view)
-            time.sleep(0.3)
-        raise TimeoutError(f"run {run_id} still running after {timeout_s} s")
+        return wait_for_run(self.client, run_id, timeout_s)
 
 
 def simulated(name: str = "sim") -> dict[str, Any]:

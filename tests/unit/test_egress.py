@@ -15,10 +15,8 @@ import asyncio
 import contextlib
 import ipaddress
 import select
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +35,7 @@ from scenarios.egress import (
 )
 from scenarios.model import Scenario
 from scenarios.settings import EgressSettings
+from tests.fakes.tls import self_signed
 from workers.client.adapters.openai_chat import ChatParser
 from workers.client.errors import ErrorClass, classify_exception
 from workers.client.http import make_client
@@ -391,18 +390,7 @@ def test_a_redirect_is_an_error_row_and_is_never_followed(recorders: list[Record
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl not available to make a test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=pinned.test", "-addext", "subjectAltName=DNS:pinned.test",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls"), "pinned.test")
 
 
 def test_tls_keeps_the_server_name_while_connecting_to_the_checked_address(

@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import shutil
 import socket
 import ssl
-import subprocess
 import sys
 import threading
 import time
@@ -27,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.fakes.tls import self_signed
 from workers.client.errors import ErrorClass, classify_exception
 from workers.client.sse import SSEDecoder
 from workers.client.transport import ArrivalStream, ArrivalTransport, _Connection, arrival_of
@@ -539,18 +538,7 @@ def test_sweep_reads_during_busy_work_so_writes_keep_their_own_stamps(
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl not available to make a test certificate")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls"), "localhost")
 
 
 def test_tls_stream_with_a_verified_certificate(
