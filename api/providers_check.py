@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
 
+import httpx
 import typer
-from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 
@@ -33,13 +33,12 @@ from scenarios.egress import EgressGuard
 from scenarios.loader import ScenarioError, load_scenario
 from scenarios.providers import ProviderBase
 from scenarios.settings import get_settings
-from workers.client.adapters import ProviderSetupError, build_adapter
+from workers.client.adapters import AdapterContext, ProviderSetupError, build_adapter
 from workers.client.errors import ErrorClass
 from workers.client.http import make_client
 from workers.client.result import RequestResult
-from workers.context import WorkerContext, worker_name
 from workers.prompts import PlannedRequest
-from workers.secrets import owner_bindings, worker_secrets
+from workers.secrets import Secrets, owner_bindings, worker_secrets
 from workers.simulator.process import SimulatorPool
 
 providers_app = typer.Typer(
@@ -111,7 +110,9 @@ def judge(check: Check, result: RequestResult) -> Check:
     return check
 
 
-async def _probe(provider: ProviderBase, context: WorkerContext) -> Check:
+async def _probe(
+    provider: ProviderBase, http: httpx.AsyncClient, secrets: Secrets, simulators: SimulatorPool
+) -> Check:
     check = Check(provider.name, str(getattr(provider, "kind", "?")), keys=True)
     missing = [name for name in provider.secret_env_vars() if not os.environ.get(name)]
     if missing:
@@ -119,11 +120,12 @@ async def _probe(provider: ProviderBase, context: WorkerContext) -> Check:
         check.message = f"environment variable {', '.join(missing)} is not set"
         return check
     try:
+        context = AdapterContext(http, secrets, await simulators.endpoint_of(provider))
         adapter = await build_adapter(provider, context)  # type: ignore[arg-type]
     except (ProviderSetupError, RuntimeError, OSError) as exc:
         check.message = str(exc)
         return check
-    return judge(check, await adapter.measure(context.http, PROBE, 0))
+    return judge(check, await adapter.measure(http, PROBE, 0))
 
 
 async def run_checks(providers: list[ProviderBase]) -> list[Check]:
@@ -135,17 +137,11 @@ async def run_checks(providers: list[ProviderBase]) -> list[Check]:
     secrets = worker_secrets(settings.worker.secret_hosts, "this machine").with_bindings(
         owner_bindings(providers)
     )
-    # The context's Redis is never used by a probe; it is built lazily and not connected.
-    redis = Redis.from_url(settings.redis.url or "redis://127.0.0.1:6379/0")
     async with make_client(guard=guard) as http:
-        context = WorkerContext(
-            settings, redis, http, simulators, worker_name(), "check", secrets=secrets
-        )
         try:
-            return [await _probe(provider, context) for provider in providers]
+            return [await _probe(provider, http, secrets, simulators) for provider in providers]
         finally:
             await simulators.close()
-            await redis.aclose()
 
 
 def _mark(value: bool | None) -> str:

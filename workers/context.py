@@ -17,8 +17,10 @@ import httpx
 from redis.asyncio import Redis
 
 from scenarios.egress import EgressGuard
+from scenarios.providers import ProviderBase
 from scenarios.settings import Settings, get_settings
 from workers.broker import CLIENT_OPTIONS
+from workers.client.adapters import AdapterContext
 from workers.client.http import make_client
 from workers.secrets import Secrets, worker_secrets
 from workers.simulator.process import SimulatorPool
@@ -35,6 +37,12 @@ class WorkerContext:
     worker_name: str
     region: str
     secrets: Secrets = field(default_factory=Secrets)
+
+    async def adapter_context(self, provider: ProviderBase) -> AdapterContext:
+        """The narrow context an adapter of ``provider`` is built with: this worker's
+        HTTP client and secrets, and its simulated endpoint if the provider is one."""
+        endpoint = await self.simulators.endpoint_of(provider)
+        return AdapterContext(self.http, self.secrets, endpoint)
 
 
 _context: tuple[int, WorkerContext] | None = None

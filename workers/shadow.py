@@ -130,7 +130,7 @@ async def _measure(
     try:
         # Checked on the machine that connects, after DNS, as for shards.
         await asyncio.to_thread(check_provider_egress, provider, context.settings.egress, True)
-        adapter = await build_adapter(provider, context)
+        adapter = await build_adapter(provider, await context.adapter_context(provider))
     except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
         # The request could not be sent at all; it still leaves a row, so a shadow that
         # is misconfigured on a worker shows up as errors rather than as missing pairs.

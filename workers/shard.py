@@ -119,7 +119,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         # refused endpoint fails the shard with its reason; the HTTP client's egress
         # guard still checks every connection at the address it connects to.
         await asyncio.to_thread(check_provider_egress, spec.provider, context.settings.egress, True)
-        adapter = await build_adapter(spec.provider, context)
+        adapter = await build_adapter(spec.provider, await context.adapter_context(spec.provider))
     except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0

@@ -15,12 +15,10 @@ from typing import Any
 import pytest
 
 from scenarios.model import Scenario
-from scenarios.settings import Settings
 from tests.fakes.provider_server import AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, KEY, FakeProviders
-from workers.client.adapters import ProviderSetupError, build_adapter
+from workers.client.adapters import AdapterContext, ProviderSetupError, build_adapter
 from workers.client.http import make_client
 from workers.client.result import RequestResult
-from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
 from workers.secrets import Secrets
 
@@ -74,15 +72,7 @@ BOUND = dict.fromkeys(
 def measure(spec: Any, request: PlannedRequest = REQUEST) -> RequestResult:
     async def run() -> RequestResult:
         async with make_client() as http:
-            context = WorkerContext(
-                Settings(),
-                None,  # type: ignore[arg-type]
-                http,
-                None,  # type: ignore[arg-type]
-                "test-worker",
-                "local",
-                secrets=Secrets(BOUND, holder="worker test-worker"),
-            )
+            context = AdapterContext(http, Secrets(BOUND, holder="worker test-worker"))
             adapter = await build_adapter(spec, context)
             return await adapter.measure(http, request, intended_start=0)
 

@@ -15,11 +15,9 @@ from typing import Any
 import pytest
 
 from scenarios.model import Scenario
-from scenarios.settings import Settings
-from workers.client.adapters import ProviderSetupError, build_adapter
+from workers.client.adapters import AdapterContext, ProviderSetupError, build_adapter
 from workers.client.adapters.replicate import ReplicateAdapter
 from workers.client.errors import ProtocolFailure
-from workers.context import WorkerContext
 from workers.secrets import (
     SecretRefused,
     Secrets,
@@ -173,7 +171,7 @@ KINDS: dict[str, dict[str, Any]] = {
 
 def build(spec: dict[str, Any], secrets: Secrets) -> Any:
     (provider,) = providers({"name": "p", **spec})
-    context = WorkerContext(Settings(), None, None, None, "w", "local", secrets=secrets)  # type: ignore[arg-type]
+    context = AdapterContext(None, secrets)  # type: ignore[arg-type]  # factories never send
     return asyncio.run(build_adapter(provider, context))
 
 

@@ -28,7 +28,8 @@ import pytest
 from tests.fakes.tls import self_signed
 from workers.client.errors import ErrorClass, classify_exception
 from workers.client.sse import SSEDecoder
-from workers.client.transport import ArrivalStream, ArrivalTransport, _Connection, arrival_of
+from workers.client.transport import ArrivalStream, ArrivalTransport, arrival_of
+from workers.client.transport.connection import Connection
 from workers.event_loop import new_loop
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": new_loop}
@@ -76,7 +77,7 @@ async def feed_pieces(raw: bytes, cuts: list[int]) -> tuple[int, list[tuple[byte
     transport = ArrivalTransport()
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
-    connection = _Connection(transport, (b"http", b"test", 80, None), ours, None)
+    connection = Connection(transport, (b"http", b"test", 80, None), ours, None)
     try:
         answer = connection.begin(head_only=False)
         bounds = [0, *cuts, len(raw)]

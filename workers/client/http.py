@@ -1,5 +1,5 @@
 """The HTTP client the measurement loop uses: httpx's API on a transport that stamps bytes
-as they arrive (``workers/client/transport.py``).
+as they arrive (``workers/client/transport/``).
 
 httpx's own pool caps connections at 100 by default and its bookkeeping degrades with
 thousands of in-flight streams; on this kind of machine an aiohttp transport under the

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 
 from scenarios.model import SimulatedProvider, SimulateSpec
+from scenarios.providers import ProviderBase
 from workers.simulator.server import SimulatorApp, start_server
 
 READY_PREFIX = "TOKENBENCH_SIMULATOR_READY port="
@@ -69,6 +70,11 @@ class SimulatorPool:
         self._endpoints: dict[str, tuple[asyncio.subprocess.Process, str]] = {}
         self._lock = asyncio.Lock()
         self._on_endpoint = on_endpoint
+
+    async def endpoint_of(self, provider: ProviderBase) -> str | None:
+        """Base URL of ``provider``'s endpoint if it is simulated (started on first use),
+        else None: the scenario names every other provider's URL itself."""
+        return await self.base_url(provider) if isinstance(provider, SimulatedProvider) else None
 
     async def base_url(self, provider: SimulatedProvider) -> str:
         """Base URL (``http://127.0.0.1:PORT/v1``) of the endpoint for ``provider``."""

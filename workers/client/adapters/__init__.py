@@ -10,6 +10,12 @@ from workers.client.adapters import (  # noqa: F401
     replicate,
     tgi,
 )
-from workers.client.adapters.base import Adapter, ProviderSetupError, build_adapter, register
+from workers.client.adapters.base import (
+    Adapter,
+    AdapterContext,
+    ProviderSetupError,
+    build_adapter,
+    register,
+)
 
-__all__ = ["Adapter", "ProviderSetupError", "build_adapter", "register"]
+__all__ = ["Adapter", "AdapterContext", "ProviderSetupError", "build_adapter", "register"]

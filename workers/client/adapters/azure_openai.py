@@ -12,11 +12,10 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from scenarios.providers import AzureOpenAIProvider
-from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.openai_chat import chat_adapter
 from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.streaming import Limits, json_headers
-from workers.context import WorkerContext
 
 
 def azure_chat_url(provider: AzureOpenAIProvider) -> str:
@@ -29,7 +28,9 @@ def azure_chat_url(provider: AzureOpenAIProvider) -> str:
 
 
 @register("azure-openai")
-async def azure_adapter(provider: AzureOpenAIProvider, context: WorkerContext) -> PostStreamAdapter:
+async def azure_adapter(
+    provider: AzureOpenAIProvider, context: AdapterContext
+) -> PostStreamAdapter:
     """Adapter of one Azure OpenAI deployment."""
     key = read_secret(provider.api_key_env, provider.endpoint, provider.name, context)
     headers = json_headers()

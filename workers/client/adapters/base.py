@@ -1,28 +1,48 @@
 """Provider adapters: one per wire dialect, registered under the scenario's ``kind``.
 
-An adapter is built once per shard (resolving its endpoint, reading its key through
-the worker's secret lookup, which releases it only for a host the variable is bound to)
-and then measures requests. Every adapter returns a RequestResult with the stamps of
-the measurement definitions and never raises for a request's own failure; setup
-problems (a missing or unbound key variable) raise ProviderSetupError before any
-request is sent.
+An adapter is built once per shard from an :class:`AdapterContext` (reading its key
+through the secret lookup, which releases it only for a host the variable is bound to)
+and then measures requests. The context is all an adapter may use of its process: the
+client is a library, so a worker and ``tokenbench providers check`` build adapters
+alike, without Redis or any other worker runtime. Every adapter returns a RequestResult
+with the stamps of the measurement definitions and never raises for a request's own
+failure; setup problems (a missing or unbound key variable) raise ProviderSetupError
+before any request is sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 import httpx
 
 from scenarios.model import AnyProvider, ProviderBase
 from workers.client.result import RequestResult
-from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
 from workers.provider_setup import ProviderSetupError
-from workers.secrets import host_of
+from workers.secrets import Secrets, host_of
 
-__all__ = ["Adapter", "ProviderSetupError", "build_adapter", "read_secret", "register"]
+__all__ = [
+    "Adapter",
+    "AdapterContext",
+    "ProviderSetupError",
+    "build_adapter",
+    "read_secret",
+    "register",
+]
+
+
+@dataclass(frozen=True)
+class AdapterContext:
+    """What an adapter factory may use of the process that builds it."""
+
+    http: httpx.AsyncClient  # the client the adapter will measure with
+    secrets: Secrets  # releases a key variable only for the hosts it is bound to
+    # Base URL of an endpoint the caller starts at run time (the simulated provider's
+    # loopback server): resolved by the caller, so the client never starts processes.
+    endpoint: str | None = None
 
 
 class Adapter(Protocol):
@@ -36,7 +56,7 @@ class Adapter(Protocol):
 
 
 P = TypeVar("P", bound=ProviderBase)
-AdapterFactory = Callable[[P, WorkerContext], Awaitable[Adapter]]
+AdapterFactory = Callable[[P, AdapterContext], Awaitable[Adapter]]
 
 _REGISTRY: dict[str, AdapterFactory[ProviderBase]] = {}
 
@@ -51,7 +71,7 @@ def register(kind: str) -> Callable[[AdapterFactory[P]], AdapterFactory[P]]:
     return decorate
 
 
-async def build_adapter(provider: AnyProvider, context: WorkerContext) -> Adapter:
+async def build_adapter(provider: AnyProvider, context: AdapterContext) -> Adapter:
     """The adapter for ``provider``'s kind, ready to measure."""
     factory = _REGISTRY.get(provider.kind)
     if factory is None:
@@ -60,9 +80,9 @@ async def build_adapter(provider: AnyProvider, context: WorkerContext) -> Adapte
 
 
 def read_secret(
-    variable: str | None, url: str, provider: str, context: WorkerContext
+    variable: str | None, url: str, provider: str, context: AdapterContext
 ) -> str | None:
     """Value of a credential variable for requests to ``url`` (None if none is named),
-    released by the worker's secret lookup only if the variable is bound to that host.
+    released by the context's secret lookup only if the variable is bound to that host.
     Read at each shard start and kept only in the adapter's memory."""
     return context.secrets.get(variable, host_of(url), provider)

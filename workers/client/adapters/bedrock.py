@@ -26,7 +26,7 @@ from botocore.eventstream import EventStreamBuffer, ParserError  # type: ignore[
 
 from scenarios.egress import BEDROCK_DEFAULT_ENDPOINT
 from scenarios.providers import BedrockProvider, RetryPolicy
-from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
 from workers.client.result import RequestResult
 from workers.client.streaming import (
@@ -38,7 +38,6 @@ from workers.client.streaming import (
     settle_counts,
     token_event,
 )
-from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
@@ -194,7 +193,7 @@ def converse_stream_url(provider: BedrockProvider) -> str:
 
 
 @register("bedrock")
-async def bedrock_adapter(provider: BedrockProvider, context: WorkerContext) -> BedrockAdapter:
+async def bedrock_adapter(provider: BedrockProvider, context: AdapterContext) -> BedrockAdapter:
     """Adapter of one Bedrock model; credentials come from the worker's secret lookup,
     each variable only if it is bound to the endpoint's host (the key id travels in the
     signature's ``Credential=`` field, so it is a secret here too)."""

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from scenarios.providers import LlamaCppProvider
-from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
 from workers.client.result import RequestResult
@@ -29,7 +29,6 @@ from workers.client.streaming import (
     settle_counts,
     token_event,
 )
-from workers.context import WorkerContext
 
 
 class LlamaCppParser:
@@ -109,7 +108,9 @@ def completion_body(prompt: str, n_predict: int, cache_prompt: bool) -> bytes:
 
 
 @register("llamacpp")
-async def llamacpp_adapter(provider: LlamaCppProvider, context: WorkerContext) -> PostStreamAdapter:
+async def llamacpp_adapter(
+    provider: LlamaCppProvider, context: AdapterContext
+) -> PostStreamAdapter:
     """Adapter of one llama-server."""
     key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
     cache_prompt = provider.cache_prompt

@@ -14,13 +14,17 @@ import orjson
 
 from scenarios.model import OpenAIProvider, SimulatedProvider
 from scenarios.providers import RetryPolicy
-from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.base import (
+    AdapterContext,
+    ProviderSetupError,
+    read_secret,
+    register,
+)
 from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.chat_stream import ChatStream
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import Limits, json_headers
-from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
 
 
@@ -111,7 +115,7 @@ def _chat_adapter(
 
 
 @register("openai")
-async def openai_adapter(provider: OpenAIProvider, context: WorkerContext) -> PostStreamAdapter:
+async def openai_adapter(provider: OpenAIProvider, context: AdapterContext) -> PostStreamAdapter:
     """Adapter of an OpenAI-compatible endpoint; the key comes from the worker's env."""
     key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
     return _chat_adapter(provider, provider.base_url, provider.model, key)
@@ -119,8 +123,10 @@ async def openai_adapter(provider: OpenAIProvider, context: WorkerContext) -> Po
 
 @register("simulated")
 async def simulated_adapter(
-    provider: SimulatedProvider, context: WorkerContext
+    provider: SimulatedProvider, context: AdapterContext
 ) -> PostStreamAdapter:
-    """Adapter of the built-in simulated endpoint, started on loopback for this worker."""
-    base_url = await context.simulators.base_url(provider)
-    return _chat_adapter(provider, base_url, provider.model, None)
+    """Adapter of the built-in simulated endpoint; the caller starts it on loopback and
+    hands its base URL in ``context.endpoint`` (starting processes is worker runtime)."""
+    if context.endpoint is None:
+        raise ProviderSetupError(f"provider {provider.name!r}: no simulated endpoint was started")
+    return _chat_adapter(provider, context.endpoint, provider.model, None)

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from scenarios.providers import OpenAICompletionsProvider
-from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import ProtocolFailure
 from workers.client.result import RequestResult
@@ -27,7 +27,6 @@ from workers.client.streaming import (
     stream_error,
     token_event,
 )
-from workers.context import WorkerContext
 
 _DONE = b"[DONE]"
 _REASONING_KEYS = ("reasoning_content", "reasoning")
@@ -113,7 +112,7 @@ def completions_body(model: str, prompt: str, max_tokens: int) -> bytes:
 
 @register("openai-completions")
 async def completions_adapter(
-    provider: OpenAICompletionsProvider, context: WorkerContext
+    provider: OpenAICompletionsProvider, context: AdapterContext
 ) -> PostStreamAdapter:
     """Adapter of an OpenAI-compatible completions endpoint."""
     key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)

@@ -25,7 +25,7 @@ import orjson
 
 from scenarios.egress import EgressDenied, url_host
 from scenarios.providers import ReplicateProvider, RetryPolicy
-from workers.client.adapters.base import ProviderSetupError, read_secret, register
+from workers.client.adapters.base import AdapterContext, ProviderSetupError, read_secret, register
 from workers.client.errors import ErrorClass, ProtocolFailure, RequestFailure, redact
 from workers.client.result import RequestResult
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
@@ -39,7 +39,6 @@ from workers.client.streaming import (
     settle_counts,
     token_event,
 )
-from workers.context import WorkerContext
 from workers.prompts import PlannedRequest
 from workers.secrets import Secrets, host_of
 
@@ -208,7 +207,7 @@ class ReplicateAdapter:
 
 @register("replicate")
 async def replicate_adapter(
-    provider: ReplicateProvider, context: WorkerContext
+    provider: ReplicateProvider, context: AdapterContext
 ) -> ReplicateAdapter:
     """Adapter of one Replicate model."""
     key = read_secret(provider.api_key_env, provider.base_url, provider.name, context) or ""

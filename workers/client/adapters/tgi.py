@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from scenarios.providers import TGIProvider
-from workers.client.adapters.base import read_secret, register
+from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
 from workers.client.result import RequestResult
@@ -28,7 +28,6 @@ from workers.client.streaming import (
     settle_counts,
     token_event,
 )
-from workers.context import WorkerContext
 
 # TGI's error_type values and the HTTP status it uses for each.
 _ERROR_STATUS = {"overloaded": 429, "validation": 422, "generation": 424}
@@ -103,7 +102,7 @@ def generate_body(prompt: str, max_new_tokens: int) -> bytes:
 
 
 @register("tgi")
-async def tgi_adapter(provider: TGIProvider, context: WorkerContext) -> PostStreamAdapter:
+async def tgi_adapter(provider: TGIProvider, context: AdapterContext) -> PostStreamAdapter:
     """Adapter of one TGI server."""
     key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
     return PostStreamAdapter(

@@ -13,34 +13,56 @@ import select
 import socket
 import ssl
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httptools
 import httpx
 
-from workers.client.arrival import (
-    _ANCILLARY_SIZE,
-    _NO_BODY_STATUS,
-    _READ_SIZE,
-    _SO_TIMESTAMPNS,
+from workers.client.transport.arrival import (
+    ANCILLARY_SIZE,
+    NO_BODY_STATUS,
+    READ_SIZE,
+    SO_TIMESTAMPNS,
     ArrivalStream,
-    _arrival,
+    kernel_arrival,
 )
 
-if TYPE_CHECKING:  # the pool owns its connections; only the type is needed here
+if TYPE_CHECKING:  # only the type is needed here
     from scenarios.egress import EgressGuard
-    from workers.client.transport import ArrivalTransport, Origin
+
+Origin = tuple[bytes, bytes, int, str | None]  # scheme, host, port, TLS server name
+
+
+class Pool(Protocol):
+    """The transport that owns a connection, as the connection sees it (declared here,
+    not imported, so that the pool depends on its connections and never the reverse)."""
+
+    def release(self, connection: Connection) -> None:
+        """Keep ``connection`` for reuse: its exchange ended cleanly."""
+        ...
+
+    def forget(self, connection: Connection) -> None:
+        """Drop ``connection``: it closed."""
+        ...
+
+    def unwatch(self, connection: Connection) -> None:
+        """Stop sweeping ``connection``'s socket."""
+        ...
+
+    def sweep(self) -> None:
+        """Read every socket with bytes waiting (a body's reader calls it)."""
+        ...
 
 
 _Head = tuple[int, bytes, list[tuple[bytes, bytes]], ArrivalStream]
 
 
-class _StaleConnection(httpx.RemoteProtocolError):
+class StaleConnection(httpx.RemoteProtocolError):
     """A reused keep-alive connection closed before any byte of the answer: the server
     dropped it while idle, so the request is sent again on a new one."""
 
 
-class _Tls:
+class Tls:
     """TLS over the connection's own socket I/O (ssl's memory BIOs, as asyncio does)."""
 
     __slots__ = ("incoming", "outgoing", "session")
@@ -57,7 +79,7 @@ class _Tls:
             except ssl.SSLWantReadError:
                 if self.outgoing.pending:
                     await loop.sock_sendall(sock, self.outgoing.read())
-                data = await loop.sock_recv(sock, _READ_SIZE)
+                data = await loop.sock_recv(sock, READ_SIZE)
                 if not data:
                     raise ConnectionResetError(
                         "connection closed during the TLS handshake"
@@ -74,7 +96,7 @@ class _Tls:
         pieces: list[bytes] = []
         ended = False
         try:
-            while piece := self.session.read(_READ_SIZE):
+            while piece := self.session.read(READ_SIZE):
                 pieces.append(piece)
         except ssl.SSLWantReadError:
             pass
@@ -83,23 +105,42 @@ class _Tls:
         return b"".join(pieces), ended
 
 
-class _Connection:
+class Connection:
     """One HTTP/1.1 connection; one request at a time, kept alive between them."""
 
-    __slots__ = ("_body_to_eof", "_fd", "_got_bytes", "_head_only", "_headers",
-                 "_informational", "_last_rx", "_loop", "_out", "_parser", "_pool",
-                 "_read_timeout", "_reason", "_sock", "_stream", "_timer", "_tls", "_waiter",
-                 "_writable", "closed", "idle_since", "origin", "paused",
-                 "served")  # fmt: skip
+    __slots__ = (
+        "_body_to_eof",
+        "_got_bytes",
+        "_head_only",
+        "_headers",
+        "_informational",
+        "_last_rx",
+        "_out",
+        "_parser",
+        "_pool",
+        "_read_timeout",
+        "_reason",
+        "_sock",
+        "_stream",
+        "_timer",
+        "_tls",
+        "_waiter",
+        "_writable",
+        "closed",
+        "fd",
+        "idle_since",
+        "loop",
+        "origin",
+        "paused",
+        "served",
+    )  # fmt: skip
 
-    def __init__(
-        self, pool: ArrivalTransport, origin: Origin, sock: socket.socket, tls: _Tls | None
-    ) -> None:
+    def __init__(self, pool: Pool, origin: Origin, sock: socket.socket, tls: Tls | None) -> None:
         self._pool = pool
         self.origin = origin
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         self._sock = sock
-        self._fd = sock.fileno()
+        self.fd = sock.fileno()
         self._tls = tls
         self._parser = httptools.HttpResponseParser(self)
         self._out = bytearray()  # bytes the socket did not take yet
@@ -119,7 +160,7 @@ class _Connection:
         self.closed = False
         self.served = 0
         self.idle_since = 0.0
-        self._loop.add_reader(self._fd, self._on_readable)
+        self.loop.add_reader(self.fd, self.on_readable)
 
     @property
     def busy(self) -> bool:
@@ -128,13 +169,13 @@ class _Connection:
 
     # -- socket I/O (loop callbacks) --
 
-    def _on_readable(self) -> None:
+    def on_readable(self) -> None:
         # One read per readiness: bytes that arrived apart keep apart stamps as long as
         # the loop reads them before the next write lands. Once queued unread, the kernel
         # merges segments and keeps the newest stamp, so writes that wait together for
         # a busy loop share the arrival of the last one (still never later than it).
         try:
-            data, ancillary, _, _ = self._sock.recvmsg(_READ_SIZE, _ANCILLARY_SIZE)
+            data, ancillary, _, _ = self._sock.recvmsg(READ_SIZE, ANCILLARY_SIZE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -143,7 +184,7 @@ class _Connection:
         if not data:
             self._lost(None)
             return
-        self._arrived(data, _arrival(ancillary))
+        self._arrived(data, kernel_arrival(ancillary))
 
     def _arrived(self, data: bytes, stamp: int) -> None:
         if self._tls is None:
@@ -170,7 +211,7 @@ class _Connection:
         try:
             self._parser.feed_data(data)
         except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
-            self._fail(httpx.RemoteProtocolError(f"malformed HTTP response: {exc!r}"))
+            self.fail(httpx.RemoteProtocolError(f"malformed HTTP response: {exc!r}"))
 
     def _send(self, data: bytes) -> None:
         # Never raises: a failed send loses the connection, and the exchange's waiter
@@ -187,8 +228,8 @@ class _Connection:
             return
         if sent < len(data):
             self._out += data[sent:]
-            self._writable = self._loop.create_future()
-            self._loop.add_writer(self._fd, self._on_writable)
+            self._writable = self.loop.create_future()
+            self.loop.add_writer(self.fd, self._on_writable)
 
     def _on_writable(self) -> None:
         try:
@@ -200,7 +241,7 @@ class _Connection:
             return
         del self._out[:sent]
         if not self._out:
-            self._loop.remove_writer(self._fd)
+            self.loop.remove_writer(self.fd)
             self._wake_writer()
 
     def _wake_writer(self) -> None:
@@ -219,13 +260,13 @@ class _Connection:
         if stream is not None and self._body_to_eof and exc is None:
             # A body without length or chunking ends when the server closes (RFC 9112 §6.3).
             self._done_exchange()
-            stream._finish(perf_counter_ns())
+            stream.finish(perf_counter_ns())
         elif not self._got_bytes and self.served:
-            self._fail(_StaleConnection("keep-alive connection closed by the server"))
+            self.fail(StaleConnection("keep-alive connection closed by the server"))
         elif exc is not None:
-            self._fail(httpx.ReadError(f"connection lost: {exc}"))
+            self.fail(httpx.ReadError(f"connection lost: {exc}"))
         else:
-            self._fail(httpx.RemoteProtocolError("server closed the connection mid-response"))
+            self.fail(httpx.RemoteProtocolError("server closed the connection mid-response"))
 
     # -- httptools callbacks --
 
@@ -247,7 +288,7 @@ class _Connection:
         waiter = self._waiter
         if waiter is None:  # a second answer to one request
             raise httpx.RemoteProtocolError("unexpected response")
-        stream = self._stream = ArrivalStream(self)
+        stream = self._stream = ArrivalStream(self, self._pool.sweep)
         self._waiter = None
         self._body_to_eof = self._delimited_by_close(status)
         if not waiter.done():
@@ -256,12 +297,12 @@ class _Connection:
             # llhttp does not know the request was HEAD and would wait for the body a
             # Content-Length announces; the answer is complete, the connection unusable.
             self._done_exchange()
-            stream._finish(self._last_rx)
+            stream.finish(self._last_rx)
             self.close()
 
     def on_body(self, body: bytes) -> None:
         if self._stream is not None:
-            self._stream._push(body, self._last_rx)
+            self._stream.push(body, self._last_rx)
 
     def on_message_complete(self) -> None:
         if self._informational:
@@ -271,7 +312,7 @@ class _Connection:
         if stream is None:
             return
         self._done_exchange()
-        stream._finish(self._last_rx)
+        stream.finish(self._last_rx)
         if self._parser.should_keep_alive() and not self.closed:
             self.served += 1
             self._pool.release(self)
@@ -282,7 +323,7 @@ class _Connection:
 
     def begin(self, head_only: bool) -> asyncio.Future[_Head]:
         """Expect the answer to a request about to be written."""
-        self._waiter = waiter = self._loop.create_future()
+        self._waiter = waiter = self.loop.create_future()
         self._head_only = head_only
         self._got_bytes = False
         return waiter
@@ -313,19 +354,19 @@ class _Connection:
         self._last_rx = perf_counter_ns()
         self._read_timeout = read_timeout
         if read_timeout is not None:
-            self._timer = self._loop.call_later(read_timeout, self._check_silence)
+            self._timer = self.loop.call_later(read_timeout, self._check_silence)
 
     def pause(self) -> None:
         """Stop reading the socket (the reader is far behind)."""
         if not self.paused and not self.closed:
             self.paused = True
-            self._loop.remove_reader(self._fd)
+            self.loop.remove_reader(self.fd)
 
     def resume(self) -> None:
         """Read the socket again."""
         if self.paused and not self.closed:
             self.paused = False
-            self._loop.add_reader(self._fd, self._on_readable)
+            self.loop.add_reader(self.fd, self.on_readable)
 
     def abandon(self) -> None:
         """The caller gave up on the exchange (cancelled, or left the body unread)."""
@@ -338,9 +379,9 @@ class _Connection:
         if not self.closed:
             self.closed = True
             if not self.paused:
-                self._loop.remove_reader(self._fd)
+                self.loop.remove_reader(self.fd)
             if self._out:
-                self._loop.remove_writer(self._fd)
+                self.loop.remove_writer(self.fd)
             self._pool.unwatch(self)  # before close: the descriptor number may be reused
             self._sock.close()
             self._wake_writer()  # a writer waiting in drain() finds the connection closed
@@ -349,7 +390,7 @@ class _Connection:
     # -- internals --
 
     def _delimited_by_close(self, status: int) -> bool:
-        if self._head_only or status in _NO_BODY_STATUS:
+        if self._head_only or status in NO_BODY_STATUS:
             return False
         for name, value in self._headers:
             lowered = name.lower()
@@ -366,9 +407,9 @@ class _Connection:
             return
         silent_s = 0.0 if self.paused else (perf_counter_ns() - self._last_rx) / 1e9
         if silent_s >= timeout:  # paused: we stopped reading, the server did not stop
-            self._fail(httpx.ReadTimeout(f"no data from the server for {timeout:g} s"))
+            self.fail(httpx.ReadTimeout(f"no data from the server for {timeout:g} s"))
         else:
-            self._timer = self._loop.call_later(timeout - silent_s, self._check_silence)
+            self._timer = self.loop.call_later(timeout - silent_s, self._check_silence)
 
     def _done_exchange(self) -> None:
         self._waiter = None
@@ -378,17 +419,17 @@ class _Connection:
             self._timer.cancel()
             self._timer = None
 
-    def _fail(self, error: httpx.TransportError) -> None:
+    def fail(self, error: httpx.TransportError) -> None:
         waiter, stream = self._waiter, self._stream
         self._done_exchange()
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
         if stream is not None:
-            stream._fail(error)
+            stream.fail(error)
         self.close()
 
 
-async def _open_socket(
+async def open_socket(
     loop: asyncio.AbstractEventLoop, host: str, port: int, guard: EgressGuard | None = None
 ) -> socket.socket:
     """A connected non-blocking TCP socket to the first address of ``host`` that answers.
@@ -413,9 +454,9 @@ async def _open_socket(
         try:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if _SO_TIMESTAMPNS is not None:
+            if SO_TIMESTAMPNS is not None:
                 with contextlib.suppress(OSError):  # without it: stamps at read time
-                    sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                    sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             await _sock_connect(loop, sock, address)
         except OSError as exc:
             sock.close()
@@ -452,7 +493,7 @@ async def _sock_connect(loop: asyncio.AbstractEventLoop, sock: socket.socket, ad
         raise OSError(code, os.strerror(code))
 
 
-def _request_head(request: httpx.Request) -> bytes:
+def request_head(request: httpx.Request) -> bytes:
     lines = [b"%s %s HTTP/1.1\r\n" % (request.method.encode("ascii"), request.url.raw_path)]
     for name, value in request.headers.raw:
         if b"\r" in value or b"\n" in value or b"\r" in name or b"\n" in name:
@@ -462,8 +503,8 @@ def _request_head(request: httpx.Request) -> bytes:
     return b"".join(lines)
 
 
-async def _write_streamed(
-    connection: _Connection, head: bytes, request: httpx.Request, write_timeout_s: float | None
+async def write_streamed(
+    connection: Connection, head: bytes, request: httpx.Request, write_timeout_s: float | None
 ) -> None:
     # httpx announces a streamed body of unknown length as chunked; frame it so.
     chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"

@@ -1,50 +1,6 @@
-"""An httpx transport that stamps response bytes when they arrived, not when they are read.
-
-With httpx's API over aiohttp (or httpcore), a chunk is timed when the coroutine that
-iterates ``response.aiter_raw()`` gets its turn. When many streams' bytes arrive
-together, that coroutine runs after every other stream's parsing and decoding, so the
-stamp carries the client's own queueing: 77/259 ms TTFT error p50/p99 at 256 streams
-(benchmarks/client_accuracy.py). Stamping in ``asyncio.Protocol.data_received`` only
-moves the problem: bytes still wait in the kernel while the loop is busy (a burst of
-256 requests being built keeps it busy for tens of ms), and measured p99 stayed at
-~40 ms. So this transport reads its sockets itself (``loop.add_reader`` + ``recvmsg``)
-and asks Linux for the receive time of the bytes (``SO_TIMESTAMPNS``, the moment the
-kernel queued them on the socket), converted to the ``perf_counter_ns`` clock of every
-other stamp. Elsewhere the stamp is the read time, as early as Python sees the bytes.
-The stamp travels with the bytes to the reader: ``arrival_of(response).last``.
-
-One limit remains: bytes left unread are merged by the kernel with the connection's next
-segment, under the later stamp, so a loop blocked for longer than a stream's ITL would
-stamp a token with the arrival of the one after it. ``ArrivalTransport.sweep`` reads
-waiting sockets from inside the client's busy paths (every body chunk handed over, every
-request sent), at most every millisecond, which keeps such waits short. Measured at 256
-streams on a shared 2-core machine: TTFT error p50 0.5-2 ms, p99 2-15 ms depending on the
-machine's other load, where the aiohttp transport gave 23-50 / 119-205 ms (docs/load.md).
-
-    ArrivalTransport      httpx.AsyncBaseTransport: connections pooled per origin without
-                          a cap (the load shape sets concurrency, never the pool), TLS
-      _Connection         one HTTP/1.1 keep-alive socket; httptools' response parser
-                          (llhttp: chunked decoding, lengths, keep-alive)
-        ArrivalStream     the response body: (stamp, bytes) pairs, as httpx byte chunks
-
-Errors are raised as httpx exceptions so ``workers.client.errors`` classifies them as it
-does any httpx transport's: refused/unresolvable/TLS failure → ``ConnectError``, connect
-deadline → ``ConnectTimeout``, server silent for the read timeout → ``ReadTimeout``,
-stream cut or malformed → ``RemoteProtocolError`` / ``ReadError``.
-
-The read timeout is the longest silence of the server while a response is due (from the
-request written to the response's last byte), whether or not anyone is reading — the
-stall the measurement definitions mean. HTTP/1.1 only; no proxies of its own (httpx's
-environment proxy mounts take precedence); no DNS cache (connections are long-lived and
-reused).
-
-Egress: given an :class:`~scenarios.egress.EgressGuard`, every connection the transport
-opens is checked at the address it connects to: the guard resolves the name once,
-refuses the host if any address is forbidden (``EgressRefused``, a ConnectError, before
-any connect) and hands back exactly the checked addresses. The Host header and the TLS
-server name stay the URL's host. The transport never follows redirects (httpx's client
-does that, and worker clients are built with ``follow_redirects=False``).
-"""
+"""The arrival transport's pool: the httpx transport that opens, reuses and sweeps its
+connections and checks each against the egress guard (the package docstring explains
+why it reads its sockets itself)."""
 
 from __future__ import annotations
 
@@ -57,24 +13,23 @@ from typing import Any
 import httpx
 
 from scenarios.egress import EgressDenied, EgressGuard
-from workers.client.arrival import ARRIVAL_EXTENSION, ArrivalStream, arrival_of
-from workers.client.connection import (
-    _Connection,
-    _open_socket,
-    _request_head,
-    _StaleConnection,
-    _Tls,
-    _write_streamed,
+from workers.client.transport.arrival import ARRIVAL_EXTENSION
+from workers.client.transport.connection import (
+    Connection,
+    Origin,
+    StaleConnection,
+    Tls,
+    open_socket,
+    request_head,
+    write_streamed,
 )
 
-__all__ = ["ARRIVAL_EXTENSION", "ArrivalStream", "ArrivalTransport", "EgressRefused", "arrival_of"]
+__all__ = ["ArrivalTransport", "EgressRefused"]
 
 # While the loop is busy (a burst of requests being built, many events being decoded),
 # sockets are also read from inside that work at least this often (ArrivalTransport.sweep),
 # so writes of one stream seldom wait together long enough for the kernel to merge them.
 _SWEEP_NS = 1_000_000
-
-Origin = tuple[bytes, bytes, int, str | None]  # scheme, host, port, TLS server name
 
 
 class EgressRefused(httpx.ConnectError):
@@ -101,12 +56,12 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         self._ssl: ssl.SSLContext | None = None
         self._keepalive_expiry = keepalive_expiry
         # Idle connections per origin; a dict keeps release order, popitem() is LIFO.
-        self._idle: dict[Origin, dict[_Connection, None]] = {}
-        self._open: set[_Connection] = set()
+        self._idle: dict[Origin, dict[Connection, None]] = {}
+        self._open: set[Connection] = set()
         # Every open socket, watched a second time for sweep(); Linux only (epoll), made
         # with the first connection, on the loop (and in the process) that uses it.
         self._poller: Any = None
-        self._watched: dict[int, _Connection] = {}
+        self._watched: dict[int, Connection] = {}
         self._next_sweep = 0
 
     def sweep(self, *, force: bool = False) -> None:
@@ -124,20 +79,20 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         for fd, _ in self._poller.poll(0):
             connection = self._watched.get(fd)
             if connection is not None and not connection.paused:
-                connection._on_readable()
+                connection.on_readable()
 
-    def watch(self, connection: _Connection) -> None:
+    def watch(self, connection: Connection) -> None:
         """Include a new connection's socket in sweeps."""
         if self._poller is None and hasattr(select, "epoll"):
             self._poller = select.epoll()
         if self._poller is not None:
-            self._poller.register(connection._fd, select.EPOLLIN)
-            self._watched[connection._fd] = connection
+            self._poller.register(connection.fd, select.EPOLLIN)
+            self._watched[connection.fd] = connection
 
-    def unwatch(self, connection: _Connection) -> None:
+    def unwatch(self, connection: Connection) -> None:
         """Leave a closing connection's socket out of sweeps."""
-        if self._watched.pop(connection._fd, None) is not None and self._poller is not None:
-            self._poller.unregister(connection._fd)
+        if self._watched.pop(connection.fd, None) is not None and self._poller is not None:
+            self._poller.unregister(connection.fd)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request``, return as soon as the response head arrived."""
@@ -148,7 +103,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             raise httpx.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
         port = url.port or (443 if scheme == b"https" else 80)
         origin: Origin = (scheme, url.raw_host, port, request.extensions.get("sni_hostname"))
-        head = _request_head(request)
+        head = request_head(request)
         try:
             body: bytes | None = request.content
         except httpx.RequestNotRead:
@@ -159,14 +114,14 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
                 return await self._exchange(connection, request, head, body, timeouts)
             try:
                 return await self._exchange(connection, request, head, body, timeouts)
-            except _StaleConnection:
+            except StaleConnection:
                 pass  # the server closed it while idle and saw nothing: send again
         connection = await self._connect(origin, timeouts.get("connect"))
         return await self._exchange(connection, request, head, body, timeouts)
 
     async def _exchange(
         self,
-        connection: _Connection,
+        connection: Connection,
         request: httpx.Request,
         head: bytes,
         body: bytes | None,
@@ -177,7 +132,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             if body is not None:
                 connection.write(head + body)  # one write: one segment for small requests
             else:
-                await _write_streamed(connection, head, request, timeouts.get("write"))
+                await write_streamed(connection, head, request, timeouts.get("write"))
             connection.sent(timeouts.get("read"))
             self.sweep()  # after the write, so that this request's TTFT does not carry it
             status, reason, headers, stream = await answer
@@ -195,7 +150,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             },
         )
 
-    def _idle_connection(self, origin: Origin) -> _Connection | None:
+    def _idle_connection(self, origin: Origin) -> Connection | None:
         idle = self._idle.get(origin)
         if not idle:
             return None
@@ -217,17 +172,17 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             return connection
         return None
 
-    async def _connect(self, origin: Origin, connect_timeout_s: float | None) -> _Connection:
+    async def _connect(self, origin: Origin, connect_timeout_s: float | None) -> Connection:
         scheme, host, port, server_name = origin
         loop = asyncio.get_running_loop()
         hostname = host.decode("ascii")
         try:
             async with asyncio.timeout(connect_timeout_s):
-                sock = await _open_socket(loop, hostname, port, self._guard)
+                sock = await open_socket(loop, hostname, port, self._guard)
                 try:
                     tls = None
                     if scheme == b"https":
-                        tls = _Tls(self._ssl_context(), server_name or hostname)
+                        tls = Tls(self._ssl_context(), server_name or hostname)
                         await tls.handshake(loop, sock)
                 except BaseException:
                     sock.close()
@@ -238,7 +193,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             raise httpx.ConnectTimeout(f"connect to {hostname}:{port} timed out") from None
         except OSError as exc:  # refused, unreachable, DNS (gaierror), TLS (SSLError)
             raise httpx.ConnectError(f"connect to {hostname}:{port}: {exc}") from exc
-        connection = _Connection(self, origin, sock, tls)
+        connection = Connection(self, origin, sock, tls)
         self._open.add(connection)
         self.watch(connection)
         return connection
@@ -253,12 +208,12 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             self._ssl = context
         return self._ssl
 
-    def release(self, connection: _Connection) -> None:
+    def release(self, connection: Connection) -> None:
         """A connection finished an exchange and may serve the next one."""
-        connection.idle_since = connection._loop.time()
+        connection.idle_since = connection.loop.time()
         self._idle.setdefault(connection.origin, {})[connection] = None
 
-    def forget(self, connection: _Connection) -> None:
+    def forget(self, connection: Connection) -> None:
         """A connection closed: drop it from the pool."""
         self._open.discard(connection)
         idle = self._idle.get(connection.origin)
@@ -269,7 +224,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         """Close every connection; bodies still arriving end with a ReadError."""
         for connection in list(self._open):
             if connection.busy:
-                connection._fail(httpx.ReadError("transport closed"))
+                connection.fail(httpx.ReadError("transport closed"))
             connection.close()
         self._idle.clear()
         if self._poller is not None:

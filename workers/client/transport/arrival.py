@@ -3,7 +3,7 @@
 The kernel's receive time of each read (``SO_TIMESTAMPNS`` on Linux, the read time
 elsewhere) is converted to the ``perf_counter_ns`` clock of every other stamp and kept
 with the bytes in an :class:`ArrivalStream`, the response body that
-``workers/client/transport.py`` hands to httpx; ``arrival_of(response).last`` is the
+the transport (``pool.py``) hands to httpx; ``arrival_of(response).last`` is the
 stamp of the chunk just read (docs/load.md, decision 22).
 """
 
@@ -14,14 +14,11 @@ import socket
 import struct
 import sys
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from time import perf_counter_ns, time_ns
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httpx
-
-if TYPE_CHECKING:  # a stream reads from its connection; only the type is needed
-    from workers.client.connection import _Connection
 
 ARRIVAL_EXTENSION = "tokenbench.arrival"
 
@@ -30,24 +27,46 @@ ARRIVAL_EXTENSION = "tokenbench.arrival"
 # An LLM stream never gets near it; while paused, arrival stamps are late by design.
 _HIGH_WATER = 4 * 1024 * 1024
 _LOW_WATER = 1024 * 1024
-_NO_BODY_STATUS = (204, 304)
-_READ_SIZE = 64 * 1024
+NO_BODY_STATUS = (204, 304)
+READ_SIZE = 64 * 1024
 
 # SO_TIMESTAMPNS (asm-generic/socket.h; Python's socket module does not name it): each
 # recvmsg() carries the CLOCK_REALTIME at which the kernel received the last bytes read.
-_SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
+SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 _TIMESPEC = struct.Struct("@qq")
-_ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if _SO_TIMESTAMPNS else 0
+ANCILLARY_SIZE = socket.CMSG_SPACE(_TIMESPEC.size) if SO_TIMESTAMPNS else 0
 # A kernel stamp older than this (or in the future) means the wall clock was stepped
 # between receive and read: the read time is used instead.
 _MAX_AGE_NS = 60 * 1_000_000_000
 
 
-def _arrival(ancillary: list[tuple[int, int, bytes]]) -> int:
+class BodySource(Protocol):
+    """The connection a body arrives on, as the body sees it: the reader pauses its
+    reads past the high-water mark and resumes them, or abandons it."""
+
+    @property
+    def paused(self) -> bool:
+        """Whether the connection stopped reading its socket."""
+        ...
+
+    def pause(self) -> None:
+        """Stop reading the socket until ``resume``."""
+        ...
+
+    def resume(self) -> None:
+        """Read the socket again."""
+        ...
+
+    def abandon(self) -> None:
+        """Give up the body: the connection cannot be reused."""
+        ...
+
+
+def kernel_arrival(ancillary: list[tuple[int, int, bytes]]) -> int:
     """``perf_counter_ns`` of the kernel's receive time in ``ancillary``, else of now."""
     now = perf_counter_ns()
     for level, kind, payload in ancillary:
-        if kind == _SO_TIMESTAMPNS and level == socket.SOL_SOCKET:
+        if kind == SO_TIMESTAMPNS and level == socket.SOL_SOCKET:
             seconds, nanos = _TIMESPEC.unpack(payload[: _TIMESPEC.size])
             age: int = time_ns() - (seconds * 1_000_000_000 + nanos)
             if 0 <= age < _MAX_AGE_NS:
@@ -65,24 +84,24 @@ class ArrivalStream(httpx.AsyncByteStream):
     different reads never are.
     """
 
-    __slots__ = ("_buffered", "_chunks", "_done", "_error", "_owner", "_pool", "_stamps",
+    __slots__ = ("_buffered", "_chunks", "_done", "_error", "_owner", "_stamps", "_sweep",
                  "_waiter", "end", "last")  # fmt: skip
 
-    def __init__(self, owner: _Connection) -> None:
+    def __init__(self, owner: BodySource, sweep: Callable[[], None]) -> None:
         self._chunks: deque[bytes] = deque()
         self._stamps: deque[int] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._done = False
         self._error: BaseException | None = None
         self._buffered = 0
-        self._owner: _Connection | None = owner  # while the body is still arriving
-        self._pool = owner._pool
+        self._owner: BodySource | None = owner  # while the body is still arriving
+        self._sweep = sweep  # reads every waiting socket (ArrivalTransport.sweep)
         self.last = 0
         self.end: int | None = None
 
     # -- producer side (the connection, as bytes are read) --
 
-    def _push(self, data: bytes, stamp: int) -> None:
+    def push(self, data: bytes, stamp: int) -> None:
         if self._stamps and self._stamps[-1] == stamp:
             self._chunks[-1] += data  # same arrival: one chunk, one reader wake-up
         else:
@@ -93,13 +112,13 @@ class ArrivalStream(httpx.AsyncByteStream):
             self._owner.pause()
         self._wake()
 
-    def _finish(self, stamp: int) -> None:
+    def finish(self, stamp: int) -> None:
         self.end = stamp
         self._done = True
         self._owner = None
         self._wake()
 
-    def _fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
         # Bytes that arrived before the failure are still delivered, then the error.
         self._error = error
         self._done = True
@@ -114,9 +133,9 @@ class ArrivalStream(httpx.AsyncByteStream):
     # -- consumer side (httpx) --
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks, stamps, pool = self._chunks, self._stamps, self._pool
+        chunks, stamps, sweep = self._chunks, self._stamps, self._sweep
         while True:
-            pool.sweep()
+            sweep()
             if chunks:
                 chunk = chunks.popleft()
                 self.last = stamps.popleft()
