@@ -3,7 +3,8 @@
 Schema changes are numbered SQL files (``sql/schema_vN.sql``) applied in order inside a
 transaction; ``schema_version`` records the last one applied. A version may also need a
 data step in Python (v2 back-fills the run dimensions from the stored scenarios); it runs
-inside the same transaction; v3 computes the per-shard pre-aggregates of settled shards.
+inside the same transaction; v3 computes the per-shard pre-aggregates of settled shards;
+v7 stores each shard's spec (the plan) and its stage's level apart from the part's share.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from analytics.summaries import backfill_summaries
 
 __all__ = ["SCHEMA_VERSION", "connect", "load_sql", "migrate", "schema_version"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

@@ -13,6 +13,7 @@ import duckdb
 from analytics.dimensions import write_dimensions
 from analytics.summaries import store_shard_summary
 from scenarios.model import Scenario
+from scenarios.wire import ShardSpec
 
 
 def _now() -> dt.datetime:
@@ -36,7 +37,14 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 
 @dataclass(frozen=True, slots=True)
 class PlannedShard:
-    """A shard row to create."""
+    """A shard row to create.
+
+    ``concurrency`` is this shard's share of its stage (a part of a split level);
+    ``stage_concurrency`` the stage's level (None: the shard is the whole stage, so its
+    share). ``spec`` is what the shard is dispatched with, stored so that a restart or a
+    view reads the plan instead of re-planning it (None for shards that are not
+    dispatched, e.g. a shadow session's).
+    """
 
     shard_id: str
     stage: int
@@ -44,6 +52,16 @@ class PlannedShard:
     region: str
     concurrency: int
     planned_requests: int | None
+    stage_concurrency: int | None = None
+    spec: ShardSpec | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredShard:
+    """A shard of a run's stored plan."""
+
+    stage_concurrency: int
+    spec: ShardSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +95,10 @@ class RunStore:
             )
             write_dimensions(self.con, run_id, scenario)
             self.con.executemany(
-                "INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', NULL, 0, NULL, 0)",
+                "INSERT INTO shards (run_id, shard_id, stage, provider, region, concurrency, "
+                "planned_requests, state, accepted_attempt, records, message, dispatches, "
+                "stage_concurrency, plan_position, spec) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', NULL, 0, NULL, 0, ?, ?, ?)",
                 [
                     [
                         run_id,
@@ -87,8 +108,11 @@ class RunStore:
                         s.region,
                         s.concurrency,
                         s.planned_requests,
+                        s.concurrency if s.stage_concurrency is None else s.stage_concurrency,
+                        position,
+                        None if s.spec is None else s.spec.model_dump_json(),
                     ]
-                    for s in shards
+                    for position, s in enumerate(shards)
                 ],
             )
 
@@ -188,6 +212,18 @@ class RunStore:
         if row is None:
             raise KeyError(run_id)
         return str(row[0])
+
+    def stored_plan(self, run_id: str) -> list[StoredShard] | None:
+        """The run's shards as planned when it was created, in plan order; None when
+        the run was stored before plans were (schema v7) and must be re-planned."""
+        rows = self.con.execute(
+            "SELECT stage_concurrency, spec FROM shards WHERE run_id = ? "
+            "ORDER BY plan_position, shard_id",
+            [run_id],
+        ).fetchall()
+        if not rows or any(r[1] is None for r in rows):
+            return None
+        return [StoredShard(int(r[0]), ShardSpec.model_validate_json(r[1])) for r in rows]
 
     def running_runs(self) -> list[str]:
         """Ids of runs not yet finished, oldest first (resumed after a restart)."""

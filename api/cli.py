@@ -171,6 +171,7 @@ async def _drive(
 ) -> tuple[str, str]:
     from api.console import StageProgress  # noqa: PLC0415
     from api.control_plane import ControlPlane  # noqa: PLC0415
+    from api.run_views import live_view  # noqa: PLC0415
 
     redis = Redis.from_url(redis_url)
     plane = ControlPlane(redis, con, celery_app, get_settings().control)
@@ -181,7 +182,7 @@ async def _drive(
             try:
                 while run_id in plane.runs:
                     await plane.step()
-                    progress.update(coordinator)
+                    progress.update(live_view(coordinator, scenario.name))
             except (asyncio.CancelledError, KeyboardInterrupt):
                 await plane.cancel(run_id)
                 while run_id in plane.runs:  # store what arrives, then settle as cancelled
@@ -268,7 +269,7 @@ def submit(
         raise exit_for(exc) from None
     except httpx.HTTPError as exc:
         raise exit_for(Unavailable(f"cannot reach {server}: {exc}")) from None
-    if view["state"] != "finished":
+    if view.state != "finished":
         raise typer.Exit(1)
 
 

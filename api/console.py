@@ -27,12 +27,13 @@ from analytics.formatting import (
 from analytics.html_report import render_html
 from analytics.markdown import render_markdown
 from analytics.report import RunReport
-from api.coordinator import RunCoordinator
-from api.schemas import stage_label
+from api.schemas import RunPublic
 
 
 class StageProgress:
-    """One progress bar per stage, fed by the coordinator's progress callback."""
+    """One progress bar per stage, drawn from a run's public view (:class:`RunPublic`):
+    the same model ``GET /v1/runs/{id}`` answers, so ``tokenbench run`` (from the local
+    coordinator) and ``submit --wait`` (polling the server) show the same bars."""
 
     def __init__(self, console: Console) -> None:
         self.progress = Progress(
@@ -53,30 +54,28 @@ class StageProgress:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def update(self, coordinator: RunCoordinator) -> None:
-        """Redraw from the coordinator's view of its shards."""
-        for stage in coordinator.stages:
-            shards = [coordinator.shards[s.shard_id] for s in stage.shards]
-            if (
-                all(s.state == "planned" for s in shards)
-                and stage.index != coordinator.current_stage
-            ):
+    def update(self, view: RunPublic) -> None:
+        """Redraw the stages that started."""
+        for stage in view.stages:
+            if stage.state == "planned":
                 continue
-            planned = [s.planned for s in shards]
+            shards = stage.shards
+            planned = [s.requests_planned for s in shards]
             total = sum(p for p in planned if p is not None) if None not in planned else None
-            done = sum(s.done for s in shards)
-            if all(s.settled for s in shards):
+            done = sum(s.requests_done for s in shards)
+            if stage.state != "running":
                 # A stage bounded by duration (or cancelled) ends below its request cap:
                 # show it complete at what it actually sent, not stalled short of the cap.
                 total = done
             errors = sum(s.errors for s in shards)
-            ttfts = [s.ttft_p50_ms for s in shards if s.ttft_p50_ms is not None]
+            ttfts = sorted(s.ttft_p50_ms for s in shards if s.ttft_p50_ms is not None)
             detail = f"errors {errors}"
             if ttfts:
-                detail += f" · TTFT p50 ~{sorted(ttfts)[len(ttfts) // 2]:.0f} ms"
-            description = f"stage {stage.index} · {stage_label(stage.concurrency, stage.rate)}"
+                detail += f" · TTFT p50 ~{ttfts[len(ttfts) // 2]:.0f} ms"
+            detail += f" · {stage.state}"
             task = self._tasks.get(stage.index)
             if task is None:
+                description = f"stage {stage.index} · {stage.label}"
                 task = self.progress.add_task(description, total=total, detail=detail)
                 self._tasks[stage.index] = task
             self.progress.update(task, completed=done, total=total, detail=detail)

@@ -46,7 +46,13 @@ from analytics.datasets import DatasetStore, UnknownDatasetError, workload_datas
 from analytics.ingest import BatchMessage, ingest_batches
 from analytics.runs import RunStore
 from analytics.shadow import ensure_shadow_schema, ingest_captures, session_ids
-from api.coordinator import RunCoordinator, SessionCoordinator, ShardProgress, fail_unresumable
+from api.coordinator import (
+    Coordinator,
+    RunCoordinator,
+    SessionCoordinator,
+    ShardProgress,
+    fail_unresumable,
+)
 from api.redis_faults import (
     UNREACHABLE_ERRORS,
     holds_state,
@@ -109,7 +115,7 @@ class ControlPlane:
         self.store = RunStore(con)
         self.celery = celery
         self.settings = settings
-        self.runs: dict[str, RunCoordinator] = {}
+        self.runs: dict[str, Coordinator] = {}
         self.consumer = f"control-{uuid.uuid4().hex[:8]}"
         self._no_worker_since: dict[str, float] = {}
         self._last_health_check = 0.0
@@ -276,7 +282,7 @@ class ControlPlane:
                     coordinator.finish()
                 await self._close_run(coordinator)
 
-    async def _dispatch(self, coordinator: RunCoordinator) -> None:
+    async def _dispatch(self, coordinator: Coordinator) -> None:
         if coordinator.cancel_deadline is not None:
             return
         shards = coordinator.to_dispatch()
@@ -295,7 +301,7 @@ class ControlPlane:
         await self._send(shard)
         del self._unsent[(spec.run_id, spec.shard_id)]
 
-    async def _publish_datasets(self, coordinator: RunCoordinator) -> bool:
+    async def _publish_datasets(self, coordinator: Coordinator) -> bool:
         """Make sure the datasets the run's shards read are in Redis (their TTL refreshed,
         or set again if Redis lost them); False, with the run's open shards failed, when
         a dataset is no longer stored."""
@@ -371,7 +377,7 @@ class ControlPlane:
                 # Stored and committed: the payloads need not stay in Redis memory.
                 await self.redis.xdel(stream, *ids)
 
-    async def _check_workers(self, coordinator: RunCoordinator) -> None:
+    async def _check_workers(self, coordinator: Coordinator) -> None:
         now = time.monotonic()
         # A shard is lost when it went silent and its worker's heartbeat expired. Right
         # after a Redis outage every shard was silent and heartbeats may have expired:
@@ -466,7 +472,7 @@ class ControlPlane:
         await mark_state(self.redis)
         self._state_marked = True
 
-    async def _watchdog(self, coordinator: RunCoordinator) -> None:
+    async def _watchdog(self, coordinator: Coordinator) -> None:
         """A run without progress for ``stall_timeout_s``: re-dispatch each stuck shard
         once, then fail it with the reason (a task still queued is waiting, not stuck)."""
         now = time.monotonic()
@@ -535,7 +541,7 @@ class ControlPlane:
                 if start in (b"0-0", "0-0") or not entries:
                     break
 
-    async def _close_run(self, coordinator: RunCoordinator) -> None:
+    async def _close_run(self, coordinator: Coordinator) -> None:
         """The run is settled in DuckDB: drop its streams from Redis. The done and cancel
         keys stay (they expire) so that a late redelivered task is still skipped."""
         streams = self._streams(coordinator.run_id)

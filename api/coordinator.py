@@ -4,11 +4,13 @@ A run is a sequence of stages; a stage is settled when each of its shards is set
 finished with every announced batch ingested, or failed. The coordinator is a state
 machine fed by the control plane; every transition is written to DuckDB before the
 stream entry that caused it is acknowledged, so a restarted control plane rebuilds the
-same state from the database (:meth:`RunCoordinator.resume`).
+same state from the database (:meth:`RunCoordinator.resume`, from the plan stored when
+the run was created).
 
-A shadow-traffic session (:class:`SessionCoordinator`, docs/shadow.md) is a run of
-another shape: no stages to dispatch, a fixed set of record streams (its shards), and no
-end until it is stopped.
+The control plane drives every run through :class:`Coordinator`. A planned run is a
+:class:`RunCoordinator`; a shadow-traffic session (:class:`SessionCoordinator`,
+docs/shadow.md) is a run of another shape: no stages to dispatch, a fixed set of record
+streams (its shards), and no end until it is stopped.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from analytics.datasets import DatasetStore, UnknownDatasetError
 from analytics.runs import PlannedShard, RunStore
 from analytics.shadow import SessionShard, activate_session, close_session, register_session
-from api.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run
+from api.planner import Stage, plan_run, stored_stages
 from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
@@ -68,22 +70,23 @@ class ShardProgress:
         return self.spec.requests
 
 
-class RunCoordinator:
-    """State of one run, advanced by events and ingested batches."""
+class Coordinator:
+    """State of one run of any kind, advanced by events and ingested batches: what the
+    control plane drives. A planned run (:class:`RunCoordinator`) dispatches its stages
+    in order; a shadow session (:class:`SessionCoordinator`) has none."""
 
     def __init__(
         self,
         run_id: str,
         scenario: Scenario,
         store: RunStore,
-        max_streams_per_shard: int = DEFAULT_MAX_STREAMS_PER_SHARD,
+        stages: list[Stage],
+        wait_for_workers: bool = False,
     ) -> None:
         self.run_id = run_id
         self.scenario = scenario
         self.store = store
-        self.stages: list[Stage] = plan_run(
-            run_id, scenario, max_streams_per_shard, replay_times=replay_times(scenario, store)
-        )
+        self.stages = stages
         self.shards: dict[str, ShardProgress] = {
             spec.shard_id: ShardProgress(spec) for stage in self.stages for spec in stage.shards
         }
@@ -91,55 +94,10 @@ class RunCoordinator:
         self.records_ingested = 0
         self.created = time.monotonic()
         self.first_dispatch_at: float | None = None
-        self.wait_for_workers = False
+        self.wait_for_workers = wait_for_workers
         self.cancel_deadline: float | None = None  # set when a cancel was requested
         # Last dispatch, applied event or ingested batch: the watchdog's clock.
         self.last_progress_at = time.monotonic()
-
-    # ------------------------------------------------------------------ creation
-
-    @classmethod
-    def create(
-        cls, run_id: str, scenario: Scenario, store: RunStore, max_streams_per_shard: int
-    ) -> RunCoordinator:
-        """A new run, recorded in the database with its planned shards."""
-        coordinator = cls(run_id, scenario, store, max_streams_per_shard)
-        store.create_run(
-            run_id,
-            scenario,
-            [
-                PlannedShard(
-                    s.shard_id, s.stage, s.provider.name, s.region, s.concurrency, s.requests
-                )
-                for stage in coordinator.stages
-                for s in stage.shards
-            ],
-        )
-        return coordinator
-
-    @classmethod
-    def resume(cls, run_id: str, store: RunStore, max_streams_per_shard: int) -> RunCoordinator:
-        """Rebuild a running run's state from the database (after a control-plane restart)."""
-        scenario = Scenario.model_validate_json(store.scenario_json(run_id))
-        coordinator = cls(run_id, scenario, store, max_streams_per_shard)
-        for row in store.shard_states(run_id):
-            shard = coordinator.shards.get(row.shard_id)
-            if shard is None:
-                raise RuntimeError(
-                    f"run {run_id}: stored shard {row.shard_id} is not in its plan "
-                    "(was max_streams_per_shard changed?)"
-                )
-            shard.state, shard.message = row.state, row.message
-            shard.attempt, shard.worker = row.attempt, row.worker
-            shard.dispatches = row.dispatches
-            shard.finished_attempt, shard.expected_batches = row.finished_attempt, row.batches
-            shard.ingested = dict(row.ingested)
-            shard.done = row.records
-            if shard.state == "dispatched":
-                shard.dispatched_at = time.monotonic()
-        coordinator.records_ingested = store.records_count(run_id)
-        coordinator.settle()
-        return coordinator
 
     # ------------------------------------------------------------------ queries
 
@@ -352,6 +310,82 @@ class RunCoordinator:
         return state
 
 
+class RunCoordinator(Coordinator):
+    """A planned run: stages of shards, dispatched in order. Its plan is stored when it
+    is created and read back on a restart, so a change of settings (e.g.
+    ``max_streams_per_shard``) never re-splits a run already under way."""
+
+    @classmethod
+    def create(
+        cls, run_id: str, scenario: Scenario, store: RunStore, max_streams_per_shard: int
+    ) -> RunCoordinator:
+        """A new run, recorded in the database with its planned shards."""
+        stages = plan_run(
+            run_id, scenario, max_streams_per_shard, replay_times=replay_times(scenario, store)
+        )
+        store.create_run(
+            run_id,
+            scenario,
+            [
+                PlannedShard(
+                    s.shard_id,
+                    s.stage,
+                    s.provider.name,
+                    s.region,
+                    s.concurrency,
+                    s.requests,
+                    stage_concurrency=stage.concurrency,
+                    spec=s,
+                )
+                for stage in stages
+                for s in stage.shards
+            ],
+        )
+        return cls(run_id, scenario, store, stages)
+
+    @classmethod
+    def resume(cls, run_id: str, store: RunStore, max_streams_per_shard: int) -> RunCoordinator:
+        """Rebuild a running run's state from the database (after a control-plane restart).
+
+        ``max_streams_per_shard`` is used only for a run stored before plans were."""
+        scenario = Scenario.model_validate_json(store.scenario_json(run_id))
+        coordinator = cls(
+            run_id, scenario, store, run_plan(store, run_id, scenario, max_streams_per_shard)
+        )
+        for row in store.shard_states(run_id):
+            shard = coordinator.shards.get(row.shard_id)
+            if shard is None:
+                raise RuntimeError(
+                    f"run {run_id}: stored shard {row.shard_id} is not in its plan "
+                    "(a run stored before plans were, re-planned after "
+                    "max_streams_per_shard changed?)"
+                )
+            shard.state, shard.message = row.state, row.message
+            shard.attempt, shard.worker = row.attempt, row.worker
+            shard.dispatches = row.dispatches
+            shard.finished_attempt, shard.expected_batches = row.finished_attempt, row.batches
+            shard.ingested = dict(row.ingested)
+            shard.done = row.records
+            if shard.state == "dispatched":
+                shard.dispatched_at = time.monotonic()
+        coordinator.records_ingested = store.records_count(run_id)
+        coordinator.settle()
+        return coordinator
+
+
+def run_plan(
+    store: RunStore, run_id: str, scenario: Scenario, max_streams_per_shard: int
+) -> list[Stage]:
+    """The run's stages as stored when it was created; a run stored before plans were
+    (schema v7) is re-planned with the settings in force, as it always was."""
+    stored = store.stored_plan(run_id)
+    if stored is not None:
+        return stored_stages([(s.stage_concurrency, s.spec) for s in stored])
+    return plan_run(
+        run_id, scenario, max_streams_per_shard, replay_times=replay_times(scenario, store)
+    )
+
+
 def replay_times(scenario: Scenario, store: RunStore) -> list[float]:
     """The timestamps a replay is planned from, read from the dataset store (no file is
     ever read); ScenarioError at the field when the dataset is not there (any more)."""
@@ -394,7 +428,7 @@ def session_shards(config: GatewayConfig) -> list[SessionShard]:
     return shards
 
 
-class SessionCoordinator(RunCoordinator):
+class SessionCoordinator(Coordinator):
     """A shadow session: a continuous run whose records are ingested until it is stopped.
 
     Nothing is dispatched (the gateway enqueues shadow tasks itself) and there are no
@@ -404,19 +438,9 @@ class SessionCoordinator(RunCoordinator):
     """
 
     def __init__(self, run_id: str, scenario: Scenario, store: RunStore) -> None:
-        # Deliberately not RunCoordinator.__init__: a session has no plan to compute.
-        self.run_id = run_id
-        self.scenario = scenario
-        self.store = store
-        self.stages = []
-        self.shards = {}
-        self.state = "running"
-        self.records_ingested = 0
-        self.created = time.monotonic()
-        self.first_dispatch_at = None
-        self.wait_for_workers = True  # never fail a region for lack of workers
-        self.cancel_deadline = None
-        self.last_progress_at = time.monotonic()
+        # No stages: nothing is planned or dispatched. Never fail a region for lack of
+        # workers: the gateway's traffic, not a plan, decides when shadows are needed.
+        super().__init__(run_id, scenario, store, stages=[], wait_for_workers=True)
 
     @classmethod
     def open(cls, run_id: str, config: GatewayConfig, store: RunStore) -> SessionCoordinator:

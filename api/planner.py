@@ -45,6 +45,21 @@ class Stage:
     rate: float | None = None
 
 
+def stored_stages(shards: Sequence[tuple[int, ShardSpec]]) -> list[Stage]:
+    """The stages of a stored plan: (stage level, spec) of every shard, in plan order.
+
+    A stage's rate is its open loop's rate per provider and region (every part carries
+    it), None for a closed loop."""
+    stages: dict[int, Stage] = {}
+    for level, spec in shards:
+        stage = stages.get(spec.stage)
+        if stage is None:
+            rate = spec.rate.rps if spec.rate is not None else None
+            stage = stages[spec.stage] = Stage(spec.stage, level, [], rate)
+        stage.shards.append(spec)
+    return [stages[index] for index in sorted(stages)]
+
+
 def split(total: int, parts: int) -> list[int]:
     """``total`` divided into ``parts`` integers differing by at most one."""
     base, extra = divmod(total, parts)

@@ -8,13 +8,14 @@ import duckdb
 
 from analytics.datasets import DatasetStore
 from analytics.report import UnknownRunError
-from api.coordinator import RunCoordinator
-from api.planner import Stage, plan_run
+from analytics.runs import RunStore
+from api.coordinator import Coordinator
+from api.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run, stored_stages
 from api.schemas import RunPublic, ShardPublic, StagePublic
 from scenarios.model import Scenario
 
 
-def live_view(coordinator: RunCoordinator, name: str) -> RunPublic:
+def live_view(coordinator: Coordinator, name: str) -> RunPublic:
     """A running run, from the coordinator's in-memory state."""
     stages = []
     for stage in coordinator.stages:
@@ -33,6 +34,7 @@ def live_view(coordinator: RunCoordinator, name: str) -> RunPublic:
                         provider=s.spec.provider.name,
                         region=s.spec.region,
                         state=s.state,
+                        concurrency=s.spec.concurrency,
                         attempt=s.attempt,
                         requests_done=s.done,
                         requests_planned=s.planned,
@@ -55,8 +57,15 @@ def _stage_state(states: set[str]) -> str:
     return "running"
 
 
-def stored_view(con: duckdb.DuckDBPyConnection, run_id: str) -> RunPublic:
-    """A run as stored in DuckDB (finished, failed, cancelled, or owned by nobody)."""
+def stored_view(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    max_streams_per_shard: int = DEFAULT_MAX_STREAMS_PER_SHARD,
+) -> RunPublic:
+    """A run as stored in DuckDB (finished, failed, cancelled, or owned by nobody).
+
+    ``max_streams_per_shard`` (the configured one) only re-plans a run stored before
+    plans were (schema v7)."""
     run = con.execute(
         "SELECT name, state, created_at, finished_at, scenario FROM runs WHERE run_id = ?",
         [run_id],
@@ -69,18 +78,21 @@ def stored_view(con: duckdb.DuckDBPyConnection, run_id: str) -> RunPublic:
         SELECT s.shard_id, s.stage, s.provider, s.region, s.state, s.accepted_attempt,
                s.planned_requests, s.message,
                count(r.seq) AS done, count(r.seq) FILTER (r.status = 'error') AS errors,
-               quantile_cont(r.ttft_ns / 1e6, 0.5) FILTER (r.status = 'ok') AS ttft_p50
+               quantile_cont(r.ttft_ns / 1e6, 0.5) FILTER (r.status = 'ok') AS ttft_p50,
+               s.plan_position, s.concurrency
         FROM shards AS s
         LEFT JOIN request_records AS r
                ON r.run_id = s.run_id AND r.shard_id = s.shard_id AND r.attempt = s.accepted_attempt
         WHERE s.run_id = ?
         GROUP BY ALL
-        ORDER BY s.stage, s.provider, s.region
+        -- In plan order, as the live view lists them (runs stored before plans were have
+        -- no position: by name).
+        ORDER BY s.stage, s.plan_position, s.provider, s.region, s.shard_id
         """,
         [run_id],
     ).fetchall()
     stages = []
-    for stage in _planned_stages(con, run_id, scenario):
+    for stage in _planned_stages(con, run_id, scenario, max_streams_per_shard):
         index = stage.index
         shards = [
             ShardPublic(
@@ -88,6 +100,7 @@ def stored_view(con: duckdb.DuckDBPyConnection, run_id: str) -> RunPublic:
                 provider=r[2],
                 region=r[3],
                 state=r[4],
+                concurrency=r[12],
                 attempt=r[5],
                 requests_done=r[8],
                 requests_planned=r[6],
@@ -114,17 +127,23 @@ def stored_view(con: duckdb.DuckDBPyConnection, run_id: str) -> RunPublic:
     return view
 
 
-def _planned_stages(con: duckdb.DuckDBPyConnection, run_id: str, scenario: Scenario) -> list[Stage]:
-    """The run's stages as planned; a replay's rate comes from its dataset's timestamps
-    (one stage of unknown rate when that dataset is no longer stored)."""
+def _planned_stages(
+    con: duckdb.DuckDBPyConnection, run_id: str, scenario: Scenario, max_streams_per_shard: int
+) -> list[Stage]:
+    """The run's stages as stored when it was created. A run stored before plans were is
+    re-planned with the configured settings; a replay's rate then comes from its
+    dataset's timestamps (one stage of unknown rate when that dataset is gone)."""
+    stored = RunStore(con).stored_plan(run_id)
+    if stored is not None:
+        return stored_stages([(s.stage_concurrency, s.spec) for s in stored])
     replay = scenario.workload.replay
     if replay is None:
-        return plan_run(run_id, scenario)
+        return plan_run(run_id, scenario, max_streams_per_shard)
     try:
         times = DatasetStore(con).replay_times(replay.dataset or "")
     except (LookupError, ValueError):
         return [Stage(0, 0, [])]
-    return plan_run(run_id, scenario, replay_times=times)
+    return plan_run(run_id, scenario, max_streams_per_shard, replay_times=times)
 
 
 def _summarise(run_id: str, name: str, state: str, stages: list[StagePublic]) -> RunPublic:

@@ -106,6 +106,9 @@ class ShardPublic(BaseModel):
     provider: str
     region: str
     state: str
+    concurrency: int = Field(
+        description="This shard's share of its stage's level (a part of a split level)."
+    )
     attempt: int | None
     requests_done: int
     requests_planned: int | None
@@ -118,7 +121,10 @@ class StagePublic(BaseModel):
     """Progress of one stage."""
 
     index: int
-    concurrency: int = Field(description="Virtual users (closed loop) or in-flight cap (0: none).")
+    concurrency: int = Field(
+        description="The stage's level: virtual users (closed loop) or in-flight cap "
+        "(0: none), of each provider and region, whatever parts it is split into."
+    )
     rate: float | None = Field(default=None, description="Open loop: arrivals per second.")
     state: str
     shards: list[ShardPublic]

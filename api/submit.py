@@ -8,12 +8,12 @@ from typing import Any
 
 import httpx
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from analytics.report import RunReport
 from api.cli_errors import error_for_status
+from api.console import StageProgress
 from api.local_datasets import upload_local_datasets
-from api.schemas import stage_label
+from api.schemas import RunPublic
 from scenarios.errors import BadInput
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
@@ -82,37 +82,16 @@ def submit_run(
     return str(response.json()["id"])
 
 
-def follow_run(client: httpx.Client, run_id: str, console: Console) -> dict[str, Any]:
+def follow_run(client: httpx.Client, run_id: str, console: Console) -> RunPublic:
     """Poll the run with a progress bar per stage until it ends; return its last view."""
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[detail]}"),
-        TimeElapsedColumn(),
-        console=console,
-    )
-    tasks: dict[int, Any] = {}
-    with progress:
+    with StageProgress(console) as progress:
         while True:
             response = client.get(f"/v1/runs/{run_id}")
             _raise_for(response)
-            view = response.json()
-            for stage in view["stages"]:
-                if stage["state"] == "planned":
-                    continue
-                done = sum(s["requests_done"] for s in stage["shards"])
-                planned = [s["requests_planned"] for s in stage["shards"]]
-                total = None if None in planned else sum(planned)
-                errors = sum(s["errors"] for s in stage["shards"])
-                detail = f"errors {errors} · {stage['state']}"
-                if stage["index"] not in tasks:
-                    label = stage_label(stage["concurrency"], stage.get("rate"))
-                    description = f"stage {stage['index']} · {label}"
-                    tasks[stage["index"]] = progress.add_task(description, total=total, detail="")
-                progress.update(tasks[stage["index"]], completed=done, total=total, detail=detail)
-            if view["state"] != "running":
-                return dict(view)
+            view = RunPublic.model_validate(response.json())
+            progress.update(view)
+            if view.state != "running":
+                return view
             time.sleep(POLL_S)
 
 

@@ -4,7 +4,9 @@
 -- histograms. Same formulas as the view's rates, attainment and cost (schema_v2.sql).
 -- Parameters: $run_id.
 WITH m AS (
-    SELECT m.*
+    -- The stage's level from the plan (schema_v7.sql); the stored aggregate's
+    -- concurrency is the part's share the records carry.
+    SELECT m.* REPLACE (s.stage_concurrency AS concurrency), s.concurrency AS part_concurrency
     FROM shard_summaries AS m
     JOIN shards AS s
       ON s.run_id = m.run_id AND s.shard_id = m.shard_id AND s.accepted_attempt = m.attempt
@@ -13,7 +15,8 @@ WITH m AS (
 g AS (
     SELECT
         run_id, stage, provider, region,
-        any_value(concurrency)                                  AS concurrency,
+        max(concurrency)                                        AS concurrency,
+        max(part_concurrency)                                   AS part_concurrency,
         -- A stage has one load kind, so its shards' lists are equal.
         string_agg(DISTINCT load_kinds, ',' ORDER BY load_kinds) AS load_kind,
         sum(requests)                                           AS requests,
@@ -47,7 +50,7 @@ errs AS (
     GROUP BY ALL
 )
 SELECT
-    g.run_id, g.stage, g.provider, g.region, g.load_kind, g.concurrency,
+    g.run_id, g.stage, g.provider, g.region, g.load_kind, g.concurrency, g.part_concurrency,
     g.requests, g.ok, g.errors,
     g.errors / g.requests::DOUBLE                                  AS error_rate,
     coalesce(e.errors_by_class, '')                                AS errors_by_class,

@@ -68,33 +68,38 @@ async def create_run(
 
 @router.get("", response_model=list[RunPublic])
 def list_runs(
-    cursor: CursorDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    cursor: CursorDep, settings: SettingsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
 ) -> list[RunPublic]:
     """Recent runs, newest first (stored state)."""
     ids = cursor.execute(
         "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT ?", [limit]
     ).fetchall()
-    return [stored_view(cursor, str(row[0])) for row in ids]
+    return [stored_view(cursor, str(row[0]), settings.control.max_streams_per_shard) for row in ids]
 
 
 @router.get("/{run_id}", response_model=RunPublic)
-async def get_run(run_id: str, plane: PlaneDep, cursor: CursorDep) -> RunPublic:
+async def get_run(
+    run_id: str, plane: PlaneDep, cursor: CursorDep, settings: SettingsDep
+) -> RunPublic:
     """State and progress: per stage and shard, requests done/planned, errors, TTFT p50."""
     coordinator = plane.runs.get(run_id)
     if coordinator is not None:
         view = live_view(coordinator, coordinator.scenario.name)
-        stored = stored_view(cursor, run_id)
+        stored = stored_view(cursor, run_id, settings.control.max_streams_per_shard)
         view.created_at = stored.created_at
         return view
-    return stored_view(cursor, run_id)
+    return stored_view(cursor, run_id, settings.control.max_streams_per_shard)
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=RunPublic)
-async def cancel_run(run_id: str, plane: PlaneDep, cursor: CursorDep) -> RunPublic:
+async def cancel_run(
+    run_id: str, plane: PlaneDep, cursor: CursorDep, settings: SettingsDep
+) -> RunPublic:
     """Stop a run: workers stop sending, what arrives is kept, the run ends cancelled."""
     coordinator = plane.runs.get(run_id)
     if coordinator is None:
-        return stored_view(cursor, run_id)  # 404 if unknown; already ended otherwise
+        # 404 if unknown; already ended otherwise
+        return stored_view(cursor, run_id, settings.control.max_streams_per_shard)
     await plane.cancel(run_id)
     return live_view(coordinator, coordinator.scenario.name)
 

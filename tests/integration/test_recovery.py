@@ -115,7 +115,10 @@ def test_control_plane_restart_mid_run_loses_and_doubles_nothing(
 ) -> None:
     worker = start_worker("restart", worker_env, tmp_path / "w.log", redis_server.url)
     db = tmp_path / "restart.duckdb"
-    plane, base = start_control_plane(worker_env, db, tmp_path / "plane1.log")
+    # The run is planned with one stream per shard (every level split into parts); the
+    # restarted plane has the default setting, and goes on with the stored plan.
+    split_env = {**worker_env, "TOKENBENCH__CONTROL__MAX_STREAMS_PER_SHARD": "1"}
+    plane, base = start_control_plane(split_env, db, tmp_path / "plane1.log")
     try:
         scenario = long_scenario("restart", 40)
         scenario["load"]["concurrency"] = [2, 4]
@@ -131,6 +134,8 @@ def test_control_plane_restart_mid_run_loses_and_doubles_nothing(
     finally:
         plane.stop()
         worker.stop(signal.SIGQUIT)
+    assert [(s["concurrency"], len(s["shards"])) for s in view["stages"]] == [(2, 2), (4, 4)]
+    assert {shard["concurrency"] for s in view["stages"] for shard in s["shards"]} == {1}
     con = duckdb.connect(str(db), read_only=True)
     rows = con.execute(
         "SELECT stage, seq FROM requests WHERE run_id = ? ORDER BY stage, seq", [run_id]

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from api.planner import plan_run, split
+from pathlib import Path
+
+from analytics.db import connect
+from analytics.runs import RunStore
+from api.coordinator import RunCoordinator
+from api.planner import plan_run, split, stored_stages
+from api.run_views import stored_view
 from scenarios.loader import parse_scenario
+from scenarios.model import Scenario
 from tests.unit.test_scenario_schema import VALID
 
 
@@ -83,3 +90,55 @@ def test_closed_loop_shards_carry_the_stage_window() -> None:
     )
     shard = plan_run("r", scenario)[0].shards[0]
     assert shard.rate is None and shard.cooldown_s == 10 and shard.duration_s == 60
+
+
+def split_scenario() -> Scenario:
+    """Two providers at one level of 1000 virtual users, 3001 requests."""
+    return parse_scenario(
+        VALID.replace("concurrency: [1, 8]", "concurrency: [1000]").replace(
+            "requests_per_level: 50", "requests_per_level: 3001"
+        )
+    )
+
+
+def test_a_stored_plan_survives_a_restart_with_changed_max_streams_per_shard(
+    tmp_path: Path,
+) -> None:
+    con = connect(tmp_path / "plan.duckdb")
+    created = RunCoordinator.create("r", split_scenario(), RunStore(con), 300)
+    planned = [s.shard_id for s in created.stages[0].shards]
+    assert len(planned) == 8  # 4 parts of 250 × 2 providers
+    # Restarted with another setting, which would split the level into 2 parts: the run
+    # goes on with the plan it was created with.
+    resumed = RunCoordinator.resume("r", RunStore(con), 512)
+    assert [s.shard_id for s in resumed.stages[0].shards] == planned
+    assert [s.model_dump() for s in resumed.stages[0].shards] == [
+        s.model_dump() for s in created.stages[0].shards
+    ]
+    assert (resumed.stages[0].concurrency, resumed.stages[0].rate) == (1000, None)
+    view = stored_view(con, "r", 512)
+    (stage,) = view.stages
+    assert stage.concurrency == 1000
+    assert [s.shard_id for s in stage.shards] == planned  # in plan order, as live
+    assert view.requests_planned == 2 * 3001
+
+
+def test_a_run_stored_without_a_plan_is_re_planned_with_the_settings_in_force(
+    tmp_path: Path,
+) -> None:
+    con = connect(tmp_path / "old.duckdb")
+    RunCoordinator.create("r", split_scenario(), RunStore(con), 512)
+    con.execute("UPDATE shards SET spec = NULL, plan_position = NULL")  # as before v7
+    resumed = RunCoordinator.resume("r", RunStore(con), 512)
+    assert len(resumed.shards) == 4  # 2 parts of 500 × 2 providers
+    assert len(stored_view(con, "r", 512).stages[0].shards) == 4
+
+
+def test_stored_stages_keep_an_open_loops_rate_and_cap() -> None:
+    scenario = parse_scenario(VALID).model_copy(deep=True)
+    data = scenario.model_dump()
+    data["load"] = {"rate": {"rps": [500], "max_in_flight": 1000}, "requests_per_level": 5000}
+    (planned,) = plan_run("r", Scenario.model_validate(data))
+    (stored,) = stored_stages([(planned.concurrency, s) for s in planned.shards])
+    assert (stored.index, stored.concurrency, stored.rate) == (0, 1000, 500)
+    assert stored.shards == planned.shards

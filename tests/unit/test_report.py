@@ -307,3 +307,64 @@ def test_report_is_json_ready_and_views_are_queryable(
     for view in ("requests", "token_gaps", "stages", "stage_summary", "provider_comparison",
                  "providers", "regions", "slos"):  # fmt: skip
         con.execute(f"SELECT * FROM {view} LIMIT 1").fetchall()
+
+
+def split_stage_run(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    """One stage at concurrency 1000 of provider 'api', split into 4 parts of 250."""
+    con = connect(tmp_path / "split.duckdb")
+    planned = [
+        PlannedShard(f"s0.api.local.{p}", 0, "api", "local", 250, 10, stage_concurrency=1000)
+        for p in range(4)
+    ]
+    RunStore(con).create_run("run", Scenario.model_validate(SCENARIO), planned)
+    for p in range(4):
+        shard_id = f"s0.api.local.{p}"
+        # A worker records its part's share, the streams it drives.
+        ctx = RowContext("run", 0, shard_id, 1, "api", "m", "local", "w", "closed", 250)
+        rows = [
+            record_row(ctx, PlannedRequest(p * 10 + i, 50, 100, "p"), r)
+            for i, r in enumerate(evenly_paced(10))
+        ]
+        batch = BatchMessage("run", shard_id, 1, 0, batch_to_ipc(records_to_batch(rows)))
+        ingest_batches(con, [batch])
+        RunStore(con).shard_done("run", shard_id, "finished", 1, None)
+    return con
+
+
+def test_a_split_stage_reports_its_level_and_keeps_the_parts_share(tmp_path: Path) -> None:
+    from analytics.markdown import render_markdown
+    from analytics.stored import ExactLimits
+
+    con = split_stage_run(tmp_path)
+    assert con.execute("SELECT concurrency, part_concurrency, shards FROM stages").fetchall() == [
+        (1000, 250, 4)
+    ]
+    exact = build_report(con, "run")
+    stored = build_report(con, "run", exact_limits=ExactLimits(ok_requests=0, itl_gaps=0))
+    assert stored.percentiles["method"] != exact.percentiles["method"]  # both paths tested
+    for report in (exact, stored):
+        (row,) = report.stages
+        assert (row["concurrency"], row["part_concurrency"]) == (1000, 250)
+        assert row["requests"] == 40
+    assert "| api | 0 | local | 1000 | 40 |" in render_markdown(exact)  # conc: the level
+
+
+def test_a_v6_database_gets_each_stage_level_back_filled(tmp_path: Path) -> None:
+    from analytics.db import SCHEMA_VERSION
+
+    con = split_stage_run(tmp_path)
+    # As v6 stored it: no plan, the parts' shares only.
+    con.execute("DROP VIEW stage_summary")
+    con.execute("ALTER VIEW stage_summary_measured RENAME TO stage_summary")
+    for column in ("stage_concurrency", "plan_position", "spec"):
+        con.execute(f"ALTER TABLE shards DROP COLUMN {column}")
+    con.execute("DELETE FROM schema_version WHERE version >= 7")
+    con.close()
+    con = connect(tmp_path / "split.duckdb")
+    assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (SCHEMA_VERSION,)
+    assert con.execute("SELECT concurrency, part_concurrency FROM stages").fetchall() == [
+        (1000, 250)
+    ]
+    assert RunStore(con).stored_plan("run") is None  # re-planned when needed, as before
+    (row,) = build_report(con, "run").stages
+    assert row["concurrency"] == 1000

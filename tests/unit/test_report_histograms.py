@@ -117,6 +117,11 @@ def test_settled_shards_store_aggregates_and_migration_back_fills(tmp_path: Path
     con.execute("DROP TABLE shard_errors")
     con.execute("DROP TABLE shard_histograms")
     con.execute("ALTER TABLE shard_attempts DROP COLUMN health")  # added by v4
+    # v7: the stored plan and the views reading the stage's level.
+    con.execute("DROP VIEW stage_summary")
+    con.execute("ALTER VIEW stage_summary_measured RENAME TO stage_summary")
+    for column in ("stage_concurrency", "plan_position", "spec"):
+        con.execute(f"ALTER TABLE shards DROP COLUMN {column}")
     con.execute("DELETE FROM schema_version WHERE version >= 3")
     con.close()
     con = connect(tmp_path / "m.duckdb")
