@@ -23,6 +23,7 @@ from api.errors import install_error_handlers
 from api.routes import datasets, health, runs, scenarios, shadow, sql
 from api.scenario_store import ScenarioStore
 from scenarios.settings import Settings
+from scenarios.wire import REDIS_CLIENT_OPTIONS
 
 
 def create_app(settings: Settings, celery: Celery) -> FastAPI:
@@ -37,7 +38,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         celery.conf.broker_url = redis_url
         con = connect(Path(settings.duckdb.path))
-        redis = Redis.from_url(redis_url)
+        redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
         plane = ControlPlane(redis, con, celery, settings.control)
         await plane.start()
         app.state.settings = settings

@@ -33,6 +33,7 @@ from scenarios.errors import BadInput, TokenbenchError, Unavailable
 from scenarios.loader import ScenarioError, load_scenario
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
+from scenarios.wire import REDIS_CLIENT_OPTIONS
 from workers.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
 
 app = typer.Typer(
@@ -173,7 +174,7 @@ async def _drive(
     from api.control_plane import ControlPlane  # noqa: PLC0415
     from api.run_views import live_view  # noqa: PLC0415
 
-    redis = Redis.from_url(redis_url)
+    redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
     plane = ControlPlane(redis, con, celery_app, get_settings().control)
     try:
         with StageProgress(console) as progress:

@@ -293,3 +293,15 @@ class ShadowTask(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="FORWARDED_PARAMS given.")
     prompt_tokens: int = Field(ge=0, description="Estimated prompt length (planned column).")
     providers: list[Provider] = Field(min_length=1, description="The shadow providers.")
+
+
+# Options of every Redis client of tokenbench (workers, control plane, CLI): fail a dead
+# connection within seconds instead of hanging on it (the socket timeout stays well
+# above the control loop's 200 ms blocking reads), and check an idle pooled connection
+# before reusing it, so a Redis restart costs one failed call, not a wedged process.
+REDIS_CLIENT_OPTIONS: dict[str, Any] = {
+    "socket_connect_timeout": 5,
+    "socket_timeout": 30,
+    "socket_keepalive": True,
+    "health_check_interval": 10,
+}

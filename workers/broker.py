@@ -22,14 +22,10 @@ from typing import Any
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 
-# Every Redis client of a worker: fail a dead connection within seconds instead of
-# hanging on it, and check an idle pooled connection before reusing it.
-CLIENT_OPTIONS: dict[str, Any] = {
-    "socket_connect_timeout": 5,
-    "socket_timeout": 30,
-    "socket_keepalive": True,
-    "health_check_interval": 10,
-}
+from scenarios.wire import REDIS_CLIENT_OPTIONS
+
+# Every Redis client of a worker: see scenarios.wire.REDIS_CLIENT_OPTIONS.
+CLIENT_OPTIONS: dict[str, Any] = dict(REDIS_CLIENT_OPTIONS)
 
 # The same for the broker connections (kombu transport options, docs/security.md).
 TRANSPORT_OPTIONS: dict[str, Any] = {**CLIENT_OPTIONS, "retry_on_timeout": True}
