@@ -88,7 +88,7 @@ class Catcher:
                         return True
                 return False
 
-            def do_GET(self) -> None:
+            def _respond(self) -> None:
                 self._record()
                 if self._canned():
                     return
@@ -96,22 +96,12 @@ class Catcher:
                 if parts.path.endswith("/redirect"):
                     target = parse_qs(parts.query).get("to", ["/"])[0]
                     self._answer(307, b"", "text/plain", location=target)
-                    return
-                self._answer(200, b"{}", "application/json")
-
-            def do_POST(self) -> None:
-                self._record()
-                if self._canned():
-                    return
-                parts = urlsplit(self.path)
-                if parts.path.endswith("/redirect"):
-                    target = parse_qs(parts.query).get("to", ["/"])[0]
-                    self._answer(307, b"", "text/plain", location=target)
-                    return
-                if parts.path.endswith("/chat/completions"):
+                elif self.command == "POST" and parts.path.endswith("/chat/completions"):
                     self._answer(200, _SSE, "text/event-stream")
-                    return
-                self._answer(200, b"{}", "application/json")
+                else:
+                    self._answer(200, b"{}", "application/json")
+
+            do_GET = do_POST = _respond  # noqa: N815 - http.server dispatches by these names
 
         self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True

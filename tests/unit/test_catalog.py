@@ -55,7 +55,7 @@ def test_shipped_catalogs_load() -> None:
     assert {"fp16", "fp8"} <= set(catalog.kv_dtypes)
 
 
-def test_shipped_specs_match_domain_tables() -> None:
+def test_shipped_specs_match_the_published_datasheets() -> None:
     catalog = default_catalog()
     h100, h200 = catalog.get_hardware("h100"), catalog.get_hardware("h200")
     assert (h100.memory_gib, h100.bandwidth_tb_s, h100.bf16_tflops) == (80, 3.35, 989)

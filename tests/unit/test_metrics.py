@@ -127,7 +127,9 @@ def test_sql_percentiles_match_numpy(filled_db: tuple[object, list[RequestResult
     assert row["tpot_p50_ms"] == pytest.approx(np.percentile(tpot, 50))
 
 
-def test_tpot_follows_the_domain_definition(filled_db: tuple[object, list[RequestResult]]) -> None:
+def test_tpot_follows_the_definition_in_docs_metrics(
+    filled_db: tuple[object, list[RequestResult]],
+) -> None:
     con, _ = filled_db
     rows = con.execute(
         "SELECT last_token_ns, ttft_ns, completion_tokens, tpot_ms, decode_tok_s FROM requests WHERE status = 'ok' AND completion_tokens > 1"

@@ -233,7 +233,7 @@ def test_mixed_step_shares_one_weight_read(catalog: Catalog) -> None:
     assert cost.seconds(8, 8 * 1000, 512) < decode_only + prefill_only
 
 
-def test_decode_ceiling_matches_the_domain_figures(catalog: Catalog) -> None:
+def test_decode_ceiling_matches_the_figures_in_docs_roofline(catalog: Catalog) -> None:
     h100 = resolve_deployment(
         catalog, model="llama-3.1-405b", quant="fp16", hardware="h100", gpus=8
     )
