@@ -1,6 +1,6 @@
 """``python -m api``: the tokenbench command line (same as the ``tokenbench`` script)."""
 
-from api.cli import main
+from api.cli.app import main
 
 if __name__ == "__main__":
     main()

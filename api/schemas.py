@@ -29,7 +29,7 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 # A scenario in a JSON body: documented (OpenAPI) as the scenario JSON Schema, so clients
-# and fuzzers can generate scenarios, but validated by the handler (api/validation.py).
+# and fuzzers can generate scenarios, but validated by the handler (api/rest/validation.py).
 ScenarioBody = Annotated[dict[str, Any], PlainValidator(_mapping, json_schema_input_type=Scenario)]
 # The same for a shadow gateway's configuration (docs/shadow.md).
 GatewayConfigBody = Annotated[

@@ -41,7 +41,7 @@ from analytics.ingest import BatchMessage, ingest_batches
 from analytics.report import build_report
 from analytics.runs import PlannedShard, RunStore
 from analytics.stored import ExactLimits
-from api.control_plane import READ_COUNT
+from api.control.plane import READ_COUNT
 from scenarios.model import Scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, STAMPS, batch_to_ipc, ipc_to_table
 from scenarios.settings import PublishSettings

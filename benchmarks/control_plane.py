@@ -24,7 +24,7 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
-from api.redis_server import free_port, start_redis_server
+from api.local.redis_server import free_port, start_redis_server
 
 TOKEN = "bench-token"
 REGIONS = ["r0", "r1", "r2", "r3"]

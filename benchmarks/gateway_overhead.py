@@ -3,7 +3,7 @@
     python benchmarks/gateway_overhead.py [--requests 300] [--concurrency 1 16]
 
 Starts a private Redis, `tokenbench serve`, one `tokenbench simulate` endpoint (the
-primary) and `python -m api.gateway` in front of it, all on loopback. The gateway
+primary) and `python -m api gateway` in front of it, all on loopback. The gateway
 samples *every* request (sample_rate 1, messages stored) into a region with no worker,
 so each request pays for sampling, the task hand-off and the capture: the worst case.
 Tasks pile up in the region's queue until the backlog bound drops them, as in an outage.
@@ -37,7 +37,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from api.redis_server import free_port, start_redis_server  # noqa: E402
+from api.local.redis_server import free_port, start_redis_server  # noqa: E402
 from workers.client.adapters.openai_chat import ChatParser, chat_body  # noqa: E402
 from workers.client.http import make_client  # noqa: E402
 from workers.client.result import RequestResult  # noqa: E402
@@ -182,8 +182,9 @@ def main() -> None:
         (tmp / "gateway.yaml").write_text(yaml.safe_dump(config))
         procs.append(
             spawn(
-                "api.gateway",
+                "api",
                 [
+                    "gateway",
                     *("--config", str(tmp / "gateway.yaml"), "--port", str(gw_port)),
                     *("--server", f"http://127.0.0.1:{api_port}", "--wait-for-workers"),
                 ],

@@ -1,7 +1,7 @@
 """The one error tree: every error that reaches a user is one of seven kinds.
 
 Each kind carries its CLI exit code and HTTP status, so the command line
-(``api.cli_errors.exit_for``) and the REST API (``api.errors``) map an error once, by
+(``api.cli.errors.exit_for``) and the REST API (``api.rest.errors``) map an error once, by
 its kind, instead of naming every class. Errors of a package subclass the kind that
 fits (and keep their old builtin base, e.g. ``ValueError``, for existing ``except``
 clauses); a class may refine its HTTP status (an invalid SQL query is a 400, not a 422).

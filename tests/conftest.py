@@ -15,7 +15,7 @@ import httpx
 import pytest
 import redis
 
-from api.redis_server import RedisServer, free_port, start_redis_server
+from api.local.redis_server import RedisServer, free_port, start_redis_server
 from scenarios.wire import heartbeat_pattern
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """Shadow traffic on the worker side: send one sampled live request to each shadow provider.
 
-The gateway (``api/gateway``) turns a sampled request into a :class:`ShadowTask` on the
+The gateway (``workers/gateway``) turns a sampled request into a :class:`ShadowTask` on the
 Celery queue of each region it mirrors to. A worker executes it here, as plain async
 code: every shadow provider of the task gets the same chat messages concurrently,
 through the provider's own adapter and key (read from this worker's environment), and

@@ -19,7 +19,7 @@ import duckdb
 import httpx
 import pytest
 
-from api.redis_server import RedisServer, start_redis_server
+from api.local.redis_server import RedisServer, start_redis_server
 from tests.conftest import API_TOKEN, Proc, start_control_plane, start_worker
 
 MISSING = re.compile(r"(\d+) of (\d+) requests missing")

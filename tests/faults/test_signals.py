@@ -25,7 +25,7 @@ import pytest
 import redis
 import yaml
 
-from api.redis_server import RedisServer, free_port
+from api.local.redis_server import RedisServer, free_port
 from scenarios.wire import heartbeat_key, owner_key
 from tests.conftest import API_TOKEN, REPO, Proc, start_control_plane, start_worker
 from tests.faults.conftest import scenario, wait_for
@@ -94,7 +94,7 @@ def test_gateway_sigterm_publishes_records_and_closes_its_session(
     (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(config))
     port = free_port()
     gateway = _spawn(
-        ["api.gateway", "--config", str(tmp_path / "gateway.yaml"), "--port", str(port),
+        ["api", "gateway", "--config", str(tmp_path / "gateway.yaml"), "--port", str(port),
          "--server", base, "--wait-for-workers", "--drain-s", "1"],
         tmp_path / "gateway.log",
         {**worker_env, "TOKENBENCH_TOKEN": API_TOKEN},

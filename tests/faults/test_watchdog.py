@@ -17,8 +17,8 @@ from celery import Celery
 from redis.asyncio import Redis
 
 from analytics.db import connect
-from api.control_plane import ControlPlane
-from api.redis_server import RedisServer
+from api.control.plane import ControlPlane
+from api.local.redis_server import RedisServer
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.wire import region_queue

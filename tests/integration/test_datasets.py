@@ -24,7 +24,7 @@ import yaml
 from redis.asyncio import Redis
 
 from analytics.datasets import content_id
-from api.redis_server import RedisServer
+from api.local.redis_server import RedisServer
 from scenarios.loader import validate_scenario
 from scenarios.settings import RedisSettings, Settings
 from scenarios.wire import ShardSpec, dataset_key, events_stream

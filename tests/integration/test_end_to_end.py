@@ -88,7 +88,7 @@ def test_failing_providers_become_classified_rows_and_the_run_completes(
     worker_env: dict[str, str],
     tokenbench: Callable[..., CliResult],
 ) -> None:
-    from api.redis_server import free_port
+    from api.local.redis_server import free_port
 
     closed_port = free_port()  # nothing listens there: connections are refused
     providers: list[dict[str, object]] = [

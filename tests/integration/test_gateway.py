@@ -22,9 +22,9 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from api.gateway.sampling import Sampler
-from api.redis_server import free_port
+from api.local.redis_server import free_port
 from tests.conftest import API_TOKEN, REPO, Proc, start_control_plane
+from workers.gateway.sampling import Sampler
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,8 @@ def start_gateway(stack: Stack, name: str, config: dict[str, Any]) -> GatewayPro
             [
                 sys.executable,
                 "-m",
-                "api.gateway",
+                "api",
+                "gateway",
                 "--config",
                 str(path),
                 "--port",

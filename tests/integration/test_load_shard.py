@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from redis.asyncio import Redis
 
-from api.planner import plan_run
-from api.redis_server import RedisServer
+from api.control.planner import plan_run
+from api.local.redis_server import RedisServer
 from scenarios.calibration import ClientHealth, client_bound_reasons
 from scenarios.loader import validate_scenario
 from scenarios.records import ipc_to_table

@@ -11,13 +11,13 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from api.providers_check import providers_app
-from api.redis_server import free_port
+from api.cli.providers import providers_app
+from api.local.redis_server import free_port
 from tests.fakes.provider_server import KEY, FakeProviders
 
 pytestmark = pytest.mark.integration
 
-# Registered the way api/cli.py does it, so the command line under test is the real one.
+# Registered the way api/cli/app.py does it, so the command line under test is the real one.
 app = typer.Typer()
 app.add_typer(providers_app, name="providers")
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 import redis
 
-from api.redis_server import RedisServer
+from api.local.redis_server import RedisServer
 from scenarios.wire import heartbeat_key
 from tests.conftest import API_TOKEN, start_control_plane, start_worker
 

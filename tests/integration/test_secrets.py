@@ -9,7 +9,7 @@ import pytest
 import redis
 import yaml
 
-from api.redis_server import RedisServer
+from api.local.redis_server import RedisServer
 from tests.conftest import CliResult, Proc
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from api.redis_server import free_port
+from api.local.redis_server import free_port
 from scenarios.model import SimulateSpec
 from tests.conftest import REPO
 from workers.client.adapters import openai_chat

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.redis_server import RedisServer
+from api.local.redis_server import RedisServer
 from tests.conftest import API_TOKEN, Proc, start_control_plane, start_worker, wait_for_run
 from tests.fakes.catcher import Catcher
 

@@ -24,7 +24,7 @@ from celery import Celery
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
-from api.app import create_app
+from api.rest.app import create_app
 from scenarios.settings import RedisSettings, Settings
 from tests.conftest import API_TOKEN
 from tests.security.conftest import REGION, HostileStack

@@ -11,7 +11,7 @@ from itertools import pairwise
 import pytest
 from pydantic import ValidationError
 
-from api.simulate_options import build_spec, describe
+from api.cli.simulate import build_spec, describe
 from scenarios.loader import ScenarioError, parse_scenario
 from scenarios.model import SimulateSpec
 from scenarios.roofline import Assumptions, decode_step, memory_fit, prefill

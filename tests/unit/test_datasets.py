@@ -12,9 +12,9 @@ import pytest
 
 from analytics.datasets import DatasetStore, UnknownDatasetError, content_id, workload_datasets
 from analytics.db import connect
-from api.local_datasets import local_files, store_local_datasets, with_datasets
-from api.planner import plan_run
-from api.validation import PATH_REFUSED, check_scenario_datasets
+from api.cli.datasets import local_files, store_local_datasets, with_datasets
+from api.control.planner import plan_run
+from api.rest.validation import PATH_REFUSED, check_scenario_datasets
 from scenarios.loader import ScenarioError, validate_scenario
 from scenarios.model import Scenario
 from scenarios.settings import ApiSettings

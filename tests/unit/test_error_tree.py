@@ -11,14 +11,14 @@ from analytics.datasets import UnknownDatasetError
 from analytics.report import UnknownProviderError, UnknownRunError
 from analytics.safe_sql import DatabaseBusyError, SqlError, SqlRefused, SqlTimeout, SqlTooLarge
 from analytics.sql_process import SqlUnavailable
-from api.cli_errors import error_for_status, exit_for
-from api.errors import (
+from api.cli.errors import error_for_status, exit_for
+from api.cli.plan import PlanInputError
+from api.rest.errors import (
     ProviderEgressDenied,
     RegionUnavailable,
     UnknownScenarioError,
     install_error_handlers,
 )
-from api.plan import PlanInputError
 from scenarios.catalog.loader import CatalogError, UnknownIdError
 from scenarios.egress import EgressDenied
 from scenarios.errors import (

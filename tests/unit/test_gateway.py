@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from api.gateway.proxy import UsageFilter
-from api.gateway.sampling import Sampler, hash_fraction, messages_digest
 from scenarios.gateway_config import GatewayConfig, load_gateway_config, parse_gateway_config
 from scenarios.loader import ScenarioError
+from workers.gateway.proxy import UsageFilter
+from workers.gateway.sampling import Sampler, hash_fraction, messages_digest
 
 EXAMPLE = Path(__file__).parents[2] / "scenarios" / "examples" / "gateway.yml"
 

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api.plan import plan
+from api.cli.plan import plan
 from tests.unit.test_catalog import NEW_MODEL
 
 app = typer.Typer()

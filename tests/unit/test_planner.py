@@ -6,9 +6,9 @@ from pathlib import Path
 
 from analytics.db import connect
 from analytics.runs import RunStore
-from api.coordinator import RunCoordinator
-from api.planner import plan_run, split, stored_stages
-from api.run_views import stored_view
+from api.control.coordinator import RunCoordinator
+from api.control.planner import plan_run, split, stored_stages
+from api.control.run_views import stored_view
 from scenarios.loader import parse_scenario
 from scenarios.model import Scenario
 from tests.unit.test_scenario_schema import VALID

@@ -20,7 +20,7 @@ from analytics.db import connect
 from analytics.html_report import render_html
 from analytics.markdown import render_markdown
 from analytics.report import build_report
-from api.report_cli import report, sql
+from api.cli.report import report, sql
 from tests.unit.test_report import MS, SCENARIO, S, failed_result, ok_result, store
 from workers.client.errors import ErrorClass
 

@@ -19,7 +19,7 @@ from analytics.shadow import (
     replay_entries,
     session_summary,
 )
-from api.coordinator import SessionCoordinator
+from api.control.coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.unit.test_metrics import result

@@ -1,0 +1,217 @@
+"""``tokenbench gateway`` and ``tokenbench shadow ...``: run a gateway, read its session.
+
+Register with ``app.command()(gateway)`` and ``app.add_typer(shadow_app, name="shadow")``.
+The gateway opens a shadow session on the control plane (``--server``), serves until
+SIGINT/SIGTERM (both the same: its buffered records are published, then it stops the
+session it opened; ``--session`` joins an existing one and leaves it open). Exit codes
+follow the CLI's: 0 success (also after SIGINT/SIGTERM), 1 operational error (the
+control plane or the primary is unreachable), 2 bad input (api/cli/errors.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.console import Console
+
+from analytics.shadow_report import print_comparison
+from api.cli.errors import error_for_status, exit_for
+from scenarios.errors import BadInput, NotFound
+from scenarios.gateway_config import load_gateway_config
+from scenarios.loader import ScenarioError
+from scenarios.settings import get_settings
+
+_err = Console(stderr=True, highlight=False)
+
+
+ServerOption = Annotated[
+    str | None,
+    typer.Option(envvar="TOKENBENCH_SERVER", help="Control plane URL, e.g. http://host:8080."),
+]
+TokenOption = Annotated[
+    str | None, typer.Option(envvar="TOKENBENCH_TOKEN", help="Control plane bearer token.")
+]
+
+
+def _client(server: str, token: str | None) -> httpx.Client:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    return httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=30)
+
+
+def _check(answer: httpx.Response, what: str) -> Any:
+    if answer.status_code >= 400:
+        message = f"{what}: HTTP {answer.status_code}: {answer.text[:2000]}"
+        raise exit_for(error_for_status(answer.status_code, message))
+    return answer.json()
+
+
+def gateway(
+    config_path: Annotated[Path, typer.Option("--config", help="Gateway config (YAML/JSON).")],
+    port: Annotated[int, typer.Option(help="Port to serve the OpenAI-compatible API on.")] = 8090,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    server: ServerOption = None,
+    token: TokenOption = None,
+    session: Annotated[
+        str | None, typer.Option(help="Join this open session instead of opening one.")
+    ] = None,
+    instance: Annotated[
+        str | None, typer.Option(help="Name of this gateway in records (default host-pid).")
+    ] = None,
+    wait_for_workers: Annotated[
+        bool, typer.Option(help="Open the session even if a region has no live worker yet.")
+    ] = False,
+    drain_s: Annotated[
+        float, typer.Option(help="On exit, keep storing shadow records this long.")
+    ] = 10.0,
+) -> None:
+    """Serve an OpenAI-compatible gateway that mirrors sampled requests to shadow providers."""
+    import uvicorn  # noqa: PLC0415 - heavy, only for this command
+
+    from api.cli.signals import sigterm_as_interrupt  # noqa: PLC0415
+    from workers.celery_app import app as celery_app  # noqa: PLC0415
+    from workers.gateway.sender import ShadowSender  # noqa: PLC0415
+    from workers.gateway.server import Gateway, create_gateway_app  # noqa: PLC0415
+
+    # SIGTERM as Ctrl-C: uvicorn shuts down gracefully, then the session is stopped below.
+    sigterm_as_interrupt()
+
+    try:
+        config = load_gateway_config(config_path)
+    except ScenarioError as exc:
+        raise exit_for(exc, f"invalid gateway config\n{exc}") from None
+    redis_url = get_settings().redis.url
+    if redis_url is None:
+        raise exit_for(BadInput("the gateway needs TOKENBENCH__REDIS__URL (the workers' broker)"))
+    if server is None:
+        raise exit_for(BadInput("give --server (or TOKENBENCH_SERVER): the control plane URL"))
+    with _client(server, token) as client:
+        opened = session is None
+        if session is None:
+            created = _check(
+                client.post(
+                    "/v1/shadow-sessions",
+                    json={
+                        "config": config.model_dump(mode="json"),
+                        "wait_for_workers": wait_for_workers,
+                    },
+                ),
+                "opening the shadow session",
+            )
+            session = str(created["id"])
+        else:
+            _check(client.get(f"/v1/shadow-sessions/{session}"), f"session {session}")
+        name = instance or f"{socket.gethostname()}-{os.getpid()}"
+        sender = ShadowSender(
+            celery=celery_app,
+            broker_url=redis_url,
+            regions=list(config.regions),
+            max_pending=config.max_pending,
+            max_backlog=config.max_queue_backlog,
+            ttl_s=config.shadow_ttl_s,
+        )
+        app = create_gateway_app(Gateway(config, session, name, sender, redis_url))
+        _err.print(
+            f"gateway on http://{host}:{port}/v1 → {config.primary.name}; session {session}; "
+            f"sampling {config.sample_rate:.2%} to {', '.join(config.regions)}"
+        )
+        try:  # uvicorn returns after SIGINT/SIGTERM (sigterm_as_interrupt)
+            uvicorn.run(
+                app,
+                host=host,
+                port=port,
+                loop="uvloop",
+                http="httptools",
+                log_level="warning",
+                access_log=False,  # paths only, but a gateway logs nothing per request
+                lifespan="on",
+            )
+        finally:
+            if opened:
+                _check(
+                    client.post(f"/v1/shadow-sessions/{session}/stop", params={"drain_s": drain_s}),
+                    "stopping the shadow session",
+                )
+
+
+shadow_app = typer.Typer(
+    help="Shadow-traffic sessions: comparison and replay export.", no_args_is_help=True
+)
+
+
+class Format(StrEnum):
+    """How the comparison is printed."""
+
+    table = "table"
+    json = "json"
+
+
+@shadow_app.command("compare")
+def compare(
+    session: Annotated[str, typer.Argument(help="Session id.")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    db: Annotated[Path | None, typer.Option(help="Read this DuckDB file instead.")] = None,
+    output: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
+) -> None:
+    """Each shadow against the primary over the same requests, per region."""
+    if server is not None:
+        with _client(server, token) as client:
+            rows = _check(client.get(f"/v1/shadow-sessions/{session}/comparison"), session)
+            rows = rows["comparison"]
+    else:
+        from analytics.db import connect  # noqa: PLC0415
+        from analytics.shadow import comparison, is_session  # noqa: PLC0415
+
+        con = connect(db or get_settings().duckdb.path, read_only=True)
+        if not is_session(con, session):
+            raise exit_for(NotFound(f"no shadow session {session!r}"))
+        rows = comparison(con, session)
+    out = Console(width=None if Console().is_terminal else 200)
+    if output == Format.json:
+        out.print_json(json.dumps(rows, default=str))
+    else:
+        print_comparison(out, session, rows)
+
+
+@shadow_app.command("export-replay")
+def export_replay(
+    session: Annotated[str, typer.Argument(help="Session id.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="JSONL file to write.")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    db: Annotated[Path | None, typer.Option(help="Read this DuckDB file instead.")] = None,
+) -> None:
+    """Write the session's captured requests (stored with text) as a replay log for
+    ``workload.replay`` (timestamp, messages, max_tokens)."""
+    if server is not None:
+        with _client(server, token) as client:
+            answer = client.get(f"/v1/shadow-sessions/{session}/replay")
+            if answer.status_code >= 400:
+                _check(answer, session)
+            payload = answer.content
+    else:
+        from analytics.db import connect  # noqa: PLC0415
+        from analytics.shadow import is_session  # noqa: PLC0415
+        from analytics.shadow_replay import replay_jsonl  # noqa: PLC0415
+
+        con = connect(db or get_settings().duckdb.path, read_only=True)
+        if not is_session(con, session):
+            raise exit_for(NotFound(f"no shadow session {session!r}"))
+        payload = replay_jsonl(con, session)
+    if not payload:
+        raise exit_for(
+            BadInput(
+                f"session {session} has no requests captured with text "
+                "(set privacy.store_text: true in the gateway config)"
+            )
+        )
+    output.write_bytes(payload)
+    count = payload.count(b"\n")
+    _err.print(f"{count} requests written to {output}")

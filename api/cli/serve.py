@@ -1,0 +1,62 @@
+"""``tokenbench serve`` (the REST control plane) and ``tokenbench worker`` (a regional
+worker): the two long-running processes of a deployment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from api.cli.console import stderr
+from scenarios.settings import get_settings
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    db: Annotated[Path | None, typer.Option(help="DuckDB file.")] = None,
+) -> None:
+    """Run the REST control plane (OpenAPI docs at /docs)."""
+    import uvicorn  # noqa: PLC0415
+
+    from api.cli.signals import sigterm_as_interrupt  # noqa: PLC0415
+    from api.local.redis_server import start_redis_server  # noqa: PLC0415
+    from api.rest.app import create_app  # noqa: PLC0415
+    from workers.celery_app import app as celery_app  # noqa: PLC0415
+
+    # SIGTERM stops the server as Ctrl-C does: gracefully, the embedded Redis too, exit 0.
+    sigterm_as_interrupt()
+    settings = get_settings()
+    if db is not None:
+        settings.duckdb.path = db
+    server = None
+    try:
+        if settings.redis.url is None:
+            server = start_redis_server()
+            settings.redis.url = server.url
+            stderr.print(
+                f"embedded Redis at {server.url}: start workers with "
+                f"TOKENBENCH__REDIS__URL={server.url} tokenbench worker --region NAME"
+            )
+        if not settings.api.tokens:
+            stderr.print(
+                "[yellow]TOKENBENCH__API__TOKENS is empty: every API request will be refused"
+            )
+        uvicorn.run(create_app(settings, celery_app), host=host, port=port, log_level="info")
+    except KeyboardInterrupt:
+        pass  # stopped before uvicorn was serving; uvicorn handles it while serving
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def worker(
+    region: Annotated[str, typer.Option(help="Region whose queue to consume.")] = "local",
+    concurrency: Annotated[int, typer.Option(help="Shards this worker runs at once.")] = 8,
+    loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "WARNING",
+) -> None:
+    """Run a regional worker (needs TOKENBENCH__REDIS__URL)."""
+    from workers.worker_main import start_worker  # noqa: PLC0415
+
+    start_worker(region, concurrency, loglevel)

@@ -1,0 +1,118 @@
+"""``tokenbench simulate``: serve the simulated endpoint, fixed-latency or batching.
+
+The options mirror a scenario's ``simulate`` block (``scenarios.providers.SimulateSpec``)
+one for one, so the command line and a scenario describe the same endpoint. Options left
+out take the block's defaults; ``--model`` (a catalog id, as in vLLM) switches to the
+continuous-batching model, and ``--served-model-name`` sets the id the endpoint reports.
+Register it with ``app.command()(simulate)``; bad options exit with code 2.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from api.cli.errors import exit_for
+from scenarios.errors import BadInput
+from scenarios.model import SimulateSpec
+
+
+def build_spec(options: dict[str, Any]) -> SimulateSpec:
+    """The spec of the options that were given (None means left out)."""
+    return SimulateSpec.model_validate({k: v for k, v in options.items() if v is not None})
+
+
+def describe(exc: ValidationError) -> list[str]:
+    """One line per problem, naming the option (``--kv-dtype``) rather than the field."""
+    lines = []
+    for error in exc.errors(include_url=False):
+        message = error["msg"].removeprefix("Value error, ")
+        names = [str(part) for part in error["loc"]]
+        lines.append(f"--{'.'.join(names).replace('_', '-')}: {message}" if names else message)
+    return lines
+
+
+def simulate(
+    port: Annotated[int, typer.Option(help="Port (0 picks a free one).")] = 8000,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    ttft_ms: Annotated[
+        float | None, typer.Option(help="Fixed model: time to first token (default 100).")
+    ] = None,
+    itl_ms: Annotated[
+        float | None, typer.Option(help="Fixed model: time per token (default 10).")
+    ] = None,
+    tokens_per_chunk: Annotated[
+        int | None, typer.Option(help="Tokens per SSE event (default 1).")
+    ] = None,
+    error_rate: Annotated[
+        float | None, typer.Option(help="Share of requests failed (default 0).")
+    ] = None,
+    error_status: Annotated[
+        int | None, typer.Option(help="HTTP status of failures (default 500).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Catalog model id, e.g. llama-3.1-405b: use the batching model."),
+    ] = None,
+    quant: Annotated[str | None, typer.Option(help="Weight format id (default fp16).")] = None,
+    kv_dtype: Annotated[str | None, typer.Option(help="KV-cache dtype id (default fp16).")] = None,
+    hardware: Annotated[str | None, typer.Option(help="Hardware id (default h100).")] = None,
+    gpus: Annotated[int | None, typer.Option(help="Devices, tensor-parallel (default 1).")] = None,
+    efficiency: Annotated[
+        float | None, typer.Option(help="Share of peak bandwidth/FLOP/s per step (default 0.6).")
+    ] = None,
+    mfu: Annotated[
+        float | None, typer.Option(help="Prefill FLOP/s utilisation (default 0.5).")
+    ] = None,
+    step_overhead_ms: Annotated[
+        float | None, typer.Option(help="Fixed time added to every step (default 0).")
+    ] = None,
+    context: Annotated[
+        int | None, typer.Option(help="Tokens reserved per sequence; sets capacity (default 8192).")
+    ] = None,
+    max_batch: Annotated[
+        int | None, typer.Option(help="Most sequences running at once (default 256).")
+    ] = None,
+    chunked_prefill_tokens: Annotated[
+        int | None, typer.Option(help="Chunked prefill: token budget per step (default off).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the fault draws (default 0).")] = None,
+    served_model_name: Annotated[
+        str | None,
+        typer.Option(help="Model id the endpoint reports (default --model, else 'simulated')."),
+    ] = None,
+) -> None:
+    """Serve a simulated OpenAI-compatible streaming endpoint (fixed or batching latency)."""
+    from workers.simulator.process import run as run_simulator  # noqa: PLC0415 - heavy
+
+    errors = Console(stderr=True, highlight=False)
+    options = {
+        "ttft_ms": ttft_ms,
+        "itl_ms": itl_ms,
+        "tokens_per_chunk": tokens_per_chunk,
+        "error_rate": error_rate,
+        "error_status": error_status,
+        "model": model,
+        "quant": quant,
+        "kv_dtype": kv_dtype,
+        "hardware": hardware,
+        "gpus": gpus,
+        "efficiency": efficiency,
+        "mfu": mfu,
+        "step_overhead_ms": step_overhead_ms,
+        "context": context,
+        "max_batch": max_batch,
+        "chunked_prefill_tokens": chunked_prefill_tokens,
+        "seed": seed,
+    }
+    try:
+        spec = build_spec(options)
+    except ValidationError as exc:
+        raise exit_for(BadInput("\n".join(describe(exc)))) from None
+    name = served_model_name or spec.model or "simulated"
+    kind = "fixed latency" if spec.model is None else f"batching {spec.model}"
+    errors.print(f"simulated endpoint ({kind}) on http://{host}:{port}/v1 (Ctrl-C stops)")
+    run_simulator(spec, name, host, port, parent_pid=None)

@@ -1,0 +1,162 @@
+"""The public view of a run: live from the control plane, or as stored once it ended."""
+
+from __future__ import annotations
+
+import statistics
+
+import duckdb
+
+from analytics.datasets import DatasetStore
+from analytics.report import UnknownRunError
+from analytics.runs import RunStore
+from api.control.coordinator import Coordinator
+from api.control.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run, stored_stages
+from api.schemas import RunPublic, ShardPublic, StagePublic
+from scenarios.model import Scenario
+
+
+def live_view(coordinator: Coordinator, name: str) -> RunPublic:
+    """A running run, from the coordinator's in-memory state."""
+    stages = []
+    for stage in coordinator.stages:
+        shards = [coordinator.shards[s.shard_id] for s in stage.shards]
+        states = {s.state for s in shards}
+        state = "finished" if states == {"finished"} else _stage_state(states)
+        stages.append(
+            StagePublic(
+                index=stage.index,
+                concurrency=stage.concurrency,
+                rate=stage.rate,
+                state=state,
+                shards=[
+                    ShardPublic(
+                        shard_id=s.spec.shard_id,
+                        provider=s.spec.provider.name,
+                        region=s.spec.region,
+                        state=s.state,
+                        concurrency=s.spec.concurrency,
+                        attempt=s.attempt,
+                        requests_done=s.done,
+                        requests_planned=s.planned,
+                        errors=s.errors,
+                        ttft_p50_ms=s.ttft_p50_ms,
+                        message=s.message,
+                    )
+                    for s in shards
+                ],
+            )
+        )
+    return _summarise(coordinator.run_id, name, coordinator.state, stages)
+
+
+def _stage_state(states: set[str]) -> str:
+    if states <= {"planned"}:
+        return "planned"
+    if states <= {"finished", "failed", "cancelled"}:
+        return "failed" if "failed" in states else "cancelled"
+    return "running"
+
+
+def stored_view(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    max_streams_per_shard: int = DEFAULT_MAX_STREAMS_PER_SHARD,
+) -> RunPublic:
+    """A run as stored in DuckDB (finished, failed, cancelled, or owned by nobody).
+
+    ``max_streams_per_shard`` (the configured one) only re-plans a run stored before
+    plans were (schema v7)."""
+    run = con.execute(
+        "SELECT name, state, created_at, finished_at, scenario FROM runs WHERE run_id = ?",
+        [run_id],
+    ).fetchone()
+    if run is None:
+        raise UnknownRunError(run_id)
+    scenario = Scenario.model_validate_json(run[4])
+    rows = con.execute(
+        """
+        SELECT s.shard_id, s.stage, s.provider, s.region, s.state, s.accepted_attempt,
+               s.planned_requests, s.message,
+               count(r.seq) AS done, count(r.seq) FILTER (r.status = 'error') AS errors,
+               quantile_cont(r.ttft_ns / 1e6, 0.5) FILTER (r.status = 'ok') AS ttft_p50,
+               s.plan_position, s.concurrency
+        FROM shards AS s
+        LEFT JOIN request_records AS r
+               ON r.run_id = s.run_id AND r.shard_id = s.shard_id AND r.attempt = s.accepted_attempt
+        WHERE s.run_id = ?
+        GROUP BY ALL
+        -- In plan order, as the live view lists them (runs stored before plans were have
+        -- no position: by name).
+        ORDER BY s.stage, s.plan_position, s.provider, s.region, s.shard_id
+        """,
+        [run_id],
+    ).fetchall()
+    stages = []
+    for stage in _planned_stages(con, run_id, scenario, max_streams_per_shard):
+        index = stage.index
+        shards = [
+            ShardPublic(
+                shard_id=r[0],
+                provider=r[2],
+                region=r[3],
+                state=r[4],
+                concurrency=r[12],
+                attempt=r[5],
+                requests_done=r[8],
+                requests_planned=r[6],
+                errors=r[9],
+                ttft_p50_ms=r[10],
+                message=r[7],
+            )
+            for r in rows
+            if r[1] == index
+        ]
+        states = {s.state for s in shards}
+        state = "finished" if states == {"finished"} else _stage_state(states)
+        stages.append(
+            StagePublic(
+                index=index,
+                concurrency=stage.concurrency,
+                rate=stage.rate,
+                state=state,
+                shards=shards,
+            )
+        )
+    view = _summarise(run_id, run[0], run[1], stages)
+    view.created_at, view.finished_at = run[2], run[3]
+    return view
+
+
+def _planned_stages(
+    con: duckdb.DuckDBPyConnection, run_id: str, scenario: Scenario, max_streams_per_shard: int
+) -> list[Stage]:
+    """The run's stages as stored when it was created. A run stored before plans were is
+    re-planned with the configured settings; a replay's rate then comes from its
+    dataset's timestamps (one stage of unknown rate when that dataset is gone)."""
+    stored = RunStore(con).stored_plan(run_id)
+    if stored is not None:
+        return stored_stages([(s.stage_concurrency, s.spec) for s in stored])
+    replay = scenario.workload.replay
+    if replay is None:
+        return plan_run(run_id, scenario, max_streams_per_shard)
+    try:
+        times = DatasetStore(con).replay_times(replay.dataset or "")
+    except (LookupError, ValueError):
+        return [Stage(0, 0, [])]
+    return plan_run(run_id, scenario, max_streams_per_shard, replay_times=times)
+
+
+def _summarise(run_id: str, name: str, state: str, stages: list[StagePublic]) -> RunPublic:
+    shards = [s for stage in stages for s in stage.shards]
+    planned = [s.requests_planned for s in shards]
+    ttfts = [s.ttft_p50_ms for s in shards if s.ttft_p50_ms is not None]
+    return RunPublic(
+        id=run_id,
+        name=name,
+        state=state,
+        requests_done=sum(s.requests_done for s in shards),
+        requests_planned=None if None in planned else sum(p or 0 for p in planned),
+        errors=sum(s.errors for s in shards),
+        ttft_p50_ms=statistics.median(ttfts) if ttfts else None,
+        stages=stages,
+    )

@@ -1,0 +1,78 @@
+"""The REST control plane: ``create_app()`` wires settings, Redis, DuckDB and the loop.
+
+The application owns one DuckDB writer connection and one :class:`ControlPlane`, whose
+loop runs as a background task for the application's lifetime; routes read through
+cursors of that connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from celery import Celery
+from fastapi import FastAPI
+from redis.asyncio import Redis
+
+from analytics.db import connect
+from api.control.plane import ControlPlane
+from api.rest.body_limit import BodyLimitMiddleware
+from api.rest.errors import install_error_handlers
+from api.rest.routes import datasets, health, runs, scenarios, shadow, sql
+from api.rest.scenario_store import ScenarioStore
+from scenarios.settings import Settings
+from scenarios.wire import REDIS_CLIENT_OPTIONS
+
+
+def create_app(settings: Settings, celery: Celery) -> FastAPI:
+    """The FastAPI application of the control plane. ``celery`` is the broker client it
+    dispatches shards through (by task name; ``tokenbench serve`` passes the workers'
+    configured app), so the REST app imports nothing of the worker runtime."""
+    if settings.redis.url is None:
+        raise RuntimeError("the control plane needs TOKENBENCH__REDIS__URL")
+    redis_url = settings.redis.url
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        celery.conf.broker_url = redis_url
+        con = connect(Path(settings.duckdb.path))
+        redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
+        plane = ControlPlane(redis, con, celery, settings.control)
+        await plane.start()
+        app.state.settings = settings
+        app.state.con = con
+        app.state.redis = redis
+        app.state.plane = plane
+        app.state.scenarios = ScenarioStore(con)
+        stop = asyncio.Event()
+        loop_task = asyncio.create_task(plane.serve_forever(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            await loop_task
+            await redis.aclose()
+            con.close()
+
+    app = FastAPI(
+        title="tokenbench control plane",
+        version="0.1.0",
+        description="Submit benchmark scenarios, follow runs, fetch reports and records.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=settings.api.max_body_bytes,
+        # Dataset uploads are whole JSONL files: their own, larger cap.
+        route_max_bytes={("POST", "/v1/datasets"): settings.api.max_dataset_bytes},
+    )
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(scenarios.router)
+    app.include_router(runs.router)
+    app.include_router(sql.router)
+    app.include_router(shadow.router)
+    app.include_router(datasets.router)
+    return app

@@ -1,0 +1,110 @@
+"""Health (no auth), readiness (no auth) and Prometheus metrics (auth)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from redis.exceptions import RedisError
+
+from api.control.plane import ControlPlane, live_worker_count
+from api.rest.deps import Authenticated, PlaneDep, RedisDep, SettingsDep, WriterDep
+from scenarios.wire import events_stream, records_stream
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(redis: RedisDep, con: WriterDep, settings: SettingsDep) -> JSONResponse:
+    """Redis reachable, DuckDB writable, live workers per known region."""
+    checks: dict[str, Any] = {}
+    try:
+        checks["redis"] = bool(await redis.ping())
+    except RedisError as exc:
+        checks["redis"] = f"unreachable: {type(exc).__name__}"
+    try:
+        con.execute("CREATE OR REPLACE TEMP TABLE readyz_probe AS SELECT 1 AS ok")
+        checks["duckdb"] = True
+    except Exception as exc:
+        checks["duckdb"] = f"not writable: {type(exc).__name__}"
+    workers: dict[str, int] = {}
+    if checks["redis"] is True:
+        regions = set(settings.regions)
+        async for key in redis.scan_iter(match="tokenbench:worker:*", count=200):
+            regions.add((key.decode() if isinstance(key, bytes) else key).split(":")[2])
+        for region in sorted(regions):
+            workers[region] = await live_worker_count(redis, region)
+    checks["workers"] = workers
+    ready = checks["redis"] is True and checks["duckdb"] is True
+    return JSONResponse({"ready": ready, **checks}, status_code=200 if ready else 503)
+
+
+@router.get("/metrics", dependencies=[Authenticated], response_class=Response)
+async def metrics(plane: PlaneDep, con: WriterDep) -> Response:
+    """Prometheus text: runs by state, shards in flight per region, stream backlog, ingest
+    lag, requests recorded."""
+    samples = await _collect(plane, con)
+    registry = CollectorRegistry()
+    registry.register(_Snapshot(samples))
+    return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
+
+
+async def _collect(plane: ControlPlane, con: Any) -> list[GaugeMetricFamily]:
+    runs = GaugeMetricFamily("tokenbench_runs", "Runs by state", labels=["state"])
+    for state, count in con.execute("SELECT state, count(*) FROM runs GROUP BY state").fetchall():
+        runs.add_metric([state], count)
+    in_flight = GaugeMetricFamily(
+        "tokenbench_shards_in_flight", "Shards dispatched or running", labels=["region"]
+    )
+    counts: dict[str, int] = {}
+    for coordinator in plane.runs.values():
+        for shard in coordinator.shards.values():
+            if shard.state in ("dispatched", "running"):
+                counts[shard.spec.region] = counts.get(shard.spec.region, 0) + 1
+    for region, count in sorted(counts.items()):
+        in_flight.add_metric([region], count)
+    backlog = GaugeMetricFamily(
+        "tokenbench_stream_backlog", "Stream entries not yet processed", labels=["stream"]
+    )
+    pending = GaugeMetricFamily(
+        "tokenbench_ingest_pending", "Entries read but not yet acknowledged", labels=["stream"]
+    )
+    totals = {"events": [0, 0], "records": [0, 0]}
+    for run_id in plane.runs:
+        for kind, stream in (
+            ("events", events_stream(run_id)),
+            ("records", records_stream(run_id)),
+        ):
+            try:
+                groups = await plane.redis.xinfo_groups(stream)
+            except RedisError:
+                continue
+            for group in groups:
+                totals[kind][0] += int(group.get("lag") or 0)
+                totals[kind][1] += int(group.get("pending") or 0)
+    for kind, (lag, pend) in totals.items():
+        backlog.add_metric([kind], lag)
+        pending.add_metric([kind], pend)
+    recorded = GaugeMetricFamily("tokenbench_requests_recorded", "Request records stored")
+    row = con.execute("SELECT count(*) FROM request_records").fetchone()
+    recorded.add_metric([], row[0] if row else 0)
+    return [runs, in_flight, backlog, pending, recorded]
+
+
+class _Snapshot:
+    """A collector returning metric families computed for one scrape."""
+
+    def __init__(self, families: list[GaugeMetricFamily]) -> None:
+        self.families = families
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        return self.families

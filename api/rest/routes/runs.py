@@ -1,0 +1,138 @@
+"""``/v1/runs``: start, follow, cancel runs; fetch their report and records."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fastapi import APIRouter, Header, Query, Response
+
+from analytics.datasets import DatasetStore
+from analytics.report import UnknownRunError, build_report
+from api.control.plane import live_worker_count
+from api.control.run_views import live_view, stored_view
+from api.rest.deps import (
+    Authenticated,
+    CursorDep,
+    PlaneDep,
+    RedisDep,
+    ScenarioStoreDep,
+    SettingsDep,
+    WriterDep,
+)
+from api.rest.errors import RegionUnavailable
+from api.rest.validation import (
+    check_scenario_datasets,
+    check_scenario_egress,
+    scenario_with_overrides,
+)
+from api.schemas import RunCreate, RunCreated, RunPublic
+from scenarios.loader import Problem, ScenarioError
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Authenticated])
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+PARQUET = "application/vnd.apache.parquet"
+
+
+@router.post("", status_code=201, response_model=RunCreated)
+async def create_run(
+    body: RunCreate,
+    plane: PlaneDep,
+    redis: RedisDep,
+    store: ScenarioStoreDep,
+    settings: SettingsDep,
+    writer: WriterDep,
+) -> RunCreated:
+    """Start a run of a stored or inline scenario; 409 if a region has no live worker."""
+    if (body.scenario_id is None) == (body.scenario is None):
+        raise ScenarioError([Problem("", "give exactly one of scenario_id and scenario")])
+    data = store.get(body.scenario_id).scenario if body.scenario_id else body.scenario
+    # Off the event loop: validating a large scenario takes a while.
+    scenario = await asyncio.to_thread(scenario_with_overrides, dict(data or {}), body.overrides)
+    check_scenario_egress(scenario, settings.egress)
+    check_scenario_datasets(scenario, DatasetStore(writer))
+    missing = [r for r in scenario.regions if await live_worker_count(redis, r) == 0]
+    if missing and not body.wait_for_workers:
+        raise RegionUnavailable(missing)
+    coordinator = await plane.submit(scenario, wait_for_workers=body.wait_for_workers)
+    return RunCreated(
+        id=coordinator.run_id,
+        state=coordinator.state,
+        shards=len(coordinator.shards),
+        stages=len(coordinator.stages),
+    )
+
+
+@router.get("", response_model=list[RunPublic])
+def list_runs(
+    cursor: CursorDep, settings: SettingsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[RunPublic]:
+    """Recent runs, newest first (stored state)."""
+    ids = cursor.execute(
+        "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT ?", [limit]
+    ).fetchall()
+    return [stored_view(cursor, str(row[0]), settings.control.max_streams_per_shard) for row in ids]
+
+
+@router.get("/{run_id}", response_model=RunPublic)
+async def get_run(
+    run_id: str, plane: PlaneDep, cursor: CursorDep, settings: SettingsDep
+) -> RunPublic:
+    """State and progress: per stage and shard, requests done/planned, errors, TTFT p50."""
+    coordinator = plane.runs.get(run_id)
+    if coordinator is not None:
+        view = live_view(coordinator, coordinator.scenario.name)
+        stored = stored_view(cursor, run_id, settings.control.max_streams_per_shard)
+        view.created_at = stored.created_at
+        return view
+    return stored_view(cursor, run_id, settings.control.max_streams_per_shard)
+
+
+@router.post("/{run_id}/cancel", status_code=202, response_model=RunPublic)
+async def cancel_run(
+    run_id: str, plane: PlaneDep, cursor: CursorDep, settings: SettingsDep
+) -> RunPublic:
+    """Stop a run: workers stop sending, what arrives is kept, the run ends cancelled."""
+    coordinator = plane.runs.get(run_id)
+    if coordinator is None:
+        # 404 if unknown; already ended otherwise
+        return stored_view(cursor, run_id, settings.control.max_streams_per_shard)
+    await plane.cancel(run_id)
+    return live_view(coordinator, coordinator.scenario.name)
+
+
+@router.get("/{run_id}/report")
+def get_report(run_id: str, cursor: CursorDep) -> dict[str, Any]:
+    """The run's report (the same content as `tokenbench report --format json`)."""
+    return build_report(cursor, run_id).to_dict()
+
+
+@router.get(
+    "/{run_id}/records",
+    responses={200: {"content": {ARROW_STREAM: {}, PARQUET: {}}}},
+)
+def get_records(
+    run_id: str,
+    cursor: CursorDep,
+    output: Annotated[str | None, Query(alias="format", pattern="^(arrow|parquet)$")] = None,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """The run's request records (accepted attempts) as an Arrow IPC stream or Parquet."""
+    if cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is None:
+        raise UnknownRunError(run_id)
+    table: pa.Table = cursor.execute(
+        "SELECT * FROM requests WHERE run_id = ? ORDER BY stage, shard_id, seq", [run_id]
+    ).to_arrow_table()
+    wants_parquet = output == "parquet" or (output is None and PARQUET in (accept or ""))
+    sink = pa.BufferOutputStream()
+    if wants_parquet:
+        pq.write_table(table, sink)
+        media = PARQUET
+    else:
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        media = ARROW_STREAM
+    return Response(sink.getvalue().to_pybytes(), media_type=media)

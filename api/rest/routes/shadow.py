@@ -1,0 +1,129 @@
+"""``/v1/shadow-sessions``: open and stop shadow-traffic sessions, read their comparison.
+
+A gateway (``tokenbench gateway``) opens a session when it starts and stops it when it
+exits; its records and captures are ingested by the control loop meanwhile
+(docs/shadow.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Response
+from pydantic import BaseModel, Field
+
+from analytics.shadow import comparison, pairs, session_summary
+from analytics.shadow_replay import replay_jsonl
+from api.control.plane import live_worker_count
+from api.rest.deps import Authenticated, CursorDep, PlaneDep, RedisDep, SettingsDep
+from api.rest.errors import RegionUnavailable
+from api.rest.validation import check_scenario_egress
+from api.schemas import GatewayConfigBody
+from scenarios.gateway_config import parse_gateway_config
+from scenarios.loader import ScenarioError
+
+router = APIRouter(prefix="/v1/shadow-sessions", tags=["shadow"], dependencies=[Authenticated])
+
+NDJSON = "application/x-ndjson"
+
+
+class SessionCreate(BaseModel):
+    """A gateway configuration to open a session for."""
+
+    config: GatewayConfigBody = Field(description="The gateway config (docs/shadow.md).")
+    wait_for_workers: bool = Field(
+        default=False, description="Open even if a region has no live worker yet."
+    )
+
+
+class SessionCreated(BaseModel):
+    """The opened session."""
+
+    id: str
+    state: str
+    shards: list[str]
+
+
+def _summary(cursor: CursorDep, session_id: str) -> dict[str, Any]:
+    summary = session_summary(cursor, session_id)
+    if summary is None:
+        raise HTTPException(404, f"no shadow session {session_id!r}")
+    return summary
+
+
+@router.post("", status_code=201, response_model=SessionCreated)
+async def open_session(
+    body: SessionCreate, plane: PlaneDep, redis: RedisDep, settings: SettingsDep
+) -> SessionCreated:
+    """Open a shadow session; 409 if a shadow region has no live worker."""
+    try:
+        # Off the event loop: a config may hold up to MAX_DOCUMENT_NODES values.
+        config = await asyncio.to_thread(parse_gateway_config, body.config, "config")
+    except ScenarioError as exc:
+        detail = [{"loc": ["config", *p.path.split(".")], "msg": p.message} for p in exc.problems]
+        raise HTTPException(422, detail) from None
+    check_scenario_egress(config.session_scenario(), settings.egress)
+    missing = [r for r in config.regions if await live_worker_count(redis, r) == 0]
+    if missing and not body.wait_for_workers:
+        raise RegionUnavailable(missing)
+    coordinator = await plane.open_session(config)
+    shards = plane.con.execute(
+        "SELECT shard_id FROM shards WHERE run_id = ? ORDER BY shard_id", [coordinator.run_id]
+    ).fetchall()
+    return SessionCreated(
+        id=coordinator.run_id, state=coordinator.state, shards=[str(s[0]) for s in shards]
+    )
+
+
+@router.get("")
+def list_sessions(
+    cursor: CursorDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[dict[str, Any]]:
+    """Recent shadow sessions, newest first."""
+    ids = cursor.execute(
+        "SELECT run_id FROM shadow_sessions ORDER BY created_at DESC LIMIT ?", [limit]
+    ).fetchall()
+    return [_summary(cursor, str(row[0])) for row in ids]
+
+
+@router.get("/{session_id}")
+def get_session(session_id: str, cursor: CursorDep) -> dict[str, Any]:
+    """State, requests captured and sampled, records per shard."""
+    return _summary(cursor, session_id)
+
+
+@router.post("/{session_id}/stop", status_code=202)
+async def stop_session(
+    session_id: str,
+    plane: PlaneDep,
+    cursor: CursorDep,
+    drain_s: Annotated[float, Query(ge=0, le=600)] = 10.0,
+) -> dict[str, Any]:
+    """Stop a session: records arriving within ``drain_s`` are still stored."""
+    summary = _summary(cursor, session_id)
+    if session_id in plane.runs:
+        await plane.cancel(session_id, drain_s)
+        summary["state"] = "stopping"
+    return summary
+
+
+@router.get("/{session_id}/comparison")
+def get_comparison(session_id: str, cursor: CursorDep) -> dict[str, Any]:
+    """Each shadow against the primary over the same requests, per region."""
+    _summary(cursor, session_id)
+    return {"session": session_id, "comparison": comparison(cursor, session_id)}
+
+
+@router.get("/{session_id}/pairs")
+def get_pairs(session_id: str, cursor: CursorDep) -> list[dict[str, Any]]:
+    """Every paired (primary, shadow) record."""
+    _summary(cursor, session_id)
+    return pairs(cursor, session_id)
+
+
+@router.get("/{session_id}/replay", responses={200: {"content": {NDJSON: {}}}})
+def get_replay(session_id: str, cursor: CursorDep) -> Response:
+    """Captured requests (stored with text) as a replay log: timestamp, messages, max_tokens."""
+    _summary(cursor, session_id)
+    return Response(replay_jsonl(cursor, session_id), media_type=NDJSON)

@@ -1,0 +1,126 @@
+"""Turning request bodies into validated scenarios, and the egress check on accept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from analytics.datasets import DatasetStore
+from api.rest.errors import ProviderEgressDenied
+from api.schemas import RunOverrides
+from scenarios.egress import EgressDenied, check_url, provider_endpoints
+from scenarios.limits import MAX_DURATION_S, MAX_TOTAL_REQUESTS
+from scenarios.loader import Problem, ScenarioError, parse_scenario, validate_scenario
+from scenarios.model import Scenario
+from scenarios.settings import EgressSettings
+
+
+def scenario_from_body(body: bytes) -> Scenario:
+    """A scenario from a YAML or JSON request body (ScenarioError on any problem)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScenarioError([Problem("", "body is not UTF-8 text")]) from None
+    return parse_scenario(text, "body")
+
+
+def scenario_with_overrides(data: dict[str, Any], overrides: RunOverrides | None) -> Scenario:
+    """Apply per-run overrides to scenario data, then validate the result."""
+    if overrides is not None:
+        _check_overridable(data)
+        data = {**data, "load": dict(data.get("load") or {})}
+        if overrides.regions is not None:
+            data["regions"] = overrides.regions
+        for key in ("concurrency", "requests_per_level", "duration_s"):
+            value = getattr(overrides, key)
+            if value is not None:
+                data["load"][key] = value
+        if overrides.rps is not None:
+            rate = dict(data["load"].get("rate") or {})
+            data["load"]["rate"] = {**rate, "rps": overrides.rps}
+    return validate_scenario(data)
+
+
+def _check_overridable(data: dict[str, Any]) -> None:
+    """Overrides are merged into ``load`` (and ``load.rate``): a scenario whose sections
+    are not mappings is answered 422 at that path before anything is merged."""
+    load = data.get("load")
+    rate = load.get("rate") if isinstance(load, dict) else None
+    for path, value in (("load", load), ("load.rate", rate)):
+        if value is not None and not isinstance(value, dict):
+            raise ScenarioError([Problem(path, "Input should be a valid dictionary")])
+
+
+def check_scenario_egress(scenario: Scenario, policy: EgressSettings) -> None:
+    """Refuse a scenario naming a URL the egress policy forbids, as a 422 naming the
+    field (``providers.N.base_url``, ``.endpoint`` or ``.endpoint_url``). No DNS lookup
+    here: the worker's transport checks every address it connects to."""
+    for index, provider in enumerate(scenario.providers):
+        for endpoint in provider_endpoints(provider):
+            try:
+                check_url(endpoint.url, policy, resolve=False)
+            except EgressDenied as exc:
+                denied = ProviderEgressDenied(index, exc)
+                denied.path = ["providers", index, endpoint.field]
+                raise denied from None
+
+
+# The same words whatever the path is: the answer must not reveal whether it exists.
+PATH_REFUSED = (
+    "a scenario submitted over REST cannot name a file: upload it with POST /v1/datasets "
+    "(or use `tokenbench submit`, which does it) and give {dataset: ID} instead of path"
+)
+
+
+def check_scenario_datasets(scenario: Scenario, datasets: DatasetStore) -> None:
+    """Refuse a REST scenario naming a path (never looked at), an unknown dataset, or a
+    dataset not valid for its use, as a 422 at the field."""
+    problems = []
+    for use, source in (
+        ("prompts", scenario.workload.prompts),
+        ("replay", scenario.workload.replay),
+    ):
+        if source is None:
+            continue
+        if source.path is not None:
+            problems.append(Problem(f"workload.{use}.path", PATH_REFUSED))
+            continue
+        assert source.dataset is not None
+        info = datasets.find(source.dataset)
+        if info is None:
+            message = f"no dataset {source.dataset}: upload the file with POST /v1/datasets"
+            problems.append(Problem(f"workload.{use}.dataset", message))
+        elif use not in info.kinds:
+            message = (
+                f"dataset {source.dataset} cannot be replayed (every line needs timestamp "
+                f"and max_tokens): {info.replay_problem}"
+            )
+            problems.append(Problem(f"workload.{use}.dataset", message))
+        elif use == "replay":
+            problems += _replay_bounds(scenario, datasets, source.dataset)
+    if problems:
+        raise ScenarioError(problems)
+
+
+def _replay_bounds(scenario: Scenario, datasets: DatasetStore, dataset_id: str) -> list[Problem]:
+    """A replay's length and size come from its dataset, not from the scenario's own
+    fields: the same bounds apply (a stage's duration, a run's total requests)."""
+    replay = scenario.workload.replay
+    assert replay is not None
+    count, span_s = datasets.replay_span(dataset_id, scenario.load.requests_per_level)
+    problems = []
+    lasts_s = span_s * replay.time_scale
+    if lasts_s > MAX_DURATION_S and (scenario.load.duration_s or lasts_s) > MAX_DURATION_S:
+        message = (
+            f"this replay lasts {lasts_s:.0f} s (its timestamps' span × time_scale), more "
+            f"than the {MAX_DURATION_S:.0f} s a stage may last: lower time_scale or set "
+            "load.duration_s"
+        )
+        problems.append(Problem("workload.replay.time_scale", message))
+    total = count * len(scenario.providers) * len(scenario.regions)
+    if total > MAX_TOTAL_REQUESTS:
+        message = (
+            f"this replay sends {total} requests (lines × providers × regions), more than "
+            f"the {MAX_TOTAL_REQUESTS} a run may send: set load.requests_per_level"
+        )
+        problems.append(Problem("workload.replay.dataset", message))
+    return problems
