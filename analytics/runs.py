@@ -65,7 +65,7 @@ class StoredShard:
 
 
 @dataclass(frozen=True, slots=True)
-class ShardState:
+class ShardRecovery:
     """A shard as stored, for resuming a run."""
 
     shard_id: str
@@ -239,7 +239,7 @@ class RunStore:
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def shard_states(self, run_id: str) -> list[ShardState]:
+    def shard_states(self, run_id: str) -> list[ShardRecovery]:
         """Everything needed to resume each shard of a run."""
         rows = self.con.execute(
             """
@@ -263,7 +263,7 @@ class RunStore:
             {"run": run_id},
         ).fetchall()
         return [
-            ShardState(
+            ShardRecovery(
                 shard_id=r[0],
                 state=r[1],
                 message=r[2],

@@ -18,6 +18,7 @@ from scenarios.limits import (
     MAX_RPS,
 )
 from scenarios.model import Scenario
+from scenarios.wire import RunState, ShardState
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -94,7 +95,7 @@ class RunCreated(BaseModel):
     """Answer to POST /v1/runs."""
 
     id: str
-    state: str
+    state: RunState
     shards: int
     stages: int
 
@@ -105,7 +106,7 @@ class ShardPublic(BaseModel):
     shard_id: str
     provider: str
     region: str
-    state: str
+    state: ShardState
     concurrency: int = Field(
         description="This shard's share of its stage's level (a part of a split level)."
     )
@@ -126,7 +127,7 @@ class StagePublic(BaseModel):
         "(0: none), of each provider and region, whatever parts it is split into."
     )
     rate: float | None = Field(default=None, description="Open loop: arrivals per second.")
-    state: str
+    state: ShardState = Field(description="Finished when every shard is; failed if one is.")
     shards: list[ShardPublic]
 
     @property
@@ -140,7 +141,7 @@ class RunPublic(BaseModel):
 
     id: str
     name: str
-    state: str
+    state: RunState
     created_at: dt.datetime | None = None
     finished_at: dt.datetime | None = None
     requests_done: int

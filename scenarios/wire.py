@@ -167,6 +167,35 @@ class ShardSpec(BaseModel):
     cooldown_s: float = Field(default=0.0, ge=0, description="Not steady state: stage end.")
 
 
+class RunState(StrEnum):
+    """A run's state, as stored in ``runs.state`` and shown by every view of a run."""
+
+    RUNNING = "running"
+    FINISHED = "finished"  # every shard finished, every announced batch ingested
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ShardState(StrEnum):
+    """A shard's state, as stored in ``shards.state``; a stage's state is the same set."""
+
+    PLANNED = "planned"  # stored, not yet sent to its region's queue
+    DISPATCHED = "dispatched"  # on the queue, no worker has started it
+    RUNNING = "running"  # a worker's attempt is sending requests
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+SETTLED: frozenset[ShardState] = frozenset(
+    {ShardState.FINISHED, ShardState.FAILED, ShardState.CANCELLED}
+)
+"""Shard states that never change again."""
+
+IN_FLIGHT: frozenset[ShardState] = frozenset({ShardState.DISPATCHED, ShardState.RUNNING})
+"""Shard states in which a worker has, or is about to have, the shard."""
+
+
 class EventType(StrEnum):
     """Lifecycle events a worker publishes for a shard attempt."""
 

@@ -29,6 +29,7 @@ from analytics.html_report import render_html
 from analytics.markdown import render_markdown
 from analytics.report import RunReport
 from api.schemas import RunPublic
+from scenarios.wire import ShardState
 
 # Reports are wide; when output is not a terminal (CI logs, pipes) do not wrap at 80.
 stdout = Console(width=None if Console().is_terminal else 200)
@@ -69,13 +70,13 @@ class StageProgress:
     def update(self, view: RunPublic) -> None:
         """Redraw the stages that started."""
         for stage in view.stages:
-            if stage.state == "planned":
+            if stage.state == ShardState.PLANNED:
                 continue
             shards = stage.shards
             planned = [s.requests_planned for s in shards]
             total = sum(p for p in planned if p is not None) if None not in planned else None
             done = sum(s.requests_done for s in shards)
-            if stage.state != "running":
+            if stage.state != ShardState.RUNNING:
                 # A stage bounded by duration (or cancelled) ends below its request cap:
                 # show it complete at what it actually sent, not stalled short of the cap.
                 total = done
@@ -210,7 +211,7 @@ def print_report(console: Console, report: RunReport, fmt: str) -> None:
                 "client's own delay (docs/load.md)",
                 highlight=False,
             )
-    failed = [s for s in report.shards if s["state"] != "finished"]
+    failed = [s for s in report.shards if s["state"] != ShardState.FINISHED]
     for shard in failed:
         console.print(f"[yellow]shard {shard['shard_id']}: {shard['state']}: {shard['message']}")
     retried = [s for s in report.shards if (s["attempts"] or 0) > 1]

@@ -22,7 +22,7 @@ from scenarios.errors import BadInput, Unavailable
 from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
-from scenarios.wire import REDIS_CLIENT_OPTIONS
+from scenarios.wire import REDIS_CLIENT_OPTIONS, RunState
 from workers.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
 
 
@@ -106,7 +106,7 @@ def _run_scenario(scenario: Scenario, db: Path | None, output: OutputFormat) -> 
 
     print_report(stdout, build_report(con, run_id), output.value)
     con.close()
-    if state != "finished":
+    if state != RunState.FINISHED:
         raise typer.Exit(1)
 
 

@@ -19,6 +19,7 @@ from api.schemas import RunPublic
 from scenarios.errors import BadInput, TokenbenchError, Unavailable
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
+from scenarios.wire import RunState
 
 POLL_S = 0.5
 
@@ -92,7 +93,7 @@ def follow_run(client: httpx.Client, run_id: str, console: Console) -> RunPublic
             _raise_for(response)
             view = RunPublic.model_validate(response.json())
             progress.update(view)
-            if view.state != "running":
+            if view.state != RunState.RUNNING:
                 return view
             time.sleep(POLL_S)
 
@@ -138,5 +139,5 @@ def submit(
         raise exit_for(exc) from None
     except httpx.HTTPError as exc:
         raise exit_for(Unavailable(f"cannot reach {server}: {exc}")) from None
-    if view.state != "finished":
+    if view.state != RunState.FINISHED:
         raise typer.Exit(1)

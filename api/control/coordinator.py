@@ -25,9 +25,17 @@ from api.control.planner import Stage, plan_run, stored_stages
 from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
-from scenarios.wire import PRIMARY_SHARD, EventType, ShardSpec, shadow_shard_id
+from scenarios.wire import (
+    IN_FLIGHT,
+    PRIMARY_SHARD,
+    SETTLED,
+    EventType,
+    RunState,
+    ShardSpec,
+    ShardState,
+    shadow_shard_id,
+)
 
-SETTLED = ("finished", "failed", "cancelled")
 # Fields of `shard_finished` that describe the lifecycle; the rest is the client's
 # self-measurement (docs/load.md), stored as the attempt's health.
 _LIFECYCLE_FIELDS = {"type", "shard_id", "attempt", "at", "records", "batches", "errors"}
@@ -38,7 +46,7 @@ class ShardProgress:
     """What the control plane knows of one shard."""
 
     spec: ShardSpec
-    state: str = "planned"  # planned | dispatched | running | finished | failed | cancelled
+    state: ShardState = ShardState.PLANNED
     attempt: int | None = None  # latest attempt started
     worker: str | None = None  # worker running that attempt
     dispatches: int = 0
@@ -90,7 +98,7 @@ class Coordinator:
         self.shards: dict[str, ShardProgress] = {
             spec.shard_id: ShardProgress(spec) for stage in self.stages for spec in stage.shards
         }
-        self.state = "running"
+        self.state = RunState.RUNNING
         self.records_ingested = 0
         self.created = time.monotonic()
         self.first_dispatch_at: float | None = None
@@ -116,22 +124,22 @@ class Coordinator:
     @property
     def complete(self) -> bool:
         """True once every shard is settled (or the run ended otherwise)."""
-        return self.state != "running" or all(s.settled for s in self.shards.values())
+        return self.state != RunState.RUNNING or all(s.settled for s in self.shards.values())
 
     @property
     def quiet(self) -> bool:
         """True when no shard is dispatched or running (nothing more will arrive)."""
-        return not any(s.state in ("dispatched", "running") for s in self.shards.values())
+        return not any(s.state in IN_FLIGHT for s in self.shards.values())
 
     def to_dispatch(self) -> list[ShardProgress]:
         """Planned shards of the current stage; marked dispatched by the caller."""
         index = self.current_stage
-        if self.state != "running" or index >= len(self.stages):
+        if self.state != RunState.RUNNING or index >= len(self.stages):
             return []
         return [
             self.shards[s.shard_id]
             for s in self.stages[index].shards
-            if self.shards[s.shard_id].state == "planned"
+            if self.shards[s.shard_id].state == ShardState.PLANNED
         ]
 
     def stalled(self, now: float, timeout_s: float) -> list[ShardProgress]:
@@ -139,7 +147,7 @@ class Coordinator:
         dispatch, event or ingested batch) for ``timeout_s``; else nothing."""
         index = self.current_stage
         if (
-            self.state != "running"
+            self.state != RunState.RUNNING
             or self.cancel_deadline is not None
             or index >= len(self.stages)
             or now - self.last_progress_at < timeout_s
@@ -171,7 +179,11 @@ class Coordinator:
         by_worker: dict[str, list[ShardProgress]] = {}
         now = time.monotonic()
         for shard in self.shards.values():
-            if shard.state == "running" and shard.worker and now - shard.last_event_at > silent_s:
+            if (
+                shard.state == ShardState.RUNNING
+                and shard.worker
+                and now - shard.last_event_at > silent_s
+            ):
                 by_worker.setdefault(shard.worker, []).append(shard)
         return by_worker
 
@@ -179,7 +191,7 @@ class Coordinator:
 
     def mark_dispatched(self, shard: ShardProgress) -> None:
         """The shard's task is about to be sent (recorded first, so a crash re-sends it)."""
-        shard.state = "dispatched"
+        shard.state = ShardState.DISPATCHED
         shard.dispatches += 1
         shard.dispatched_at = self.last_progress_at = time.monotonic()
         if self.first_dispatch_at is None:
@@ -198,7 +210,11 @@ class Coordinator:
         if kind == EventType.STARTED:
             if shard.attempt is not None and attempt < shard.attempt:
                 return  # an older attempt's late start
-            shard.state, shard.attempt, shard.worker = "running", attempt, event.get("worker")
+            shard.state, shard.attempt, shard.worker = (
+                ShardState.RUNNING,
+                attempt,
+                event.get("worker"),
+            )
             shard.done = shard.errors = 0
             self.store.attempt_started(self.run_id, shard_id, attempt, shard.worker or "")
         elif attempt != shard.attempt:
@@ -223,7 +239,9 @@ class Coordinator:
             )
         elif kind == EventType.FAILED:
             message = event.get("message", "shard failed")
-            self.store.attempt_ended(self.run_id, shard_id, attempt, "failed", 0, 0, message)
+            self.store.attempt_ended(
+                self.run_id, shard_id, attempt, ShardState.FAILED, 0, 0, message
+            )
             self.fail(shard, message)
         self.last_progress_at = time.monotonic()  # an event of the attempt that counts
 
@@ -244,8 +262,10 @@ class Coordinator:
             if shard.settled or attempt is None or shard.expected_batches is None:
                 continue
             if shard.ingested.get(attempt, 0) >= shard.expected_batches:
-                shard.state = "finished"
-                self.store.shard_done(self.run_id, shard.spec.shard_id, "finished", attempt, None)
+                shard.state = ShardState.FINISHED
+                self.store.shard_done(
+                    self.run_id, shard.spec.shard_id, ShardState.FINISHED, attempt, None
+                )
 
     def worker_lost(self, shard: ShardProgress, max_attempts: int) -> bool:
         """The worker running ``shard`` died: True if it should be dispatched again."""
@@ -257,31 +277,33 @@ class Coordinator:
         if shard.dispatches >= max_attempts:
             self.fail(shard, f"worker lost {shard.dispatches} times (last: {shard.worker})")
             return False
-        shard.state, shard.worker = "planned", None
+        shard.state, shard.worker = ShardState.PLANNED, None
         return True
 
     def redispatch(self, shard: ShardProgress, reason: str, max_attempts: int) -> bool:
         """Run ``shard`` again as a new attempt because of ``reason`` (a running attempt
         is abandoned, its records kept apart); a shard dispatched ``max_attempts`` times
         fails instead, saying how many requests are missing. True if it runs again."""
-        if shard.state == "running" and shard.attempt is not None:
+        if shard.state == ShardState.RUNNING and shard.attempt is not None:
             self.store.attempt_ended(
                 self.run_id, shard.spec.shard_id, shard.attempt, "abandoned", None, None, reason
             )
         if shard.dispatches >= max_attempts:
             self.fail(shard, self.missing(shard, f"{reason}; dispatched {shard.dispatches} times"))
             return False
-        shard.state, shard.worker = "planned", None
+        shard.state, shard.worker = ShardState.PLANNED, None
         shard.finished_attempt = shard.expected_batches = None
         self.last_progress_at = time.monotonic()
         return True
 
     def fail(self, shard: ShardProgress, message: str) -> None:
         """Settle ``shard`` as failed with ``message``."""
-        shard.state, shard.message = "failed", message
-        self.store.shard_done(self.run_id, shard.spec.shard_id, "failed", shard.attempt, message)
+        shard.state, shard.message = ShardState.FAILED, message
+        self.store.shard_done(
+            self.run_id, shard.spec.shard_id, ShardState.FAILED, shard.attempt, message
+        )
 
-    def settle_many(self, shards: list[ShardProgress], state: str, reason: str) -> None:
+    def settle_many(self, shards: list[ShardProgress], state: ShardState, reason: str) -> None:
         """Settle open ``shards`` as ``state`` (failed, cancelled) with ``reason``.
 
         Shards that never started are settled in one statement: a run may have up to
@@ -297,14 +319,14 @@ class Coordinator:
 
     def cancel_unsettled(self, reason: str) -> None:
         """Settle every open shard as cancelled (their records so far stay visible)."""
-        self.settle_many(list(self.shards.values()), "cancelled", reason)
-        self.finish("cancelled")
+        self.settle_many(list(self.shards.values()), ShardState.CANCELLED, reason)
+        self.finish(RunState.CANCELLED)
 
-    def finish(self, state: str | None = None) -> str:
+    def finish(self, state: RunState | None = None) -> RunState:
         """Record the run's final state (finished only if every shard finished)."""
         if state is None:
-            ok = all(s.state == "finished" for s in self.shards.values())
-            state = "finished" if ok else "failed"
+            ok = all(s.state == ShardState.FINISHED for s in self.shards.values())
+            state = RunState.FINISHED if ok else RunState.FAILED
         self.state = state
         self.store.finish_run(self.run_id, state)
         return state
@@ -360,13 +382,13 @@ class RunCoordinator(Coordinator):
                     "(a run stored before plans were, re-planned after "
                     "max_streams_per_shard changed?)"
                 )
-            shard.state, shard.message = row.state, row.message
+            shard.state, shard.message = ShardState(row.state), row.message
             shard.attempt, shard.worker = row.attempt, row.worker
             shard.dispatches = row.dispatches
             shard.finished_attempt, shard.expected_batches = row.finished_attempt, row.batches
             shard.ingested = dict(row.ingested)
             shard.done = row.records
-            if shard.state == "dispatched":
+            if shard.state == ShardState.DISPATCHED:
                 shard.dispatched_at = time.monotonic()
         coordinator.records_ingested = store.records_count(run_id)
         coordinator.settle()
@@ -413,8 +435,8 @@ def fail_unresumable(store: RunStore, run_id: str, reason: str) -> None:
     failed, every unsettled shard carrying ``reason``; the other runs resume."""
     for row in store.shard_states(run_id):
         if row.state not in SETTLED:
-            store.shard_done(run_id, row.shard_id, "failed", row.attempt, reason)
-    store.finish_run(run_id, "failed")
+            store.shard_done(run_id, row.shard_id, ShardState.FAILED, row.attempt, reason)
+    store.finish_run(run_id, RunState.FAILED)
 
 
 def session_shards(config: GatewayConfig) -> list[SessionShard]:
@@ -467,7 +489,7 @@ class SessionCoordinator(Coordinator):
     @property
     def complete(self) -> bool:
         """Only a stop ends a session."""
-        return self.state != "running"
+        return self.state != RunState.RUNNING
 
     @property
     def quiet(self) -> bool:
@@ -484,11 +506,11 @@ class SessionCoordinator(Coordinator):
 
     def cancel_unsettled(self, reason: str) -> None:
         """The stop's grace period is over: the session ends finished."""
-        self.finish("finished")
+        self.finish(RunState.FINISHED)
 
-    def finish(self, state: str | None = None) -> str:
+    def finish(self, state: RunState | None = None) -> RunState:
         """Settle the session's shards with their record counts and end the run."""
         close_session(self.store.con, self.run_id)
-        self.state = state or "finished"
+        self.state = state or RunState.FINISHED
         self.store.finish_run(self.run_id, self.state)
         return self.state

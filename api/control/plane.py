@@ -68,8 +68,11 @@ from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.wire import (
     DATASET_TTL_S,
+    IN_FLIGHT,
     RUN_SHARD,
     RecordBatch,
+    RunState,
+    ShardState,
     StreamKind,
     batch_seq_key,
     cancel_key,
@@ -278,7 +281,7 @@ class ControlPlane:
             ):
                 coordinator.cancel_unsettled("run cancelled")
             if coordinator.complete:
-                if coordinator.state == "running":
+                if coordinator.state == RunState.RUNNING:
                     coordinator.finish()
                 await self._close_run(coordinator)
 
@@ -414,7 +417,8 @@ class ControlPlane:
                 for spec in coordinator.stages[index].shards
                 if spec.region == region
             ]
-            coordinator.settle_many(stranded, "failed", f"no live worker in region {region!r}")
+            reason = f"no live worker in region {region!r}"
+            coordinator.settle_many(stranded, ShardState.FAILED, reason)
 
     # ------------------------------------------------------------------ Redis faults
 
@@ -432,7 +436,7 @@ class ControlPlane:
             for run_id in list(self.runs):
                 await self._reclaim(run_id)
             for shard in list(self._unsent.values()):
-                if shard.state == "dispatched" and shard.spec.run_id in self.runs:
+                if shard.state == ShardState.DISPATCHED and shard.spec.run_id in self.runs:
                     await self._send_shard(shard)
         self._unsent.clear()
         log.warning("Redis reachable again after %.0f s", time.monotonic() - since)
@@ -466,7 +470,7 @@ class ControlPlane:
                 # is gone (logged above); what follows must not be taken for it.
                 await restore_batch_counters(self.redis, self.con, run_id)
             for shard in coordinator.shards.values():
-                if shard.state in ("dispatched", "running"):
+                if shard.state in IN_FLIGHT:
                     coordinator.redispatch(shard, reason, self.settings.max_attempts)
         self._unsent.clear()
         await mark_state(self.redis)
@@ -482,7 +486,7 @@ class ControlPlane:
         quiet_s = now - coordinator.last_progress_at
         reason = f"no progress for {quiet_s:.0f} s (TOKENBENCH__CONTROL__STALL_TIMEOUT_S)"
         for shard in stuck:
-            if shard.state == "dispatched" and await self._queued(shard):
+            if shard.state == ShardState.DISPATCHED and await self._queued(shard):
                 continue
             if shard.stall_redispatched:
                 message = coordinator.missing(shard, f"{reason}, also after a re-dispatch")

@@ -13,6 +13,7 @@ from api.control.coordinator import Coordinator
 from api.control.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run, stored_stages
 from api.schemas import RunPublic, ShardPublic, StagePublic
 from scenarios.model import Scenario
+from scenarios.wire import SETTLED, ShardState
 
 
 def live_view(coordinator: Coordinator, name: str) -> RunPublic:
@@ -21,7 +22,7 @@ def live_view(coordinator: Coordinator, name: str) -> RunPublic:
     for stage in coordinator.stages:
         shards = [coordinator.shards[s.shard_id] for s in stage.shards]
         states = {s.state for s in shards}
-        state = "finished" if states == {"finished"} else _stage_state(states)
+        state = _stage_state(states)
         stages.append(
             StagePublic(
                 index=stage.index,
@@ -49,12 +50,15 @@ def live_view(coordinator: Coordinator, name: str) -> RunPublic:
     return _summarise(coordinator.run_id, name, coordinator.state, stages)
 
 
-def _stage_state(states: set[str]) -> str:
-    if states <= {"planned"}:
-        return "planned"
-    if states <= {"finished", "failed", "cancelled"}:
-        return "failed" if "failed" in states else "cancelled"
-    return "running"
+def _stage_state(states: set[ShardState]) -> ShardState:
+    """A stage's state from its shards': settled when all are, failed if any failed."""
+    if states == {ShardState.FINISHED}:
+        return ShardState.FINISHED
+    if states <= {ShardState.PLANNED}:
+        return ShardState.PLANNED
+    if states <= SETTLED:
+        return ShardState.FAILED if ShardState.FAILED in states else ShardState.CANCELLED
+    return ShardState.RUNNING
 
 
 def stored_view(
@@ -111,8 +115,8 @@ def stored_view(
             for r in rows
             if r[1] == index
         ]
-        states = {s.state for s in shards}
-        state = "finished" if states == {"finished"} else _stage_state(states)
+        states = {ShardState(s.state) for s in shards}
+        state = _stage_state(states)
         stages.append(
             StagePublic(
                 index=index,

@@ -7,12 +7,16 @@ kind's HTTP status and one body shape::
 
     ScenarioError     → 422, ``detail`` lists each problem with its field path (and line)
     ProviderEgressDenied → 422 at the provider's base_url path
-    UnknownRunError, UnknownScenarioError, UnknownDatasetError → 404
+    BodyProblems      → 422 (415 for a media type), one entry per problem at its path
+    UnknownRunError, UnknownScenarioError, UnknownDatasetError,
+    UnknownShadowSessionError → 404
     RegionUnavailable → 409, ``regions`` names the regions without a live worker
     SQL refusals      → 400/403/408/413/503, ``kind`` names the SQL refusal
 
 Request validation (422), inputs nested too deeply for a parser (422) and HTTP errors
-raised by FastAPI or a route (``HTTPException``) get the same shape. No handler ever
+raised by FastAPI itself or its security scheme (``HTTPException``: 401 with its
+``WWW-Authenticate`` header, 403, 404 of an unknown route, 405) get the same shape;
+routes raise errors of the tree, never ``HTTPException``. No handler ever
 returns a traceback; an unexpected error is logged and answered 500 with a correlation
 id.
 """
@@ -52,6 +56,42 @@ class UnknownScenarioError(NotFound, LookupError):
         return f"no scenario {self.args[0]!r}"
 
 
+class UnknownShadowSessionError(NotFound, LookupError):
+    """No shadow session with that id; the one argument is the id."""
+
+    def public_detail(self) -> object:
+        """``no shadow session 'ID'``."""
+        return f"no shadow session {self.args[0]!r}"
+
+
+class UnsupportedMediaType(BadInput):
+    """The body is sent with a media type the route does not read."""
+
+    http_status = 415
+
+
+class BodyProblems(BadInput):
+    """Problems of a request body, each at its field path (and line, for a file)."""
+
+    def __init__(self, problems: list[dict[str, object]]) -> None:
+        super().__init__("; ".join(str(problem["msg"]) for problem in problems))
+        self.problems = problems
+
+    @classmethod
+    def of_document(cls, exc: ScenarioError, root: str) -> BodyProblems:
+        """A parsed document's problems (a scenario, a gateway config) under ``root``."""
+        return cls(_document_detail(exc, root))
+
+    @classmethod
+    def of_file(cls, message: str, line: int | None) -> BodyProblems:
+        """One problem of an uploaded file, at its line."""
+        return cls([_detail(["body"], message, line)])
+
+    def public_detail(self) -> object:
+        """One entry per problem."""
+        return self.problems
+
+
 class RegionUnavailable(Conflict):
     """Regions named by a run have no live worker."""
 
@@ -83,11 +123,11 @@ def _detail(loc: list[str | int], msg: str, line: int | None = None) -> dict[str
     return entry
 
 
-def _scenario_detail(exc: ScenarioError) -> list[dict[str, object]]:
-    """One entry per problem, its field path under the request's ``scenario``."""
+def _document_detail(exc: ScenarioError, root: str) -> list[dict[str, object]]:
+    """One entry per problem, its field path under the request's ``root`` field."""
     return [
         _detail(
-            ["scenario", *[int(p) if p.isdigit() else p for p in problem.path.split(".") if p]],
+            [root, *[int(p) if p.isdigit() else p for p in problem.path.split(".") if p]],
             problem.message,
             problem.line,
         )
@@ -104,7 +144,10 @@ def _internal(exc: Exception) -> JSONResponse:
 
 def error_body(exc: TokenbenchError) -> dict[str, object]:
     """The REST body of an error of the tree (not of an internal one: see the handler)."""
-    detail = _scenario_detail(exc) if isinstance(exc, ScenarioError) else exc.public_detail()
+    if isinstance(exc, ScenarioError):
+        detail: object = _document_detail(exc, "scenario")
+    else:
+        detail = exc.public_detail()
     return {"detail": detail, "error": exc.kind, **exc.public_fields()}
 
 

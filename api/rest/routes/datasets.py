@@ -14,11 +14,13 @@ import asyncio
 import datetime as dt
 
 import duckdb
-from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from analytics.datasets import DatasetInfo, DatasetStore
 from api.rest.deps import Authenticated, CursorDep, SettingsDep, WriterDep
+from api.rest.errors import BodyProblems, UnsupportedMediaType
+from scenarios.errors import Timeout
 from scenarios.workload_files import WorkloadFileError
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], dependencies=[Authenticated])
@@ -99,21 +101,20 @@ async def upload_dataset(
     """Store a JSONL prompt file or traffic log sent as the raw body; answers its id."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media not in MEDIA_TYPES:
-        raise HTTPException(415, f"send the JSONL file as one of: {', '.join(MEDIA_TYPES)}")
+        raise UnsupportedMediaType(f"send the JSONL file as one of: {', '.join(MEDIA_TYPES)}")
     async with _uploads(request):
         try:
             async with asyncio.timeout(BODY_TIMEOUT_S):
                 body = await request.body()
         except TimeoutError:
-            raise HTTPException(408, f"body not received within {BODY_TIMEOUT_S:.0f} s") from None
+            raise Timeout(f"body not received within {BODY_TIMEOUT_S:.0f} s") from None
         try:
             # Hashing and parsing up to 64 MiB: in a thread, on a cursor of its own.
             info, created = await asyncio.to_thread(
                 _store, writer.cursor(), body, settings.api.max_dataset_lines
             )
         except WorkloadFileError as exc:
-            detail = [{"loc": ["body"], "msg": str(exc), "line": exc.line}]
-            raise HTTPException(422, detail) from None
+            raise BodyProblems.of_file(str(exc), exc.line) from None
     response.status_code = 201 if created else 200
     return _public(info)
 

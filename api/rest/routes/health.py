@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 
 from api.control.plane import ControlPlane, live_worker_count
 from api.rest.deps import Authenticated, PlaneDep, RedisDep, SettingsDep, WriterDep
-from scenarios.wire import events_stream, records_stream
+from scenarios.wire import IN_FLIGHT, events_stream, records_stream
 
 router = APIRouter(tags=["health"])
 
@@ -68,7 +68,7 @@ async def _collect(plane: ControlPlane, con: Any) -> list[GaugeMetricFamily]:
     counts: dict[str, int] = {}
     for coordinator in plane.runs.values():
         for shard in coordinator.shards.values():
-            if shard.state in ("dispatched", "running"):
+            if shard.state in IN_FLIGHT:
                 counts[shard.spec.region] = counts.get(shard.spec.region, 0) + 1
     for region, count in sorted(counts.items()):
         in_flight.add_metric([region], count)

@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
 
 from analytics.shadow import comparison, pairs, session_summary
 from analytics.shadow_replay import replay_jsonl
 from api.control.plane import live_worker_count
 from api.rest.deps import Authenticated, CursorDep, PlaneDep, RedisDep, SettingsDep
-from api.rest.errors import RegionUnavailable
+from api.rest.errors import BodyProblems, RegionUnavailable, UnknownShadowSessionError
 from api.rest.validation import check_scenario_egress
 from api.schemas import GatewayConfigBody
 from scenarios.gateway_config import parse_gateway_config
@@ -48,7 +48,7 @@ class SessionCreated(BaseModel):
 def _summary(cursor: CursorDep, session_id: str) -> dict[str, Any]:
     summary = session_summary(cursor, session_id)
     if summary is None:
-        raise HTTPException(404, f"no shadow session {session_id!r}")
+        raise UnknownShadowSessionError(session_id)
     return summary
 
 
@@ -61,8 +61,7 @@ async def open_session(
         # Off the event loop: a config may hold up to MAX_DOCUMENT_NODES values.
         config = await asyncio.to_thread(parse_gateway_config, body.config, "config")
     except ScenarioError as exc:
-        detail = [{"loc": ["config", *p.path.split(".")], "msg": p.message} for p in exc.problems]
-        raise HTTPException(422, detail) from None
+        raise BodyProblems.of_document(exc, "config") from None
     check_scenario_egress(config.session_scenario(), settings.egress)
     missing = [r for r in config.regions if await live_worker_count(redis, r) == 0]
     if missing and not body.wait_for_workers:
