@@ -232,8 +232,9 @@ def validate_scenario(
         raise ScenarioError(problems_from_validation(exc, lines or {}), source) from None
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file (``.yaml``, ``.yml`` or ``.json``)."""
+def load_document(path: str | Path) -> tuple[Any, dict[tuple[str, ...], int]]:
+    """Read a scenario file (``.yaml``, ``.yml`` or ``.json``) into decoded data and the
+    line of each key path (empty for JSON), unvalidated."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
@@ -241,14 +242,19 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError([Problem("", f"cannot read file: {exc.strerror}")], str(file)) from None
     if file.suffix == ".json":
         try:
-            data = json.loads(text)
+            return json.loads(text), {}
         except json.JSONDecodeError as exc:
             problem = Problem("", f"not valid JSON: {exc.msg}", exc.lineno)
             raise ScenarioError([problem], str(file)) from None
         except RecursionError:
             raise ScenarioError([Problem("", _TOO_DEEP)], str(file)) from None
-        return validate_scenario(data, str(file))
-    return parse_scenario(text, str(file))
+    return read_yaml(text, str(file))
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file (``.yaml``, ``.yml`` or ``.json``)."""
+    data, lines = load_document(path)
+    return validate_scenario(data, str(path), lines)
 
 
 def problems_from_validation(

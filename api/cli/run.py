@@ -11,18 +11,22 @@ from typing import Annotated
 
 import duckdb
 import typer
+import yaml
 from celery import Celery
 from redis.asyncio import Redis
 
 from analytics.db import connect
 from analytics.report import build_report
-from api.cli.console import OutputFormat, stderr, stdout
+from analytics.verdict import ALL_FAILED
+from api.cli.console import OutputFormat, stderr
 from api.cli.errors import exit_for, load_or_exit
+from api.cli.output import exit_on_verdict, write_report
+from scenarios.adhoc import AdHocFlags, build_document, parse_list
 from scenarios.errors import BadInput, Unavailable
-from scenarios.loader import ScenarioError
+from scenarios.loader import ScenarioError, load_document, validate_scenario
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
-from scenarios.wire import REDIS_CLIENT_OPTIONS, RunState
+from scenarios.wire import REDIS_CLIENT_OPTIONS
 from workers.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
 
 
@@ -46,15 +50,119 @@ def _check_keys(scenario: Scenario) -> None:
                 )
 
 
+Flag = typer.Option  # the ad-hoc flags, grouped in --help under one panel
+_ADHOC = "Ad-hoc scenario (override the file, or replace it)"
+
+
 def run(
-    scenario_path: Annotated[Path, typer.Argument(help="Scenario file (YAML or JSON).")],
+    scenario_path: Annotated[
+        Path | None, typer.Argument(help="Scenario file (YAML or JSON); optional with --target.")
+    ] = None,
+    target: Annotated[
+        str | None,
+        Flag(
+            help="OpenAI-compatible server to measure, e.g. http://host:8000/v1.",
+            rich_help_panel=_ADHOC,
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, Flag(help="Model id sent in each request.", rich_help_panel=_ADHOC)
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        Flag(
+            help="Name of the variable holding the API key (never the key).", rich_help_panel=_ADHOC
+        ),
+    ] = None,
+    concurrency: Annotated[
+        str | None, Flag(help="Closed-loop levels, e.g. 1,8,64.", rich_help_panel=_ADHOC)
+    ] = None,
+    rate: Annotated[
+        str | None, Flag(help="Open-loop rates (req/s), e.g. 2,5,10.", rich_help_panel=_ADHOC)
+    ] = None,
+    requests: Annotated[
+        int | None, Flag(help="Requests per level.", rich_help_panel=_ADHOC)
+    ] = None,
+    duration: Annotated[
+        float | None, Flag(help="Seconds per level.", rich_help_panel=_ADHOC)
+    ] = None,
+    prompt_tokens: Annotated[
+        int | None, Flag(help="Prompt length (tokens, fixed).", rich_help_panel=_ADHOC)
+    ] = None,
+    output_tokens: Annotated[
+        int | None, Flag(help="Answer length (max_tokens, fixed).", rich_help_panel=_ADHOC)
+    ] = None,
+    name: Annotated[str | None, Flag(help="Scenario name.", rich_help_panel=_ADHOC)] = None,
+    save: Annotated[
+        Path | None,
+        Flag(help="Also write the scenario that runs to this YAML file.", rich_help_panel=_ADHOC),
+    ] = None,
     db: Annotated[Path | None, typer.Option(help="DuckDB file to append results to.")] = None,
     output: Annotated[OutputFormat, typer.Option("--format", help="Report format.")] = (
         OutputFormat.table
     ),
+    out_file: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the report to this file.")
+    ] = None,
+    max_error_rate: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Exit 1 if a stage's error rate is above this fraction "
+            "(default 1.0: only a stage in which every request failed).",
+        ),
+    ] = ALL_FAILED,
 ) -> None:
-    """Run a scenario: start what is missing (Redis, regional workers), print the report."""
-    _run_scenario(load_or_exit(scenario_path), db, output)
+    """Run a scenario: start what is missing (Redis, regional workers), print the report.
+
+    Give a scenario file, or build one from flags (--target URL --model M ...); with both,
+    the flags override the file. The report goes to stdout (or -o FILE), progress and
+    notes to stderr. Exit 0: every stage measured; 1: the run failed, or a stage's error
+    rate is above --max-error-rate; 2: bad input; 130: interrupted.
+    """
+    try:
+        flags = AdHocFlags(
+            target=target,
+            model=model,
+            api_key_env=api_key_env,
+            concurrency=None
+            if concurrency is None
+            else parse_list(concurrency, "--concurrency", int),
+            rate=None if rate is None else parse_list(rate, "--rate", float),
+            requests=requests,
+            duration_s=duration,
+            prompt_tokens=prompt_tokens,
+            output_tokens=output_tokens,
+            name=name,
+        )
+    except BadInput as exc:
+        raise exit_for(exc) from None
+    scenario = _scenario(scenario_path, flags, save)
+    _run_scenario(scenario, db, output, out_file, max_error_rate)
+
+
+def _scenario(path: Path | None, flags: AdHocFlags, save: Path | None) -> Scenario:
+    """The file's scenario, the flags' or both; written to ``save`` when asked."""
+    if path is not None and not flags.any_given() and save is None:
+        return load_or_exit(path)
+    try:
+        base, lines = (None, {}) if path is None else load_document(path)
+        if base is not None and not isinstance(base, dict):
+            base = {"": base}  # validation reports that a scenario must be a mapping
+        document = build_document(base, flags)
+        scenario = validate_scenario(document, None if path is None else str(path), lines)
+    except ScenarioError as exc:
+        raise exit_for(exc, f"invalid scenario\n{exc}") from None
+    except BadInput as exc:
+        raise exit_for(exc) from None
+    if save is not None:
+        try:
+            save.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        except OSError as exc:
+            raise exit_for(BadInput(f"cannot write {save}: {exc.strerror}")) from None
+        stderr.print(f"scenario written to {save}", highlight=False)
+    return scenario
 
 
 DEMO_SCENARIO = "h100-vs-h200-405b.yaml"
@@ -65,15 +173,24 @@ def demo(
     output: Annotated[OutputFormat, typer.Option("--format", help="Report format.")] = (
         OutputFormat.table
     ),
+    out_file: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the report to this file.")
+    ] = None,
 ) -> None:
     """Run the shipped example: simulated 8×H100 FP8 vs 8×H200 FP16 405B vs a hosted API."""
     from importlib import resources  # noqa: PLC0415
 
     example = resources.files("scenarios").joinpath("examples", DEMO_SCENARIO)
-    _run_scenario(load_or_exit(Path(str(example))), db, output)
+    _run_scenario(load_or_exit(Path(str(example))), db, output, out_file, ALL_FAILED)
 
 
-def _run_scenario(scenario: Scenario, db: Path | None, output: OutputFormat) -> None:
+def _run_scenario(
+    scenario: Scenario,
+    db: Path | None,
+    output: OutputFormat,
+    out_file: Path | None,
+    max_error_rate: float,
+) -> None:
     from api.local.embedded import local_stack  # noqa: PLC0415
     from workers.celery_app import app as celery_app  # noqa: PLC0415
 
@@ -89,7 +206,7 @@ def _run_scenario(scenario: Scenario, db: Path | None, output: OutputFormat) -> 
     db_path = db or settings.duckdb.path
     con = connect(db_path)
     scenario = _local_datasets(scenario, con)
-    stdout.print(f"[bold]tokenbench[/bold] · scenario {scenario.name} · results in {db_path}")
+    stderr.print(f"[bold]tokenbench[/bold] · scenario {scenario.name} · results in {db_path}")
     try:
         with local_stack(scenario.regions, settings.redis.url, secret_hosts) as redis_url:
             os.environ["TOKENBENCH__REDIS__URL"] = redis_url
@@ -102,12 +219,10 @@ def _run_scenario(scenario: Scenario, db: Path | None, output: OutputFormat) -> 
     except RuntimeError as exc:
         # The local stack could not start, or Redis stayed unreachable: operational.
         raise exit_for(Unavailable(str(exc))) from None
-    from api.cli.console import print_report  # noqa: PLC0415
-
-    print_report(stdout, build_report(con, run_id), output.value)
+    report = build_report(con, run_id)
     con.close()
-    if state != RunState.FINISHED:
-        raise typer.Exit(1)
+    write_report(report, output, out_file)
+    exit_on_verdict(state, report, max_error_rate)
 
 
 def _local_datasets(scenario: Scenario, con: duckdb.DuckDBPyConnection) -> Scenario:
@@ -139,7 +254,7 @@ async def _drive(
     redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
     plane = ControlPlane(redis, con, celery_app, get_settings().control)
     try:
-        with StageProgress(stdout) as progress:
+        with StageProgress(stderr) as progress:
             coordinator = await plane.submit(scenario)
             run_id = coordinator.run_id
             try:
