@@ -38,8 +38,9 @@ from scenarios.settings import (
 from scenarios.wire import region_queue
 from tests.conftest import API_TOKEN
 
-# Small enough that an over-sized upload is cheap to send.
+# Small enough that an over-sized upload or SQL answer is cheap to make.
 MAX_DATASET_BYTES = 4096
+SQL_MAX_BYTES = 4096
 # A region every deployment of these tests expects (shown by /readyz with 0 workers).
 EXPECTED_REGION = "expected-nowhere"
 
@@ -91,7 +92,11 @@ def rest_stack(
     settings = Settings(
         redis=RedisSettings(url=redis_server.url),
         duckdb=DuckDBSettings(path=db),
-        api=ApiSettings(tokens=[SecretStr(API_TOKEN)], max_dataset_bytes=MAX_DATASET_BYTES),
+        api=ApiSettings(
+            tokens=[SecretStr(API_TOKEN)],
+            max_dataset_bytes=MAX_DATASET_BYTES,
+            sql_max_bytes=SQL_MAX_BYTES,
+        ),
         egress=EgressSettings(allow_loopback=True),
         regions=[EXPECTED_REGION],
     )
