@@ -83,6 +83,22 @@ def run_scenario(region: str, levels: tuple[int, ...] = (1, 2)) -> dict[str, Any
     }
 
 
+def gateway_config(region: str) -> dict[str, Any]:
+    """A gateway in front of a loopback primary, mirroring to a simulated shadow."""
+    return {
+        "name": "routes-shadow",
+        "primary": {
+            "name": "prod",
+            "kind": "openai",
+            "base_url": "http://127.0.0.1:9/v1",
+            "model": "m",
+        },
+        "shadows": [{"name": "cand", "kind": "simulated", "simulate": {"ttft_ms": 5}}],
+        "sample_rate": 1.0,
+        "regions": [region],
+    }
+
+
 @pytest.fixture(scope="session")
 def rest_stack(
     redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory

@@ -4,30 +4,13 @@ gateway config, read (summary, comparison, pairs, replay log) and stopped."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 
 from api.rest.routes import shadow
-from tests.integration.api.conftest import RestStack, lonely_region
+from tests.integration.api.conftest import RestStack, gateway_config, lonely_region
 
 pytestmark = pytest.mark.integration
-
-
-def gateway_config(region: str) -> dict[str, Any]:
-    """A gateway in front of a loopback primary, mirroring to a simulated shadow."""
-    return {
-        "name": "routes-shadow",
-        "primary": {
-            "name": "prod",
-            "kind": "openai",
-            "base_url": "http://127.0.0.1:9/v1",
-            "model": "m",
-        },
-        "shadows": [{"name": "cand", "kind": "simulated", "simulate": {"ttft_ms": 5}}],
-        "sample_rate": 1.0,
-        "regions": [region],
-    }
 
 
 def test_a_session_is_opened_read_and_stopped(rest_stack: RestStack) -> None:
