@@ -1,9 +1,9 @@
 """A real REST control plane served in this process: ``create_app`` under uvicorn on a
 free loopback port, on the session's Redis and a DuckDB file of its own.
 
-The route tests talk to it over HTTP as any client would; being in-process, the app's
-state (its DuckDB connection, its control plane) can also be read back. No worker
-serves the regions these tests use (each test names its own, see :func:`lonely_region`),
+The route tests talk to it over HTTP as any client would; in-process, it costs no
+interpreter start, and a warning in a route fails the test (the suite turns warnings
+into errors). No worker serves the regions these tests use (each test names its own, see :func:`lonely_region`),
 so runs and sessions stay dispatched but unstarted: the routes are exercised without
 generating load, and nothing reaches the workers of other tests sharing this Redis.
 """
@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,7 +22,6 @@ import pytest
 import redis
 import uvicorn
 from celery import Celery
-from fastapi import FastAPI
 from pydantic import SecretStr
 
 from api.local.redis_server import RedisServer, free_port
@@ -47,13 +45,11 @@ EXPECTED_REGION = "expected-nowhere"
 
 @dataclass
 class RestStack:
-    """The served app, an authenticated client for it and where its data lives."""
+    """Where the app is served, an authenticated client for it, and its Redis."""
 
-    app: FastAPI
     base: str
     client: httpx.Client
     redis_url: str
-    db: Path
 
     def anonymous(self) -> httpx.Client:
         """A client without a token (close it after use)."""
@@ -134,7 +130,7 @@ def rest_stack(
     with httpx.Client(
         base_url=base, headers={"authorization": f"Bearer {API_TOKEN}"}, timeout=30
     ) as client:
-        yield RestStack(app, base, client, redis_server.url, db)
+        yield RestStack(base, client, redis_server.url)
     server.should_exit = True
     thread.join(30)
     # The tasks queued for the tests' lonely regions would wait there for ever.
