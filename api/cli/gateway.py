@@ -28,7 +28,10 @@ from scenarios.gateway_config import load_gateway_config
 from scenarios.loader import ScenarioError
 from scenarios.settings import get_settings
 
-_err = Console(stderr=True, highlight=False)
+# As every command's stderr: not wrapped at 80 columns when not a terminal (logs, pipes).
+_err = Console(
+    stderr=True, highlight=False, width=None if Console(stderr=True).is_terminal else 200
+)
 
 
 ServerOption = Annotated[

@@ -121,10 +121,12 @@ def get_records(
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     """The run's request records (accepted attempts) as an Arrow IPC stream or Parquet."""
-    if cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is None:
+    if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall():
         raise UnknownRunError(run_id)
-    table: pa.Table = cursor.execute(
-        "SELECT * FROM requests WHERE run_id = ? ORDER BY stage, shard_id, seq", [run_id]
+    # A relation, not a DB-API result: duckdb converts that to Arrow without an extra
+    # copy of every row (and warns about the copy otherwise).
+    table: pa.Table = cursor.sql(
+        "SELECT * FROM requests WHERE run_id = ? ORDER BY stage, shard_id, seq", params=[run_id]
     ).to_arrow_table()
     wants_parquet = output == "parquet" or (output is None and PARQUET in (accept or ""))
     sink = pa.BufferOutputStream()

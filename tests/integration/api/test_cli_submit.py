@@ -1,0 +1,105 @@
+"""api/cli/submit.py against the served control plane: a scenario is submitted (its
+local workload files uploaded as datasets first), and each refusal of the control plane
+becomes the CLI's message and exit code (2 for the input, 1 when operational)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner, Result
+
+from api.cli.submit import submit
+from api.local.redis_server import free_port
+from tests.conftest import API_TOKEN
+from tests.integration.api.conftest import RestStack, lonely_region, run_scenario
+
+pytestmark = pytest.mark.integration
+
+app = typer.Typer()
+app.command()(submit)  # the only command: invoked with its arguments alone
+
+
+def _submit(stack: RestStack, scenario: dict[str, Any], tmp: Path, *options: str) -> Result:
+    path = tmp / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    args = [str(path), "--server", stack.base, "--token", API_TOKEN, *options]
+    return CliRunner().invoke(app, args, env={"TOKENBENCH_TOKEN": None})
+
+
+def test_a_run_is_submitted_with_its_local_prompt_file(
+    rest_stack: RestStack, tmp_path: Path
+) -> None:
+    prompts = tmp_path / "prompts.jsonl"
+    content = "".join(json.dumps({"prompt": f"{uuid.uuid4().hex} {i}"}) + "\n" for i in range(3))
+    prompts.write_text(content)
+    scenario = run_scenario(lonely_region())
+    scenario["workload"]["prompts"] = {"path": str(prompts)}
+    shown = _submit(rest_stack, scenario, tmp_path, "--wait-for-workers")
+    assert shown.exit_code == 0, shown.output
+    run_id = shown.stdout.strip().splitlines()[-1]
+    assert f"run {run_id} submitted" in shown.stderr
+    try:
+        assert rest_stack.client.get(f"/v1/runs/{run_id}").json()["state"] == "running"
+        # The file went up as a dataset; the control plane read no path.
+        dataset_id = "ds-" + hashlib.sha256(content.encode()).hexdigest()
+        assert rest_stack.client.get(f"/v1/datasets/{dataset_id}").status_code == 200
+    finally:
+        rest_stack.client.post(f"/v1/runs/{run_id}/cancel")
+
+
+def test_a_prompt_file_given_as_a_replay_log_is_bad_input(
+    rest_stack: RestStack, tmp_path: Path
+) -> None:
+    log = tmp_path / "not-a-log.jsonl"
+    log.write_text(json.dumps({"prompt": uuid.uuid4().hex}) + "\n")
+    scenario = run_scenario(lonely_region())
+    del scenario["workload"]["mix"], scenario["load"]["concurrency"]
+    scenario["workload"]["replay"] = {"path": str(log)}
+    shown = _submit(rest_stack, scenario, tmp_path, "--wait-for-workers")
+    assert shown.exit_code == 2, shown.output
+    assert f"workload.replay.path: {log} cannot be replayed" in shown.stderr
+
+
+def test_refusals_of_the_control_plane_keep_their_kind(
+    rest_stack: RestStack, tmp_path: Path
+) -> None:
+    region = lonely_region()
+    no_worker = _submit(rest_stack, run_scenario(region), tmp_path)
+    assert no_worker.exit_code == 2  # the input names a region nobody serves
+    assert f"HTTP 409: no live worker in region(s): {region}" in no_worker.stderr
+
+    metadata = run_scenario(region)
+    metadata["providers"][0] = {
+        "name": "meta",
+        "kind": "openai",
+        "base_url": "http://169.254.169.254/v1",
+        "model": "m",
+    }
+    refused = _submit(rest_stack, metadata, tmp_path, "--wait-for-workers")
+    assert refused.exit_code == 2
+    assert "HTTP 422: scenario.providers.0.base_url: " in refused.stderr
+
+    path = tmp_path / "scenario.yaml"
+    wrong_token = CliRunner().invoke(
+        app,
+        [str(path), "--server", rest_stack.base, "--token", "wrong"],
+        env={"TOKENBENCH_TOKEN": None},
+    )
+    assert wrong_token.exit_code == 1  # operational: the scenario may well be fine
+    assert "HTTP 403: invalid token" in wrong_token.stderr
+
+
+def test_an_unreachable_control_plane_is_operational(tmp_path: Path) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(run_scenario(lonely_region())))
+    server = f"http://127.0.0.1:{free_port()}"
+    shown = CliRunner().invoke(app, [str(path), "--server", server], env={"TOKENBENCH_TOKEN": None})
+    assert shown.exit_code == 1
+    assert f"cannot reach {server}" in shown.stderr

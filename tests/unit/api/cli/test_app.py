@@ -1,0 +1,57 @@
+"""api/cli/app.py: every command is registered under its documented name, and an
+unexpected error is one line and exit 1, not a traceback (unless TOKENBENCH_DEBUG)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from api.cli import app as cli_app
+
+COMMANDS = {
+    "run", "demo", "serve", "submit", "validate", "schema", "worker", "plan", "report",
+    "sql", "gateway", "simulate",
+}  # fmt: skip
+GROUPS = {"shadow", "providers"}
+
+
+def test_every_command_is_listed_with_its_summary() -> None:
+    commands = {c.name or c.callback.__name__: c for c in cli_app.app.registered_commands}
+    assert set(commands) == COMMANDS
+    assert {g.name for g in cli_app.app.registered_groups} == GROUPS
+    shown = CliRunner().invoke(cli_app.app, ["--help"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0
+    for name, command in commands.items():
+        assert command.callback is not None and command.callback.__doc__, name
+        summary = command.callback.__doc__.split("\n")[0]
+        assert f"{name} " in shown.output and summary in shown.output, name
+
+
+def test_without_arguments_the_help_is_shown() -> None:
+    shown = CliRunner().invoke(cli_app.app, [])
+    assert "Usage: tokenbench" in shown.output
+    assert shown.exit_code == 2  # usage, not success
+
+
+def _broken() -> None:
+    raise RuntimeError("disk on fire")
+
+
+def test_an_unexpected_error_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TOKENBENCH_DEBUG", raising=False)
+    monkeypatch.setattr(cli_app, "app", _broken)
+    with pytest.raises(SystemExit) as exited:
+        cli_app.main()
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert "error: RuntimeError: disk on fire" in err
+    assert "TOKENBENCH_DEBUG=1" in err and "Traceback" not in err
+
+
+def test_tokenbench_debug_shows_the_error_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOKENBENCH_DEBUG", "1")
+    monkeypatch.setattr(cli_app, "app", _broken)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        cli_app.main()
