@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +20,7 @@ from analytics.verdict import ALL_FAILED
 from api.cli.console import OutputFormat, stderr
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.output import exit_on_verdict, write_report
+from api.cli.signals import sigterm_as_interrupt
 from scenarios.adhoc import AdHocFlags, build_document, parse_list
 from scenarios.errors import BadInput, Unavailable
 from scenarios.loader import ScenarioError, load_document, validate_scenario
@@ -202,7 +202,7 @@ def _run_scenario(
         # its workers may send each provider's key to that provider's own hosts.
         owned = merge_bindings(settings.worker.secret_hosts, owner_bindings(scenario.providers))
         secret_hosts = bindings_json(owned)
-    _interrupt_on_sigterm()
+    sigterm_as_interrupt()  # stop like Ctrl-C: workers told, arrivals stored, cleanup
     db_path = db or settings.duckdb.path
     con = connect(db_path)
     scenario = _local_datasets(scenario, con)
@@ -235,13 +235,6 @@ def _local_datasets(scenario: Scenario, con: duckdb.DuckDBPyConnection) -> Scena
         return store_local_datasets(scenario, DatasetStore(con), get_settings().api)
     except ScenarioError as exc:
         raise exit_for(exc, f"invalid scenario\n{exc}") from None
-
-
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM (and SIGINT, even when inherited as ignored) stop a run like Ctrl-C does:
-    workers are told to stop, what arrived is stored, local processes are cleaned up."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
 
 
 async def _drive(
