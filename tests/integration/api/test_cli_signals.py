@@ -20,8 +20,8 @@ CHILD = f"""
 import sys, time
 from {signals.__name__} import sigterm_as_interrupt
 sigterm_as_interrupt()
-print("ready", flush=True)
 try:
+    print("ready", flush=True)  # inside the try: the signal may arrive as it returns
     time.sleep(120)
 except KeyboardInterrupt:
     print("cleanup ran", flush=True)
