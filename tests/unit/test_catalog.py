@@ -18,19 +18,7 @@ from scenarios.catalog import (
     default_catalog,
     load_catalog,
 )
-
-NEW_MODEL = """
-models:
-  - id: qwen2.5-72b
-    name: Qwen2.5 72B
-    params_billions: 72.7
-    layers: 80
-    hidden_size: 8192
-    attention_heads: 64
-    kv_heads: 8
-    head_dim: 128
-    context_tokens: 131072
-"""
+from tests.support.builders import NEW_MODEL
 
 
 def test_shipped_catalogs_load() -> None:

@@ -10,15 +10,16 @@ from analytics.db import SCHEMA_VERSION, connect, load_sql, migrate, schema_vers
 from analytics.ingest import BatchMessage, ingest_batches
 from scenarios.loader import parse_scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
-from tests.unit.test_metrics import CTX, result
-from tests.unit.test_scenario_schema import VALID
+from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result
 from workers.prompts import PlannedRequest
 from workers.rows import record_row
 
 
 def message(batch_seq: int, attempt: int = 1, n: int = 3) -> BatchMessage:
     rows = [
-        record_row(CTX, PlannedRequest(batch_seq * 10 + i, 1, 2, "p"), result(i, 50, [5]))
+        record_row(
+            ROW_CONTEXT, PlannedRequest(batch_seq * 10 + i, 1, 2, "p"), timed_result(i, 50, [5])
+        )
         for i in range(n)
     ]
     return BatchMessage(
@@ -53,7 +54,7 @@ def test_v1_database_gets_its_run_dimensions_back_filled(tmp_path: Path) -> None
     con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
     con.execute(load_sql("schema_v1"))
     con.execute("INSERT INTO schema_version VALUES (1)")
-    scenario = parse_scenario(VALID)
+    scenario = parse_scenario(VALID_SCENARIO)
     con.execute(
         "INSERT INTO runs VALUES ('old', 'n', ?, now(), NULL, 'finished')",
         [scenario.model_dump_json()],

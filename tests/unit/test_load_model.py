@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from scenarios.loader import ScenarioError, parse_scenario
-from tests.unit.test_scenario_schema import VALID
+from tests.support.builders import VALID_SCENARIO
 
 CLOSED = "  concurrency: [1, 8]\n  requests_per_level: 50\n"
 
 
 def with_load(load: str, workload: str | None = None) -> str:
-    text = VALID.replace(CLOSED, load)
+    text = VALID_SCENARIO.replace(CLOSED, load)
     if workload is not None:
         start = text.index("workload:")
         text = text[:start] + workload + text[text.index("load:") :]
@@ -36,7 +36,7 @@ def test_open_loop_rates_and_defaults() -> None:
 
 
 def test_closed_loop_is_unchanged() -> None:
-    load = parse_scenario(VALID).load
+    load = parse_scenario(VALID_SCENARIO).load
     assert load.kind == "closed" and load.levels() == [1.0, 8.0]
 
 

@@ -13,41 +13,17 @@ from analytics.report import build_report
 from analytics.runs import PlannedShard, RunStore
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
-from tests.unit.test_scenario_schema import VALID
+from tests.support.builders import MS, ROW_CONTEXT, VALID_SCENARIO, timed_result
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
-
-CTX = RowContext("run", 0, "s0.a.local", 1, "a", "m", "local", "w", "closed", 4)
-MS = 1_000_000
-
-
-def result(
-    sent: int, ttft_ms: float, gaps_ms: list[float], tokens: int | None = None
-) -> RequestResult:
-    first = sent + int(ttft_ms * MS)
-    stamps = [first]
-    for gap in gaps_ms:
-        stamps.append(stamps[-1] + int(gap * MS))
-    count = tokens if tokens is not None else len(stamps)
-    return RequestResult(
-        intended_start=sent - 2 * MS,
-        sent=sent,
-        first_byte=sent + MS,
-        first_token=first,
-        first_output_token=first,
-        last_token=stamps[-1],
-        end=stamps[-1] + MS,
-        token_stamps=stamps,
-        prompt_tokens=10,
-        completion_tokens=count,
-        token_count_source="usage",
-    )
+from workers.rows import record_row
 
 
 def test_record_row_durations() -> None:
-    row = record_row(CTX, PlannedRequest(3, 10, 3, "p"), result(1_000 * MS, 100, [10, 12]))
+    row = record_row(
+        ROW_CONTEXT, PlannedRequest(3, 10, 3, "p"), timed_result(1_000 * MS, 100, [10, 12])
+    )
     assert row["ttft_ns"] == 100 * MS
     assert row["schedule_lag_ns"] == 2 * MS
     assert row["itl_ns"] == [10 * MS, 12 * MS]
@@ -62,7 +38,7 @@ def test_failed_request_row_keeps_class_and_status() -> None:
         end=9,
         failure=RequestFailure(ErrorClass.HTTP_5XX, "HTTP 500", 500),
     )
-    row = record_row(CTX, PlannedRequest(0, 10, 3, "p"), failed)
+    row = record_row(ROW_CONTEXT, PlannedRequest(0, 10, 3, "p"), failed)
     assert (row["status"], row["error_class"], row["http_status"], row["ttft_ns"]) == (
         "error",
         "http_5xx",
@@ -75,11 +51,11 @@ def test_failed_request_row_keeps_class_and_status() -> None:
 def filled_db(tmp_path: Path) -> tuple[object, list[RequestResult]]:
     con = connect(tmp_path / "m.duckdb")
     RunStore(con).create_run(
-        "run", parse_scenario(VALID), [PlannedShard("s0.a.local", 0, "a", "local", 4, 50)]
+        "run", parse_scenario(VALID_SCENARIO), [PlannedShard("s0.a.local", 0, "a", "local", 4, 50)]
     )
     rng = np.random.default_rng(3)
     results = [
-        result(
+        timed_result(
             i * 1000 * MS,
             float(rng.lognormal(4.6, 0.3)),
             list(rng.uniform(8, 14, size=int(rng.integers(1, 30)))),
@@ -91,7 +67,9 @@ def filled_db(tmp_path: Path) -> tuple[object, list[RequestResult]]:
             intended_start=0, sent=1, end=2, failure=RequestFailure(ErrorClass.TIMEOUT, "t")
         )
     )
-    rows = [record_row(CTX, PlannedRequest(i, 10, 5, "p"), r) for i, r in enumerate(results)]
+    rows = [
+        record_row(ROW_CONTEXT, PlannedRequest(i, 10, 5, "p"), r) for i, r in enumerate(results)
+    ]
     ingest_batches(
         con, [BatchMessage("run", "s0.a.local", 1, 0, batch_to_ipc(records_to_batch(rows)))]
     )

@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from api.cli.plan import plan
-from tests.unit.test_catalog import NEW_MODEL
+from tests.support.builders import NEW_MODEL
 
 app = typer.Typer()
 app.command()(plan)

@@ -11,7 +11,7 @@ from api.control.planner import plan_run, split, stored_stages
 from api.control.run_views import stored_view
 from scenarios.loader import parse_scenario
 from scenarios.model import Scenario
-from tests.unit.test_scenario_schema import VALID
+from tests.support.builders import VALID_SCENARIO
 
 
 def test_split_is_even() -> None:
@@ -20,7 +20,7 @@ def test_split_is_even() -> None:
 
 
 def test_stages_follow_concurrency_levels_and_cover_every_provider_and_region() -> None:
-    scenario = parse_scenario(VALID)
+    scenario = parse_scenario(VALID_SCENARIO)
     stages = plan_run("r", scenario)
     assert [s.concurrency for s in stages] == [1, 8]
     assert [len(s.shards) for s in stages] == [2, 2]
@@ -29,7 +29,7 @@ def test_stages_follow_concurrency_levels_and_cover_every_provider_and_region() 
 
 def test_high_concurrency_is_split_into_parts_with_disjoint_request_ranges() -> None:
     scenario = parse_scenario(
-        VALID.replace("concurrency: [1, 8]", "concurrency: [1000]").replace(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", "concurrency: [1000]").replace(
             "requests_per_level: 50", "requests_per_level: 3001"
         )
     )
@@ -41,7 +41,7 @@ def test_high_concurrency_is_split_into_parts_with_disjoint_request_ranges() -> 
     assert [p.shard_id for p in parts] == [f"s0.sim-fast.local.{i}" for i in range(4)]
 
 
-OPEN = VALID.replace(
+OPEN = VALID_SCENARIO.replace(
     "  concurrency: [1, 8]\n  requests_per_level: 50\n",
     "  rate: {rps: [2, 500], arrival: gamma, burstiness: 0.5}\n  duration_s: 30\n  warmup_s: 5\n",
 )
@@ -86,7 +86,7 @@ def test_a_max_in_flight_cap_is_split_across_parts() -> None:
 
 def test_closed_loop_shards_carry_the_stage_window() -> None:
     scenario = parse_scenario(
-        VALID.replace("requests_per_level: 50", "duration_s: 60\n  cooldown_s: 10")
+        VALID_SCENARIO.replace("requests_per_level: 50", "duration_s: 60\n  cooldown_s: 10")
     )
     shard = plan_run("r", scenario)[0].shards[0]
     assert shard.rate is None and shard.cooldown_s == 10 and shard.duration_s == 60
@@ -95,7 +95,7 @@ def test_closed_loop_shards_carry_the_stage_window() -> None:
 def split_scenario() -> Scenario:
     """Two providers at one level of 1000 virtual users, 3001 requests."""
     return parse_scenario(
-        VALID.replace("concurrency: [1, 8]", "concurrency: [1000]").replace(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", "concurrency: [1000]").replace(
             "requests_per_level: 50", "requests_per_level: 3001"
         )
     )
@@ -135,7 +135,7 @@ def test_a_run_stored_without_a_plan_is_re_planned_with_the_settings_in_force(
 
 
 def test_stored_stages_keep_an_open_loops_rate_and_cap() -> None:
-    scenario = parse_scenario(VALID).model_copy(deep=True)
+    scenario = parse_scenario(VALID_SCENARIO).model_copy(deep=True)
     data = scenario.model_dump()
     data["load"] = {"rate": {"rps": [500], "max_in_flight": 1000}, "requests_per_level": 5000}
     (planned,) = plan_run("r", Scenario.model_validate(data))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -16,98 +15,19 @@ from analytics.report import RunReport, UnknownProviderError, build_report
 from analytics.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
-from workers.client.errors import ErrorClass, RequestFailure
+from tests.support.builders import (
+    MS,
+    REPORT_SCENARIO,
+    S,
+    evenly_paced,
+    failed_result,
+    ok_result,
+    store_run,
+)
+from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest
 from workers.rows import RowContext, record_row
-
-MS = 1_000_000
-S = 1_000_000_000
-
-SCENARIO: dict[str, Any] = {
-    "name": "report-test",
-    "providers": [
-        {
-            "name": "api",
-            "kind": "simulated",
-            "pricing": {"input_per_mtok": 0.8, "output_per_mtok": 1.2},
-        },
-        # No gpu_hour_usd: the hardware catalog's h100 price applies.
-        {"name": "gpu", "kind": "simulated", "deployment": {"hardware": "h100", "gpus": 8}},
-        {
-            "name": "own",
-            "kind": "simulated",
-            "deployment": {"hardware": "h100", "gpus": 2, "gpu_hour_usd": 2.0},
-        },
-    ],
-    "workload": {
-        "mix": [
-            {
-                "prompt_tokens": {"dist": "fixed", "value": 50},
-                "output_tokens": {"dist": "fixed", "value": 100},
-            }
-        ]
-    },
-    "load": {"concurrency": [1], "requests_per_level": 10},
-    "slo": {"ttft_ms": 150, "tpot_ms": 20},
-}
-
-
-def ok_result(sent: int, ttft_ms: float, gaps_ms: list[float], prompt: int = 50) -> RequestResult:
-    first = sent + round(ttft_ms * MS)
-    stamps = [first]
-    for gap in gaps_ms:
-        stamps.append(stamps[-1] + round(gap * MS))
-    return RequestResult(
-        intended_start=sent - MS,
-        sent=sent,
-        first_byte=sent + MS // 2,
-        first_token=first,
-        first_output_token=first,
-        last_token=stamps[-1],
-        end=stamps[-1] + MS,
-        token_stamps=stamps,
-        prompt_tokens=prompt,
-        completion_tokens=len(stamps),
-        token_count_source="usage",
-    )
-
-
-def failed_result(sent: int, error: ErrorClass) -> RequestResult:
-    return RequestResult(
-        intended_start=sent, sent=sent, end=sent + 5 * MS, failure=RequestFailure(error, "x")
-    )
-
-
-def store(
-    con: duckdb.DuckDBPyConnection,
-    run_id: str,
-    scenario: dict[str, Any],
-    shards: dict[tuple[str, int], list[RequestResult]],
-    concurrency: int = 1,
-    load_kind: str = "closed",
-) -> None:
-    """Create the run and ingest one shard per (provider, stage) with these results."""
-    planned = [
-        PlannedShard(f"s{stage}.{p}.local", stage, p, "local", concurrency, len(results))
-        for (p, stage), results in shards.items()
-    ]
-    RunStore(con).create_run(run_id, Scenario.model_validate(scenario), planned)
-    for (provider, stage), results in shards.items():
-        shard_id = f"s{stage}.{provider}.local"
-        ctx = RowContext(
-            run_id, stage, shard_id, 1, provider, "m", "local", "w", load_kind, concurrency
-        )
-        rows = [record_row(ctx, PlannedRequest(i, 50, 100, "p"), r) for i, r in enumerate(results)]
-        ingest_batches(
-            con, [BatchMessage(run_id, shard_id, 1, 0, batch_to_ipc(records_to_batch(rows)))]
-        )
-        RunStore(con).shard_done(run_id, shard_id, "finished", 1, None)
-
-
-def evenly_paced(n: int, tokens: int = 100) -> list[RequestResult]:
-    """Concurrency 1, one request per second, each 0.1 s TTFT + 99 gaps of ~1 ms ≈ 0.2 s."""
-    return [ok_result(10 * S + i * S, 100.0, [1.0] * (tokens - 1)) for i in range(n)]
 
 
 @pytest.fixture
@@ -125,7 +45,7 @@ def lognormal_run(tmp_path: Path) -> tuple[duckdb.DuckDBPyConnection, list[Reque
     results += [failed_result(10 * S + i * MS, ErrorClass.HTTP_429) for i in range(20)]
     results += [failed_result(11 * S + i * MS, ErrorClass.TIMEOUT) for i in range(10)]
     con = connect(tmp_path / "r.duckdb")
-    store(con, "run", SCENARIO, {("api", 0): results})
+    store_run(con, "run", REPORT_SCENARIO, {("api", 0): results})
     return con, results
 
 
@@ -196,7 +116,7 @@ def test_bootstrap_interval_is_sane_reproducible_and_matches_a_naive_bootstrap(
 def test_rates_throughput_concurrency_and_cost_by_hand(tmp_path: Path) -> None:
     con = connect(tmp_path / "c.duckdb")
     n = 11
-    store(con, "run", SCENARIO, {(p, 0): evenly_paced(n) for p in ("api", "gpu", "own")})
+    store_run(con, "run", REPORT_SCENARIO, {(p, 0): evenly_paced(n) for p in ("api", "gpu", "own")})
     report = build_report(con, "run")
     rows = {r["provider"]: r for r in report.stages}
     # Steady window = [first send, last send] = 10 s; the 10 requests ending in it carry
@@ -240,7 +160,7 @@ def test_goodput_and_slo_attainment(tmp_path: Path) -> None:
         ok_result(10 * S + i * S, 200.0 if i % 3 == 0 else 100.0, [1.0] * 9) for i in range(18)
     ]
     results += [failed_result(28 * S + i * S, ErrorClass.HTTP_5XX) for i in range(3)]
-    store(con, "run", SCENARIO, {("api", 0): results})
+    store_run(con, "run", REPORT_SCENARIO, {("api", 0): results})
     (row,) = build_report(con, "run").stages
     met = sum(1 for i in range(18) if i % 3 != 0)
     assert row["slo_attainment_pct"] == pytest.approx(100 * met / 21)
@@ -251,7 +171,7 @@ def test_goodput_and_slo_attainment(tmp_path: Path) -> None:
 def test_open_loop_reports_intent_based_percentiles(tmp_path: Path) -> None:
     con = connect(tmp_path / "o.duckdb")
     results = [ok_result(10 * S + i * S, 100.0 + i, [1.0] * 4) for i in range(30)]
-    store(con, "run", SCENARIO, {("api", 0): results}, load_kind="open")
+    store_run(con, "run", REPORT_SCENARIO, {("api", 0): results}, load_kind="open")
     (row,) = build_report(con, "run").stages
     lag = 1.0  # ok_result: intended_start = sent - 1 ms
     ttft = [100.0 + i + lag for i in range(30)]
@@ -266,7 +186,7 @@ def test_provider_comparison_ratio_interval_and_verdict(tmp_path: Path) -> None:
     slow = [
         ok_result(10 * S + i * S, 2 * float(rng.lognormal(4.6, 0.3)), [1.0]) for i in range(1500)
     ]
-    store(con, "run", SCENARIO, {("api", 0): fast, ("gpu", 0): slow})
+    store_run(con, "run", REPORT_SCENARIO, {("api", 0): fast, ("gpu", 0): slow})
     report = build_report(con, "run").with_provider_comparison("api", "gpu")
     assert report.comparison is not None
     by_metric = {r["metric"]: r for r in report.comparison["rows"]}
@@ -285,9 +205,9 @@ def test_provider_comparison_ratio_interval_and_verdict(tmp_path: Path) -> None:
 
 def test_run_comparison_matches_stage_provider_region(tmp_path: Path) -> None:
     con = connect(tmp_path / "two.duckdb")
-    store(con, "yesterday", SCENARIO, {("api", 0): evenly_paced(40)})
+    store_run(con, "yesterday", REPORT_SCENARIO, {("api", 0): evenly_paced(40)})
     today = [ok_result(10 * S + i * S, 150.0, [1.0] * 99) for i in range(40)]
-    store(con, "today", SCENARIO, {("api", 0): today})
+    store_run(con, "today", REPORT_SCENARIO, {("api", 0): today})
     report = build_report(con, "today").with_run_comparison(build_report(con, "yesterday"))
     assert report.comparison is not None and report.comparison["kind"] == "runs"
     ttft = next(r for r in report.comparison["rows"] if r["metric"] == "ttft_p50")
@@ -316,7 +236,7 @@ def split_stage_run(tmp_path: Path) -> duckdb.DuckDBPyConnection:
         PlannedShard(f"s0.api.local.{p}", 0, "api", "local", 250, 10, stage_concurrency=1000)
         for p in range(4)
     ]
-    RunStore(con).create_run("run", Scenario.model_validate(SCENARIO), planned)
+    RunStore(con).create_run("run", Scenario.model_validate(REPORT_SCENARIO), planned)
     for p in range(4):
         shard_id = f"s0.api.local.{p}"
         # A worker records its part's share, the streams it drives.

@@ -91,18 +91,17 @@ def test_prompt_realism_is_the_mean_relative_error_of_reported_prompt_lengths(
     from analytics.runs import PlannedShard, RunStore
     from scenarios.loader import parse_scenario
     from scenarios.records import batch_to_ipc, records_to_batch
-    from tests.unit.test_metrics import CTX, result
-    from tests.unit.test_scenario_schema import VALID
+    from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result
     from workers.prompts import PlannedRequest
     from workers.rows import record_row
 
     con = connect(tmp_path / "p.duckdb")
     RunStore(con).create_run(
-        "run", parse_scenario(VALID), [PlannedShard("s0.a.local", 0, "a", "local", 4, 2)]
+        "run", parse_scenario(VALID_SCENARIO), [PlannedShard("s0.a.local", 0, "a", "local", 4, 2)]
     )
     # The server reported 10 prompt tokens for both; we planned 8 and 10: errors +25 % and 0 %.
     rows = [
-        record_row(CTX, PlannedRequest(i, planned, 5, "p"), result(i, 50, [5]))
+        record_row(ROW_CONTEXT, PlannedRequest(i, planned, 5, "p"), timed_result(i, 50, [5]))
         for i, planned in enumerate((8, 10))
     ]
     ingest_batches(

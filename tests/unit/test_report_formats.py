@@ -21,7 +21,7 @@ from analytics.html_report import render_html
 from analytics.markdown import render_markdown
 from analytics.report import build_report
 from api.cli.report import report, sql
-from tests.unit.test_report import MS, SCENARIO, S, failed_result, ok_result, store
+from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
 
 app = typer.Typer()
@@ -53,7 +53,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     failed_result(10 * S + i * S, ErrorClass.HTTP_429) for i in range(stage * 3)
                 ]
                 shards[(provider, stage)] = results
-        store(con, run_id, SCENARIO, shards)
+        store_run(con, run_id, REPORT_SCENARIO, shards)
     con.close()
     return path
 

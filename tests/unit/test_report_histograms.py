@@ -20,7 +20,7 @@ from analytics.markdown import render_markdown
 from analytics.report import build_report
 from analytics.sketch import RELATIVE_ERROR, ZERO_BUCKET, Histogram
 from analytics.stored import ExactLimits
-from tests.unit.test_report import MS, SCENARIO, S, failed_result, ok_result, store
+from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
 
 FORCE = ExactLimits(ok_requests=0, itl_gaps=0)
@@ -51,7 +51,7 @@ def two_stage_run(tmp_path: Path) -> duckdb.DuckDBPyConnection:
             results += [failed_result(10 * S + i * MS, ErrorClass.HTTP_5XX) for i in range(15)]
             shards[(provider, stage)] = results
     con = connect(tmp_path / "h.duckdb")
-    store(con, "run", SCENARIO, shards, load_kind="open")
+    store_run(con, "run", REPORT_SCENARIO, shards, load_kind="open")
     return con
 
 
@@ -109,7 +109,7 @@ def test_histogram_quantile_error_bound_against_numpy(q: float) -> None:
 def test_settled_shards_store_aggregates_and_migration_back_fills(tmp_path: Path) -> None:
     con = connect(tmp_path / "m.duckdb")
     results = [ok_result(10 * S + i * S, 100.0, [1.0, 2.0]) for i in range(30)]
-    store(con, "run", SCENARIO, {("api", 0): results})
+    store_run(con, "run", REPORT_SCENARIO, {("api", 0): results})
     stored = con.execute("SELECT requests, ok FROM shard_summaries").fetchall()
     assert stored == [(30, 30)]
     # A v2 file (no aggregates yet) is back-filled when opened.

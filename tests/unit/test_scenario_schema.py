@@ -9,31 +9,9 @@ import pytest
 
 from scenarios.loader import ScenarioError, load_scenario, parse_scenario
 from scenarios.schema import SCHEMA_PATH, scenario_json_schema
+from tests.support.builders import VALID_SCENARIO
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "scenarios" / "examples").glob("*.yaml"))
-
-VALID = """\
-name: ok
-providers:
-  - name: sim-fast
-    kind: simulated
-    simulate: {ttft_ms: 100, itl_ms: 10}
-  - name: my-vllm
-    kind: openai
-    base_url: http://127.0.0.1:8000/v1
-    model: llama-3.1-8b-instruct
-    api_key_env: MY_KEY
-    pricing: {input_per_mtok: 0.10, output_per_mtok: 0.20}
-workload:
-  mix:
-    - {weight: 3, prompt_tokens: {dist: fixed, value: 128}, output_tokens: {dist: fixed, value: 64}}
-    - {weight: 1, prompt_tokens: {dist: lognormal, mean: 2000, sigma: 0.5, min: 64, max: 8000}, output_tokens: {dist: uniform, min: 16, max: 512}}
-load:
-  concurrency: [1, 8]
-  requests_per_level: 50
-regions: [local]
-slo: {ttft_ms: 500, tpot_ms: 50}
-"""
 
 
 def problems(text: str) -> list[tuple[str, int | None]]:
@@ -43,7 +21,7 @@ def problems(text: str) -> list[tuple[str, int | None]]:
 
 
 def test_the_issue_example_is_valid() -> None:
-    scenario = parse_scenario(VALID)
+    scenario = parse_scenario(VALID_SCENARIO)
     assert [p.name for p in scenario.providers] == ["sim-fast", "my-vllm"]
     assert scenario.load.concurrency == [1, 8]
 
@@ -54,7 +32,7 @@ def test_shipped_examples_are_valid(path: Path) -> None:
 
 
 def test_unknown_key_is_named_with_its_line() -> None:
-    text = VALID.replace(
+    text = VALID_SCENARIO.replace(
         "    simulate: {ttft_ms: 100, itl_ms: 10}",
         "    simulate: {ttft_ms: 100, itl_ms: 10, itl: 3}",
     )
@@ -62,7 +40,7 @@ def test_unknown_key_is_named_with_its_line() -> None:
 
 
 def test_negative_number_and_wrong_type() -> None:
-    text = VALID.replace("ttft_ms: 100,", "ttft_ms: -1,").replace(
+    text = VALID_SCENARIO.replace("ttft_ms: 100,", "ttft_ms: -1,").replace(
         "requests_per_level: 50", "requests_per_level: many"
     )
     assert problems(text) == [("providers.0.simulate.ttft_ms", 5), ("load.requests_per_level", 18)]
@@ -70,15 +48,15 @@ def test_negative_number_and_wrong_type() -> None:
 
 def test_empty_provider_list() -> None:
     text = (
-        VALID.split("providers:", maxsplit=1)[0]
+        VALID_SCENARIO.split("providers:", maxsplit=1)[0]
         + "providers: []\n"
-        + VALID.split("workload:")[1].join(["workload:", ""])
+        + VALID_SCENARIO.split("workload:")[1].join(["workload:", ""])
     )
     assert ("providers", 2) in problems(text)
 
 
 def test_duplicate_provider_names_and_bad_bounds() -> None:
-    text = VALID.replace("name: my-vllm", "name: sim-fast").replace(
+    text = VALID_SCENARIO.replace("name: my-vllm", "name: sim-fast").replace(
         "min: 16, max: 512", "min: 600, max: 512"
     )
     found = dict(problems(text))
@@ -87,9 +65,9 @@ def test_duplicate_provider_names_and_bad_bounds() -> None:
 
 
 def test_unknown_kind_and_unsafe_env_name() -> None:
-    text = VALID.replace("kind: openai", "kind: opneai")
+    text = VALID_SCENARIO.replace("kind: openai", "kind: opneai")
     assert problems(text)[0][0] == "providers.1.kind"
-    text = VALID.replace("api_key_env: MY_KEY", "api_key_env: sk-123")
+    text = VALID_SCENARIO.replace("api_key_env: MY_KEY", "api_key_env: sk-123")
     assert problems(text) == [("providers.1.api_key_env", 10)]
 
 
@@ -99,7 +77,7 @@ def test_invalid_yaml_reports_line() -> None:
 
 def test_json_files_load(tmp_path: Path) -> None:
     path = tmp_path / "s.json"
-    path.write_text(json.dumps(parse_scenario(VALID).model_dump(mode="json")))
+    path.write_text(json.dumps(parse_scenario(VALID_SCENARIO).model_dump(mode="json")))
     assert load_scenario(path).name == "ok"
 
 

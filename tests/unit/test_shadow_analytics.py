@@ -22,7 +22,7 @@ from analytics.shadow import (
 from api.control.coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.records import batch_to_ipc, records_to_batch
-from tests.unit.test_metrics import result
+from tests.support.builders import timed_result
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.prompts import PlannedRequest
 from workers.rows import RowContext, record_row
@@ -61,7 +61,7 @@ def _rows(
 ) -> list[dict[str, object]]:
     rows = []
     for n, ttft in enumerate(ttfts):
-        res = result(n * 1000 * MS, ttft or 10.0, [1.0, 1.0], tokens=3)
+        res = timed_result(n * 1000 * MS, ttft or 10.0, [1.0, 1.0], tokens=3)
         if ttft is None:
             res.failure = RequestFailure(ErrorClass.HTTP_5XX, "boom", 500)
         row = record_row(
