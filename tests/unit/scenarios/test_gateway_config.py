@@ -9,10 +9,11 @@ import pytest
 
 from scenarios.gateway_config import GatewayConfig, load_gateway_config, parse_gateway_config
 from scenarios.loader import ScenarioError
+from tests.support.paths import EXAMPLES
 from workers.gateway.proxy import UsageFilter
 from workers.gateway.sampling import Sampler, hash_fraction, messages_digest
 
-EXAMPLE = Path(__file__).parents[2] / "scenarios" / "examples" / "gateway.yml"
+EXAMPLE = EXAMPLES / "gateway.yml"
 
 PRIMARY = {"name": "prod", "kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "model": "m"}
 SHADOW = {"name": "cand", "kind": "simulated"}

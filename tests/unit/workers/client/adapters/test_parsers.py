@@ -8,11 +8,11 @@ stamp must be that of the chunk that completed its event.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
 from tests.fakes.eventstream import frame, recorded_frames
+from tests.support.paths import PROVIDER_DATA
 from workers.client.adapters.bedrock import BedrockParser
 from workers.client.adapters.llamacpp import LlamaCppParser
 from workers.client.adapters.openai_chat import ChatParser
@@ -23,8 +23,6 @@ from workers.client.errors import RequestFailure
 from workers.client.result import RequestResult
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
 from workers.client.streaming import StreamParser
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "providers"
 
 Factory = Callable[[RequestResult], StreamParser]
 
@@ -56,7 +54,7 @@ CASES = {
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_recorded_stream(kind: str, size: int | None) -> None:
     factory, path, (events, prompt, completion, source) = CASES[kind]
-    body = (DATA / path).read_bytes()
+    body = (PROVIDER_DATA / path).read_bytes()
     result = run(factory, body, size)
     assert len(result.token_stamps) == events
     assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (
@@ -74,7 +72,7 @@ def test_recorded_stream(kind: str, size: int | None) -> None:
 
 
 def test_first_token_stamp_is_the_chunk_that_completes_the_event() -> None:
-    body = (DATA / "tgi/stream.sse").read_bytes()
+    body = (PROVIDER_DATA / "tgi/stream.sse").read_bytes()
     first_event_end = body.index(b"\n\n") + 2
     result = RequestResult(intended_start=0)
     parser = TGIParser(result)
@@ -85,12 +83,12 @@ def test_first_token_stamp_is_the_chunk_that_completes_the_event() -> None:
 
 
 def test_llamacpp_timings_become_server_durations() -> None:
-    result = run(LlamaCppParser, (DATA / "llamacpp/stream.sse").read_bytes(), None)
+    result = run(LlamaCppParser, (PROVIDER_DATA / "llamacpp/stream.sse").read_bytes(), None)
     assert (result.server_prompt_ns, result.server_decode_ns) == (12_500_000, 20_250_000)
 
 
 def test_tgi_special_eos_token_is_not_a_token_event() -> None:
-    result = run(TGIParser, (DATA / "tgi/stream.sse").read_bytes(), None)
+    result = run(TGIParser, (PROVIDER_DATA / "tgi/stream.sse").read_bytes(), None)
     # 3 generated tokens (server count), 2 token-bearing events: the EOS piece is special.
     assert (len(result.token_stamps), result.completion_tokens) == (2, 3)
 
@@ -108,7 +106,7 @@ def test_midstream_errors(
     factory: Factory, path: str, error_class: str, status: int | None
 ) -> None:
     with pytest.raises(RequestFailure) as caught:
-        run(factory, (DATA / path).read_bytes(), 5)
+        run(factory, (PROVIDER_DATA / path).read_bytes(), 5)
     assert (caught.value.error_class, caught.value.http_status) == (error_class, status)
 
 
@@ -131,7 +129,9 @@ def test_bedrock_corrupt_frame_is_a_protocol_failure() -> None:
 
 
 def test_bedrock_recorded_binary_matches_its_readable_source() -> None:
-    assert (DATA / "bedrock/stream.bin").read_bytes() == b"".join(recorded_frames("stream"))
+    assert (PROVIDER_DATA / "bedrock/stream.bin").read_bytes() == b"".join(
+        recorded_frames("stream")
+    )
 
 
 def test_bedrock_reasoning_delta_is_first_token_not_output() -> None:
@@ -180,7 +180,7 @@ def test_completions_reasoning_text_counts_for_first_token_only() -> None:
     ],
 )
 def test_stream_cut_after_first_event_is_a_protocol_failure(factory: Factory, path: str) -> None:
-    body = (DATA / path).read_bytes()
+    body = (PROVIDER_DATA / path).read_bytes()
     first = (
         recorded_frames("stream")[0] + recorded_frames("stream")[1]
         if path.endswith(".bin")
@@ -193,7 +193,7 @@ def test_stream_cut_after_first_event_is_a_protocol_failure(factory: Factory, pa
 
 def test_named_sse_keeps_event_names_and_leading_space_of_text() -> None:
     decoder = NamedSSEDecoder()
-    events = decoder.feed((DATA / "replicate/stream.sse").read_bytes())
+    events = decoder.feed((PROVIDER_DATA / "replicate/stream.sse").read_bytes())
     assert [e.event for e in events] == ["output", "output", "output", "done"]
     assert [e.data for e in events[:3]] == [b"Hello", b" world", b"!"]
 

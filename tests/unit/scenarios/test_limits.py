@@ -25,8 +25,9 @@ from api.schemas import RunCreate, RunOverrides
 from scenarios import limits
 from scenarios.loader import ScenarioError, validate_scenario
 from scenarios.model import Scenario
+from tests.support.paths import REPO
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "security.md"
+DOCS = REPO / "docs" / "security.md"
 
 
 def base() -> dict[str, Any]:

@@ -10,8 +10,9 @@ import pytest
 from scenarios.loader import ScenarioError, load_scenario, parse_scenario
 from scenarios.schema import SCHEMA_PATH, scenario_json_schema
 from tests.support.builders import VALID_SCENARIO
+from tests.support.paths import EXAMPLES
 
-EXAMPLES = sorted((Path(__file__).parents[2] / "scenarios" / "examples").glob("*.yaml"))
+SHIPPED = sorted(EXAMPLES.glob("*.yaml"))
 
 
 def problems(text: str) -> list[tuple[str, int | None]]:
@@ -26,7 +27,7 @@ def test_the_issue_example_is_valid() -> None:
     assert scenario.load.concurrency == [1, 8]
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
 def test_shipped_examples_are_valid(path: Path) -> None:
     load_scenario(path)
 
