@@ -90,6 +90,17 @@ models:
     context_tokens: 131072
 """
 
+# ---------------------------------------------------------------------------- datasets
+
+# A prompt file (a comment and a blank line between its two entries) and a traffic log
+# whose lines are out of timestamp order.
+PROMPTS = b'{"prompt": "hello"}\n# comment\n\n{"messages": [{"role": "user", "content": "hi"}]}\n'
+TRAFFIC = (
+    b'{"timestamp": 12.0, "prompt": "b", "max_tokens": 4}\n'
+    b'{"timestamp": 10.0, "prompt": "a", "max_tokens": 2}\n'
+    b'{"timestamp": 14.0, "prompt": "c", "max_tokens": 8}\n'
+)
+
 # ---------------------------------------------------------------------------- results
 
 # The context of the rows ``timed_result`` builds into records.

@@ -1,16 +1,12 @@
-"""The database copy user SQL reads while a writer holds the file, and the query child."""
+"""The database copy user SQL reads while a writer holds the file."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
-import pytest
-
 from analytics.db import connect
-from analytics.safe_sql import SqlLimits, SqlRefused, SqlTimeout, run_query
+from analytics.safe_sql import run_query
 from analytics.snapshot import SqlSnapshot
-from analytics.sql_process import run_in_child
 
 
 def _runs(path: Path) -> list[object]:
@@ -33,15 +29,3 @@ def test_copy_is_readable_while_the_writer_holds_the_file_and_refreshes_when_sta
     fresh = snapshot.ensure(writer, max_age_s=0)
     assert fresh.taken_at > first.taken_at and _runs(fresh.path) == ["a", "b"]
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
-
-
-def test_child_process_answers_refuses_and_times_out(tmp_path: Path) -> None:
-    writer = connect(tmp_path / "c.duckdb")
-    path = SqlSnapshot.of(writer).refresh(writer).path
-    limits = SqlLimits(max_rows=5, timeout_s=0.5)
-    result = asyncio.run(run_in_child(path, "SELECT * FROM range(20)", limits))
-    assert result.table.num_rows == 5 and result.truncated
-    with pytest.raises(SqlRefused, match="COPY"):
-        asyncio.run(run_in_child(path, "COPY runs TO '/tmp/x.csv'", limits))
-    with pytest.raises(SqlTimeout):
-        asyncio.run(run_in_child(path, "SELECT count(*) FROM range(100000000000)", limits))

@@ -1,5 +1,5 @@
 """The continuous-batching model's arithmetic against the roofline, on virtual time,
-plus its real-time driver and the ``simulate`` options that select it."""
+plus its real-time driver and how a spec picks the latency model."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ import time
 from itertools import pairwise
 
 import pytest
-from pydantic import ValidationError
 
-from api.cli.simulate import build_spec, describe
-from scenarios.loader import ScenarioError, parse_scenario
 from scenarios.model import SimulateSpec
 from scenarios.roofline import Assumptions, decode_step, memory_fit, prefill
 from workers.simulator.batching import BatchingLatency, Lateness, latency_for
@@ -212,55 +209,3 @@ def test_tokens_per_chunk_groups_tokens_into_events() -> None:
 def test_latency_for_picks_the_model_from_the_spec() -> None:
     assert isinstance(latency_for(SimulateSpec()), FixedLatency)
     assert isinstance(latency_for(H100_FP8), BatchingLatency)
-
-
-# ------------------------------------------------------------------- spec options
-
-SCENARIO = """\
-name: s
-providers:
-  - name: sim
-    kind: simulated
-    simulate: {{{simulate}}}
-workload:
-  mix:
-    - {{prompt_tokens: {{dist: fixed, value: 8}}, output_tokens: {{dist: fixed, value: 8}}}}
-load: {{concurrency: [1], requests_per_level: 1}}
-"""
-
-
-@pytest.mark.parametrize(
-    ("simulate", "path", "message"),
-    [
-        ("model: llama-9", "providers.0.simulate.model", "unknown model id 'llama-9'"),
-        ("model: llama-3.1-8b, hardware: b200", "providers.0.simulate.hardware", "valid ids"),
-        ("model: llama-3.1-8b, quant: fp7", "providers.0.simulate.quant", "unknown quantization"),
-        ("model: llama-3.1-8b, kv_dtype: int2", "providers.0.simulate.kv_dtype", "unknown KV"),
-        ("hardware: h200", "providers.0.simulate", "set model to use hardware"),
-        ("model: llama-3.1-8b, itl_ms: 5", "providers.0.simulate", "itl_ms cannot be combined"),
-        ("model: llama-3.1-405b, gpus: 8", "providers.0.simulate", "does not fit 8 × h100"),
-        ("model: llama-3.1-8b, gpus: 2, hardware: m3-ultra", "providers.0.simulate", "at most 1"),
-        ("model: llama-3.1-8b, context: 200000", "providers.0.simulate", "exceeds"),
-        ("model: llama-3.1-8b, chunked_prefill_tokens: 16", "providers.0.simulate", "at least 55"),
-    ],
-)
-def test_simulate_block_errors_name_the_field(simulate: str, path: str, message: str) -> None:
-    with pytest.raises(ScenarioError) as caught:
-        parse_scenario(SCENARIO.format(simulate=simulate), "s.yaml")
-    problems = caught.value.problems
-    assert [p.path for p in problems] == [path]
-    assert message in problems[0].message
-
-
-def test_catalog_ids_are_normalised_and_survive_a_json_round_trip() -> None:
-    spec = SimulateSpec(model="LLAMA-3.1-405B", quant="FP8", hardware="H200", gpus=8)
-    assert (spec.model, spec.quant, spec.hardware) == ("llama-3.1-405b", "fp8", "h200")
-    assert SimulateSpec.model_validate_json(spec.model_dump_json()) == spec
-
-
-def test_cli_options_build_the_spec_and_name_bad_options() -> None:
-    spec = build_spec({"model": "llama-3.1-70b", "quant": "fp8", "gpus": 2, "ttft_ms": None})
-    assert (spec.model, spec.gpus) == ("llama-3.1-70b", 2)
-    with pytest.raises(ValidationError) as caught:
-        build_spec({"model": "llama-3.1-70b", "kv_dtype": "int3"})
-    assert describe(caught.value)[0].startswith("--kv-dtype: unknown KV dtype")

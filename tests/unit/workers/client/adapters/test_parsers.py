@@ -21,7 +21,6 @@ from workers.client.adapters.replicate import ReplicateParser
 from workers.client.adapters.tgi import TGIParser
 from workers.client.errors import RequestFailure
 from workers.client.result import RequestResult
-from workers.client.sse_events import NamedSSEDecoder, SSEEvent
 from workers.client.streaming import StreamParser
 
 Factory = Callable[[RequestResult], StreamParser]
@@ -189,45 +188,3 @@ def test_stream_cut_after_first_event_is_a_protocol_failure(factory: Factory, pa
     with pytest.raises(RequestFailure) as caught:
         run(factory, first, None)
     assert caught.value.error_class == "protocol"
-
-
-def test_named_sse_keeps_event_names_and_leading_space_of_text() -> None:
-    decoder = NamedSSEDecoder()
-    events = decoder.feed((PROVIDER_DATA / "replicate/stream.sse").read_bytes())
-    assert [e.event for e in events] == ["output", "output", "output", "done"]
-    assert [e.data for e in events[:3]] == [b"Hello", b" world", b"!"]
-
-
-def test_named_sse_multiline_data_and_llamacpp_error_field() -> None:
-    decoder = NamedSSEDecoder()
-    events = decoder.feed(
-        b'event: output\ndata: a\ndata: b\n\n: keep-alive\n\nerror: {"code":500}\n\n'
-    )
-    assert events == [SSEEvent("output", b"a\nb"), SSEEvent("error", b'{"code":500}')]
-    assert decoder.feed(b"data: tail") == []
-    assert decoder.flush() == [SSEEvent("message", b"tail")]
-
-
-def test_chat_body_sends_captured_messages_and_length_knobs() -> None:
-    import orjson
-
-    from workers.client.adapters.openai_chat import chat_body
-    from workers.prompts import PlannedRequest
-
-    request = PlannedRequest(0, 5, 32, "ignored", (("system", "be brief"), ("user", "hi")))
-    body = orjson.loads(
-        chat_body("m", request, enforce_output_length=True, extra_body={"top_p": 0.9})
-    )
-    assert body["messages"] == [
-        {"role": "system", "content": "be brief"},
-        {"role": "user", "content": "hi"},
-    ]
-    assert (body["max_tokens"], body["min_tokens"], body["ignore_eos"], body["top_p"]) == (
-        32,
-        32,
-        True,
-        0.9,
-    )
-    plain = orjson.loads(chat_body("m", PlannedRequest(1, 3, 8, "a b c")))
-    assert plain["messages"] == [{"role": "user", "content": "a b c"}]
-    assert "ignore_eos" not in plain and plain["stream_options"] == {"include_usage": True}
