@@ -5,8 +5,8 @@ exhaust or wedge the control plane. Every count, size, rate and duration a scena
 names is therefore bounded here, and the bounds are chosen so that the largest valid
 scenario is still cheap to parse, validate, plan and store, while staying generous for
 real benchmarks. Each bound says in one line why it is that number; docs/security.md
-(section "Bounds") lists them for users, and tests/unit/test_limits.py keeps the two in
-step.
+(section "Bounds") lists them for users, and tests/unit/scenarios/test_limits.py keeps the two
+in step.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 from analytics.db import connect
 from analytics.runs import RunStore
 from tests.conftest import API_TOKEN, start_control_plane
-from tests.unit.test_report import SCENARIO, evenly_paced, store
+from tests.support.builders import REPORT_SCENARIO, evenly_paced, store_run
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,9 @@ def sql_api(
     tmp = tmp_path_factory.mktemp("sql-api")
     db = tmp / "api.duckdb"
     con = connect(db)
-    store(con, "run", SCENARIO, {("api", 0): evenly_paced(12), ("gpu", 0): evenly_paced(5)})
+    store_run(
+        con, "run", REPORT_SCENARIO, {("api", 0): evenly_paced(12), ("gpu", 0): evenly_paced(5)}
+    )
     RunStore(con).finish_run("run", "finished")
     con.close()
     proc, base = start_control_plane(worker_env, db, tmp / "api.log")

@@ -1,0 +1,39 @@
+"""Prompt realism: how far the server's prompt lengths are from the planned ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analytics.db import connect
+from analytics.ingest import BatchMessage, ingest_batches
+from analytics.prompt_realism import with_prompt_realism
+from analytics.runs import PlannedShard, RunStore
+from scenarios.loader import parse_scenario
+from scenarios.records import batch_to_ipc, records_to_batch
+from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result
+from workers.prompts import PlannedRequest
+from workers.rows import record_row
+
+
+def test_prompt_realism_is_the_mean_relative_error_of_reported_prompt_lengths(
+    tmp_path: Path,
+) -> None:
+    con = connect(tmp_path / "p.duckdb")
+    RunStore(con).create_run(
+        "run", parse_scenario(VALID_SCENARIO), [PlannedShard("s0.a.local", 0, "a", "local", 4, 2)]
+    )
+    # The server reported 10 prompt tokens for both; we planned 8 and 10: errors +25 % and 0 %.
+    rows = [
+        record_row(ROW_CONTEXT, PlannedRequest(i, planned, 5, "p"), timed_result(i, 50, [5]))
+        for i, planned in enumerate((8, 10))
+    ]
+    ingest_batches(
+        con, [BatchMessage("run", "s0.a.local", 1, 0, batch_to_ipc(records_to_batch(rows)))]
+    )
+    RunStore(con).shard_done("run", "s0.a.local", "finished", 1, None)
+    (row,) = with_prompt_realism(con, "run", [{"provider": "a", "stage": 0, "region": "local"}])
+    assert row["prompt_tokens_planned_mean"] == pytest.approx(9.0)
+    assert row["prompt_tokens_reported_mean"] == pytest.approx(10.0)
+    assert row["prompt_length_error_pct"] == pytest.approx(12.5)

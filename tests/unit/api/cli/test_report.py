@@ -1,0 +1,156 @@
+"""`report` and `sql` commands and every report format, on a real DuckDB file."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from analytics.db import connect
+from analytics.html_report import render_html
+from analytics.markdown import render_markdown
+from analytics.report import build_report
+from api.cli.report import report, sql
+from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
+from workers.client.errors import ErrorClass
+
+app = typer.Typer()
+app.command()(report)
+app.command()(sql)
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runs; three providers over two stages (concurrency 1 and 4), some failures."""
+    path = tmp_path_factory.mktemp("fmt") / "runs.duckdb"
+    con = connect(path)
+    rng = np.random.default_rng(5)
+    for run_id, scale in (("base", 1.0), ("next", 1.3)):
+        shards = {}
+        for p_index, provider in enumerate(("api", "gpu", "own")):
+            for stage in (0, 1):
+                base = (80 + 40 * p_index) * (1 + stage) * scale
+                results = [
+                    ok_result(
+                        10 * S + i * 200 * MS,
+                        float(rng.lognormal(np.log(base), 0.3)),
+                        list(rng.uniform(5, 12 + 6 * stage, size=20)),
+                    )
+                    for i in range(60)
+                ]
+                results += [
+                    failed_result(10 * S + i * S, ErrorClass.HTTP_429) for i in range(stage * 3)
+                ]
+                shards[(provider, stage)] = results
+        store_run(con, run_id, REPORT_SCENARIO, shards)
+    con.close()
+    return path
+
+
+def test_table_format_lists_rows_intervals_and_flags(db: Path) -> None:
+    result = runner.invoke(app, ["report", "base", "--db", str(db)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "TTFT p99" in result.output and "latency percentiles" in result.output
+    assert "http_4" in result.output  # the errors cell, possibly wrapped
+    # n = 60: p99 needs 1000 samples, so it is flagged; p50 has an interval.
+    assert re.search(r"\d\*", result.output)
+    assert "fewer than 10 samples beyond this percentile" in result.output
+
+
+def test_json_matches_build_report(db: Path) -> None:
+    result = runner.invoke(app, ["report", "base", "--db", str(db), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    with duckdb.connect(str(db), read_only=True) as con:
+        expected = json.loads(json.dumps(build_report(con, "base").to_dict()))
+    assert document == expected
+    assert len(document["stages"]) == 6 and document["pareto"]
+
+
+def test_provider_and_run_comparisons(db: Path) -> None:
+    result = runner.invoke(
+        app, ["report", "base", "--db", str(db), "--providers", "api,own", "--format", "markdown"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "## Comparison: own vs api" in result.output
+    assert "own's p50 TTFT is" in result.output
+    runs = runner.invoke(
+        app, ["report", "next", "--db", str(db), "--compare", "base", "--format", "json"]
+    )
+    assert runs.exit_code == 0, runs.output
+    comparison = json.loads(runs.output)["comparison"]
+    assert comparison["kind"] == "runs" and len(comparison["rows"]) > 0
+    bad = runner.invoke(app, ["report", "base", "--db", str(db), "--providers", "api,zzz"])
+    assert bad.exit_code == 2 and "no provider 'zzz'" in bad.output
+    missing = runner.invoke(app, ["report", "nope", "--db", str(db)])
+    assert missing.exit_code == 2 and "no run 'nope'" in missing.output
+
+
+def test_markdown_and_html_files(db: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    result = runner.invoke(
+        app, ["report", "base", "--db", str(db), "--format", "html", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    html = out.read_text()
+    assert html.startswith("<!DOCTYPE html>") and html.count("<svg") >= 6
+    for title in ("TTFT CDF", "ITL histogram", "Latency vs throughput", "Cost vs p99 TTFT",
+                  "Request outcomes over time"):  # fmt: skip
+        assert title in html
+    # Self-contained: nothing is fetched.
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    with duckdb.connect(str(db), read_only=True) as con:
+        markdown = render_markdown(build_report(con, "base"))
+    assert markdown.splitlines()[2].startswith("| provider | stage |")
+    assert "| api | 0 | local |" in markdown
+
+
+def test_sql_command_formats_and_refusals(db: Path, tmp_path: Path) -> None:
+    query = (
+        "SELECT provider, count(*) AS n FROM requests WHERE run_id = 'base' GROUP BY 1 ORDER BY 1"
+    )
+    table = runner.invoke(app, ["sql", query, "--db", str(db)])
+    assert table.exit_code == 0 and "api" in table.output and "3 rows" in table.output
+    as_json = runner.invoke(app, ["sql", query, "--db", str(db), "--format", "json"])
+    assert json.loads(as_json.output) == [{"provider": p, "n": 123} for p in ("api", "gpu", "own")]
+    csv = runner.invoke(app, ["sql", query, "--db", str(db), "--format", "csv"])
+    assert csv.output.splitlines()[1] == '"api",123'
+    target = tmp_path / "q.parquet"
+    parquet = runner.invoke(
+        app, ["sql", query, "--db", str(db), "--format", "parquet", "-o", str(target)]
+    )
+    assert parquet.exit_code == 0 and pq.read_table(target).num_rows == 3
+    refused = runner.invoke(app, ["sql", "COPY requests TO '/tmp/x.csv'", "--db", str(db)])
+    assert refused.exit_code == 2 and "COPY statements are refused" in refused.output
+    capped = runner.invoke(
+        app, ["sql", "SELECT * FROM requests", "--db", str(db), "--max-rows", "5"]
+    )
+    assert capped.exit_code == 0 and "result cut at 5 rows" in capped.output
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_html_renders_in_headless_chromium(db: Path, tmp_path: Path) -> None:
+    with duckdb.connect(str(db), read_only=True) as con:
+        built = build_report(con, "base").with_provider_comparison("api", "gpu")
+    page = tmp_path / "report.html"
+    page.write_text(render_html(built))
+    shot = tmp_path / "shot.png"
+    done = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+         "--disable-background-networking", f"--screenshot={shot}", "--window-size=1400,2400",
+         page.as_uri()],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert shot.exists() and shot.stat().st_size > 20_000, done.stderr[-2000:]

@@ -1,0 +1,144 @@
+"""Run planning: stages in order, shards per provider × region × part, disjoint requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from analytics.db import connect
+from analytics.runs import RunStore
+from api.control.coordinator import RunCoordinator
+from api.control.planner import plan_run, split, stored_stages
+from api.control.run_views import stored_view
+from scenarios.loader import parse_scenario
+from scenarios.model import Scenario
+from tests.support.builders import VALID_SCENARIO
+
+
+def test_split_is_even() -> None:
+    assert split(10, 3) == [4, 3, 3]
+    assert sum(split(1000, 7)) == 1000
+
+
+def test_stages_follow_concurrency_levels_and_cover_every_provider_and_region() -> None:
+    scenario = parse_scenario(VALID_SCENARIO)
+    stages = plan_run("r", scenario)
+    assert [s.concurrency for s in stages] == [1, 8]
+    assert [len(s.shards) for s in stages] == [2, 2]
+    assert {sh.shard_id for sh in stages[1].shards} == {"s1.sim-fast.local", "s1.my-vllm.local"}
+
+
+def test_high_concurrency_is_split_into_parts_with_disjoint_request_ranges() -> None:
+    scenario = parse_scenario(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", "concurrency: [1000]").replace(
+            "requests_per_level: 50", "requests_per_level: 3001"
+        )
+    )
+    (stage,) = plan_run("r", scenario, max_streams_per_shard=300)
+    parts = [s for s in stage.shards if s.provider.name == "sim-fast"]
+    assert [p.concurrency for p in parts] == [250, 250, 250, 250]
+    ranges = [range(p.seq_start, p.seq_start + (p.requests or 0)) for p in parts]
+    assert sorted(seq for r in ranges for seq in r) == list(range(3001))
+    assert [p.shard_id for p in parts] == [f"s0.sim-fast.local.{i}" for i in range(4)]
+
+
+OPEN = VALID_SCENARIO.replace(
+    "  concurrency: [1, 8]\n  requests_per_level: 50\n",
+    "  rate: {rps: [2, 500], arrival: gamma, burstiness: 0.5}\n  duration_s: 30\n  warmup_s: 5\n",
+)
+
+
+def test_each_rate_is_a_stage_with_the_full_rate_for_every_provider_and_region() -> None:
+    scenario = parse_scenario(OPEN.replace("regions: [local]", "regions: [eu, us]"))
+    stages = plan_run("r", scenario, max_rps_per_shard=200)
+    assert [s.rate for s in stages] == [2, 500]
+    low = stages[0].shards
+    assert len(low) == 4  # 2 providers x 2 regions, one part each
+    for shard in low:
+        assert shard.rate is not None
+        assert (shard.rate.rps, shard.rate.arrival, shard.rate.burstiness) == (2, "gamma", 0.5)
+        assert (shard.rate.part, shard.rate.parts) == (0, 1)
+        assert (shard.duration_s, shard.warmup_s, shard.concurrency) == (30, 5, 0)
+
+
+def test_a_high_rate_is_dealt_round_robin_to_parts() -> None:
+    scenario = parse_scenario(
+        OPEN.replace("duration_s: 30", "requests_per_level: 1001").replace("  warmup_s: 5\n", "")
+    )
+    stage = plan_run("r", scenario, max_rps_per_shard=200)[1]
+    parts = [s for s in stage.shards if s.provider.name == "sim-fast"]
+    assert [(p.rate.part, p.rate.parts) for p in parts if p.rate] == [(0, 3), (1, 3), (2, 3)]
+    assert [p.seq_start for p in parts] == [0, 1, 2]
+    # seqs part, part + 3, ... below 1001: 334 + 334 + 333
+    assert [p.requests for p in parts] == [334, 334, 333]
+    assert all(p.rate and p.rate.rps == 500 for p in parts)  # the stage's rate, not a share
+
+
+def test_a_max_in_flight_cap_is_split_across_parts() -> None:
+    scenario = parse_scenario(
+        OPEN.replace("burstiness: 0.5}", "burstiness: 0.5, max_in_flight: 1000}")
+    )
+    stage = plan_run("r", scenario, max_streams_per_shard=300, max_rps_per_shard=200)[0]
+    parts = [s for s in stage.shards if s.provider.name == "sim-fast"]
+    assert [p.rate.max_in_flight for p in parts if p.rate] == [250, 250, 250, 250]
+    assert [p.concurrency for p in parts] == [250, 250, 250, 250]
+    assert stage.concurrency == 1000
+
+
+def test_closed_loop_shards_carry_the_stage_window() -> None:
+    scenario = parse_scenario(
+        VALID_SCENARIO.replace("requests_per_level: 50", "duration_s: 60\n  cooldown_s: 10")
+    )
+    shard = plan_run("r", scenario)[0].shards[0]
+    assert shard.rate is None and shard.cooldown_s == 10 and shard.duration_s == 60
+
+
+def split_scenario() -> Scenario:
+    """Two providers at one level of 1000 virtual users, 3001 requests."""
+    return parse_scenario(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", "concurrency: [1000]").replace(
+            "requests_per_level: 50", "requests_per_level: 3001"
+        )
+    )
+
+
+def test_a_stored_plan_survives_a_restart_with_changed_max_streams_per_shard(
+    tmp_path: Path,
+) -> None:
+    con = connect(tmp_path / "plan.duckdb")
+    created = RunCoordinator.create("r", split_scenario(), RunStore(con), 300)
+    planned = [s.shard_id for s in created.stages[0].shards]
+    assert len(planned) == 8  # 4 parts of 250 × 2 providers
+    # Restarted with another setting, which would split the level into 2 parts: the run
+    # goes on with the plan it was created with.
+    resumed = RunCoordinator.resume("r", RunStore(con), 512)
+    assert [s.shard_id for s in resumed.stages[0].shards] == planned
+    assert [s.model_dump() for s in resumed.stages[0].shards] == [
+        s.model_dump() for s in created.stages[0].shards
+    ]
+    assert (resumed.stages[0].concurrency, resumed.stages[0].rate) == (1000, None)
+    view = stored_view(con, "r", 512)
+    (stage,) = view.stages
+    assert stage.concurrency == 1000
+    assert [s.shard_id for s in stage.shards] == planned  # in plan order, as live
+    assert view.requests_planned == 2 * 3001
+
+
+def test_a_run_stored_without_a_plan_is_re_planned_with_the_settings_in_force(
+    tmp_path: Path,
+) -> None:
+    con = connect(tmp_path / "old.duckdb")
+    RunCoordinator.create("r", split_scenario(), RunStore(con), 512)
+    con.execute("UPDATE shards SET spec = NULL, plan_position = NULL")  # as before v7
+    resumed = RunCoordinator.resume("r", RunStore(con), 512)
+    assert len(resumed.shards) == 4  # 2 parts of 500 × 2 providers
+    assert len(stored_view(con, "r", 512).stages[0].shards) == 4
+
+
+def test_stored_stages_keep_an_open_loops_rate_and_cap() -> None:
+    scenario = parse_scenario(VALID_SCENARIO).model_copy(deep=True)
+    data = scenario.model_dump()
+    data["load"] = {"rate": {"rps": [500], "max_in_flight": 1000}, "requests_per_level": 5000}
+    (planned,) = plan_run("r", Scenario.model_validate(data))
+    (stored,) = stored_stages([(planned.concurrency, s) for s in planned.shards])
+    assert (stored.index, stored.concurrency, stored.rate) == (0, 1000, 500)
+    assert stored.shards == planned.shards

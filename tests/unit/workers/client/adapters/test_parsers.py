@@ -1,0 +1,190 @@
+"""Wire-format parsers of every adapter on the recorded bytes (pure logic, no network).
+
+Each recorded body is fed whole, and split into 1-byte and 7-byte chunks with a distinct
+stamp per chunk: the outcome must not depend on how TCP cut the bytes, and a token's
+stamp must be that of the chunk that completed its event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tests.fakes.eventstream import frame, recorded_frames
+from tests.support.paths import PROVIDER_DATA
+from workers.client.adapters.bedrock import BedrockParser
+from workers.client.adapters.llamacpp import LlamaCppParser
+from workers.client.adapters.openai_chat import ChatParser
+from workers.client.adapters.openai_completions import CompletionsParser
+from workers.client.adapters.replicate import ReplicateParser
+from workers.client.adapters.tgi import TGIParser
+from workers.client.errors import RequestFailure
+from workers.client.result import RequestResult
+from workers.client.streaming import StreamParser
+
+Factory = Callable[[RequestResult], StreamParser]
+
+
+def run(factory: Factory, body: bytes, size: int | None) -> RequestResult:
+    result = RequestResult(intended_start=0)
+    parser = factory(result)
+    chunks = [body] if size is None else [body[i : i + size] for i in range(0, len(body), size)]
+    for stamp, chunk in enumerate(chunks, start=1):
+        parser.feed(chunk, stamp)
+    parser.finish(len(chunks) + 1, planned_prompt_tokens=99)
+    return result
+
+
+# parser, recorded body, (token events, prompt, completion, source)
+CASES = {
+    "openai": (ChatParser, "openai/stream.sse", (3, 9, 3, "usage")),
+    "openai-completions": (CompletionsParser, "openai-completions/stream.sse", (3, 5, 3, "usage")),
+    "azure-openai": (ChatParser, "azure-openai/stream.sse", (2, 9, 2, "usage")),
+    "bedrock": (BedrockParser, "bedrock/stream.bin", (3, 11, 3, "usage")),
+    "tgi": (TGIParser, "tgi/stream.sse", (2, 7, 3, "usage")),
+    "llamacpp": (LlamaCppParser, "llamacpp/stream.sse", (2, 6, 2, "usage")),
+    # Replicate's stream has no counts: events counted, prompt from the plan.
+    "replicate": (ReplicateParser, "replicate/stream.sse", (3, 99, 3, "events")),
+}
+
+
+@pytest.mark.parametrize("size", [None, 1, 7])
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_recorded_stream(kind: str, size: int | None) -> None:
+    factory, path, (events, prompt, completion, source) = CASES[kind]
+    body = (PROVIDER_DATA / path).read_bytes()
+    result = run(factory, body, size)
+    assert len(result.token_stamps) == events
+    assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (
+        prompt,
+        completion,
+        source,
+    )
+    assert result.first_token == result.first_output_token == result.token_stamps[0]
+    assert result.token_stamps == sorted(result.token_stamps)
+    if size == 1:
+        # Byte by byte, an event is stamped with the chunk holding its last byte: stamps
+        # are distinct, and the first token is not the first byte (role/filter chunks).
+        assert len(set(result.token_stamps)) == events
+        assert result.first_token > 1  # type: ignore[operator]
+
+
+def test_first_token_stamp_is_the_chunk_that_completes_the_event() -> None:
+    body = (PROVIDER_DATA / "tgi/stream.sse").read_bytes()
+    first_event_end = body.index(b"\n\n") + 2
+    result = RequestResult(intended_start=0)
+    parser = TGIParser(result)
+    parser.feed(body[: first_event_end - 1], 10)  # all but the final newline
+    assert result.first_token is None
+    parser.feed(body[first_event_end - 1 :], 20)
+    assert result.first_token == 20
+
+
+def test_llamacpp_timings_become_server_durations() -> None:
+    result = run(LlamaCppParser, (PROVIDER_DATA / "llamacpp/stream.sse").read_bytes(), None)
+    assert (result.server_prompt_ns, result.server_decode_ns) == (12_500_000, 20_250_000)
+
+
+def test_tgi_special_eos_token_is_not_a_token_event() -> None:
+    result = run(TGIParser, (PROVIDER_DATA / "tgi/stream.sse").read_bytes(), None)
+    # 3 generated tokens (server count), 2 token-bearing events: the EOS piece is special.
+    assert (len(result.token_stamps), result.completion_tokens) == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("factory", "path", "error_class", "status"),
+    [
+        (CompletionsParser, "openai-completions/midstream-error.sse", "http_5xx", 500),
+        (TGIParser, "tgi/midstream-error.sse", "http_4xx", 424),
+        (LlamaCppParser, "llamacpp/midstream-error.sse", "http_5xx", 500),
+        (ReplicateParser, "replicate/midstream-error.sse", "http_5xx", None),
+    ],
+)
+def test_midstream_errors(
+    factory: Factory, path: str, error_class: str, status: int | None
+) -> None:
+    with pytest.raises(RequestFailure) as caught:
+        run(factory, (PROVIDER_DATA / path).read_bytes(), 5)
+    assert (caught.value.error_class, caught.value.http_status) == (error_class, status)
+
+
+@pytest.mark.parametrize(
+    ("frames", "error_class", "status"),
+    [("midstream_exception", "http_4xx", 424), ("throttling_exception", "http_429", 429)],
+)
+def test_bedrock_exception_frames(frames: str, error_class: str, status: int) -> None:
+    with pytest.raises(RequestFailure) as caught:
+        run(BedrockParser, b"".join(recorded_frames(frames)), 9)
+    assert (caught.value.error_class, caught.value.http_status) == (error_class, status)
+
+
+def test_bedrock_corrupt_frame_is_a_protocol_failure() -> None:
+    good = frame([(":event-type", "messageStop"), (":message-type", "event")], b"{}")
+    corrupt = good[:-1] + bytes([good[-1] ^ 0xFF])  # wrong message CRC
+    with pytest.raises(RequestFailure) as caught:
+        run(BedrockParser, corrupt, None)
+    assert caught.value.error_class == "protocol"
+
+
+def test_bedrock_recorded_binary_matches_its_readable_source() -> None:
+    assert (PROVIDER_DATA / "bedrock/stream.bin").read_bytes() == b"".join(
+        recorded_frames("stream")
+    )
+
+
+def test_bedrock_reasoning_delta_is_first_token_not_output() -> None:
+    frames = [
+        frame(
+            [(":event-type", "contentBlockDelta"), (":message-type", "event")],
+            b'{"contentBlockIndex":0,"delta":{"reasoningContent":{"text":"Let me think"}}}',
+        ),
+        frame(
+            [(":event-type", "contentBlockDelta"), (":message-type", "event")],
+            b'{"contentBlockIndex":1,"delta":{"text":"Hi"}}',
+        ),
+        frame(
+            [(":event-type", "messageStop"), (":message-type", "event")],
+            b'{"stopReason":"end_turn"}',
+        ),
+    ]
+    result = RequestResult(intended_start=0)
+    parser = BedrockParser(result)
+    for stamp, item in enumerate(frames, start=1):
+        parser.feed(item, stamp)
+    parser.finish(9, 5)
+    assert (result.first_token, result.first_output_token) == (1, 2)
+    assert result.token_count_source == "events"
+
+
+def test_completions_reasoning_text_counts_for_first_token_only() -> None:
+    body = (
+        b'data: {"choices":[{"index":0,"text":"","reasoning_content":"hmm"}]}\n\n'
+        b'data: {"choices":[{"index":0,"text":"Yes","finish_reason":"stop"}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    result = run(CompletionsParser, body, 1)
+    assert result.first_token is not None and result.first_output_token is not None
+    assert result.first_token < result.first_output_token
+
+
+@pytest.mark.parametrize(
+    ("factory", "path"),
+    [
+        (CompletionsParser, "openai-completions/stream.sse"),
+        (TGIParser, "tgi/stream.sse"),
+        (LlamaCppParser, "llamacpp/stream.sse"),
+        (ReplicateParser, "replicate/stream.sse"),
+        (BedrockParser, "bedrock/stream.bin"),
+    ],
+)
+def test_stream_cut_after_first_event_is_a_protocol_failure(factory: Factory, path: str) -> None:
+    body = (PROVIDER_DATA / path).read_bytes()
+    first = (
+        recorded_frames("stream")[0] + recorded_frames("stream")[1]
+        if path.endswith(".bin")
+        else body[: body.index(b"\n\n") + 2]
+    )
+    with pytest.raises(RequestFailure) as caught:
+        run(factory, first, None)
+    assert caught.value.error_class == "protocol"

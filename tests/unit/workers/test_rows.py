@@ -1,0 +1,36 @@
+"""Record rows from a request's stamps: durations, and a failure's class and status."""
+
+from __future__ import annotations
+
+from tests.support.builders import MS, ROW_CONTEXT, timed_result
+from workers.client.errors import ErrorClass, RequestFailure
+from workers.client.result import RequestResult
+from workers.prompts import PlannedRequest
+from workers.rows import record_row
+
+
+def test_record_row_durations() -> None:
+    row = record_row(
+        ROW_CONTEXT, PlannedRequest(3, 10, 3, "p"), timed_result(1_000 * MS, 100, [10, 12])
+    )
+    assert row["ttft_ns"] == 100 * MS
+    assert row["schedule_lag_ns"] == 2 * MS
+    assert row["itl_ns"] == [10 * MS, 12 * MS]
+    assert row["e2e_ns"] == 123 * MS
+    assert row["status"] == "ok" and row["error_class"] is None
+
+
+def test_failed_request_row_keeps_class_and_status() -> None:
+    failed = RequestResult(
+        intended_start=0,
+        sent=5,
+        end=9,
+        failure=RequestFailure(ErrorClass.HTTP_5XX, "HTTP 500", 500),
+    )
+    row = record_row(ROW_CONTEXT, PlannedRequest(0, 10, 3, "p"), failed)
+    assert (row["status"], row["error_class"], row["http_status"], row["ttft_ns"]) == (
+        "error",
+        "http_5xx",
+        500,
+        None,
+    )
