@@ -79,6 +79,7 @@ class Palette:
 
 # Mantissas of log-axis ticks, densest first: the densest set that fits is used.
 _LOG_MANTISSAS = ((1, 2, 3, 4, 5, 6, 7, 8, 9), (1, 2, 3, 5), (1, 2, 5), (1,))
+_MOST_BEYOND = 0.35  # decades
 
 
 def _candidates(lo: float, hi: float, mantissas: tuple[int, ...], step: int = 1) -> list[float]:
@@ -92,8 +93,8 @@ def log_ticks(values: Iterable[float], most: int = 7) -> dict[str, Any]:
     Plotly's own log ticks label every digit on a short range (``70 80 90 100``), which
     collides in a narrow panel. This picks the densest of 1-2-3-…, 1-2-3-5, 1-2-5 and
     powers of ten (then every other power…) that gives at most ``most`` ticks, and
-    widens the range to the ticks just outside the data so every point has a label
-    on each side."""
+    widens the range towards the ticks just outside the data so that, with 1-2-5 ticks
+    or denser, every point has a labelled tick on each side."""
     positive = [v for v in values if v > 0]
     if not positive:
         return {}
@@ -106,9 +107,11 @@ def log_ticks(values: Iterable[float], most: int = 7) -> dict[str, Any]:
         ticks = [t for t in grid if below <= t <= above]
         if len(ticks) <= most:
             break
-    # A few percent of a decade beyond the outer ticks, so their labels and markers fit.
-    span = [math.log10(ticks[0]) - 0.04, math.log10(ticks[-1]) + 0.04]
-    return {"tickvals": ticks, "range": span}
+    # Out to the ticks around the data (with room for their labels and the markers), but
+    # never more than a third of a decade beyond the data: sparse ticks would waste width.
+    low = max(math.log10(ticks[0]), math.log10(lo) - _MOST_BEYOND) - 0.04
+    high = min(math.log10(ticks[-1]), math.log10(hi) + _MOST_BEYOND) + 0.04
+    return {"tickvals": ticks, "range": [low, high]}
 
 
 def error_colour(index: int) -> str:
@@ -116,12 +119,16 @@ def error_colour(index: int) -> str:
     return ERROR_COLOURS[index % len(ERROR_COLOURS)]
 
 
-def base_layout(title: str, height: int) -> dict[str, Any]:
-    """Layout shared by every chart: white background, light grid, legend on the right."""
+def base_layout(title: str, height: int, note: str = "") -> dict[str, Any]:
+    """Layout shared by every chart: white background, light grid, legend on the right;
+    ``note`` is a line under the title saying how to read the chart."""
+    heading: dict[str, Any] = {"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 16}}
+    if note:
+        heading["subtitle"] = {"text": note, "font": {"size": 12, "color": "#666"}}
     return {
-        "title": {"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 16}},
+        "title": heading,
         "height": height,
-        "margin": {"l": 70, "r": 20, "t": 70, "b": 60},
+        "margin": {"l": 70, "r": 20, "t": 100 if note else 70, "b": 60},
         "font": {"family": FONT, "size": 13, "color": "#222"},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",

@@ -60,11 +60,16 @@ def stage_label(report: RunReport, stage: int) -> str:
 
 
 def _low(row: dict[str, Any], column: str) -> str:
-    return " *low sample: indicative" if column in row.get("low_sample", ()) else ""
+    return "* (too few samples: indicative)" if column in row.get("low_sample", ()) else ""
 
 
 def _cdf_figure(
-    report: RunReport, cdfs: list[dict[str, Any]], value_key: str, title: str, x_title: str
+    report: RunReport,
+    cdfs: list[dict[str, Any]],
+    value_key: str,
+    title: str,
+    x_title: str,
+    note: str,
 ) -> go.Figure | None:
     """One panel per stage, one line per provider × region, shared legend."""
     if not cdfs:
@@ -87,7 +92,7 @@ def _cdf_figure(
         row, col = index // cols + 1, index % cols + 1
         mine = [c for c in cdfs if c["stage"] == stage]
         values = [float(x) for c in mine for x in c[value_key] if x is not None]
-        fig.update_xaxes(log_ticks(values, most=6), row=row, col=col)
+        fig.update_xaxes(log_ticks(values, most=7), row=row, col=col)
         for cdf in mine:
             provider, region = str(cdf["provider"]), str(cdf["region"])
             name = colours.name(provider, region)
@@ -122,7 +127,7 @@ def _cdf_figure(
             )
             shown.add(name)
     fig.update_layout(
-        base_layout(title, 300 * rows + 120),
+        base_layout(title, 300 * rows + 140, note),
         legend_title_text=colours.legend_title(),
     )
     fig.update_yaxes(axis("", SHARE_TICKS, tickvals=_CDF_TICKS, range=[0, 1.02]))
@@ -138,6 +143,7 @@ def ttft_cdf_figure(report: RunReport) -> go.Figure | None:
         "ttft_ms",
         "TTFT distribution (CDF) per stage · successful requests",
         "TTFT (ms, log scale)",
+        "Markers at p50, p90 and p99; further right is slower. Hover for n and values.",
     )
 
 
@@ -149,6 +155,8 @@ def itl_cdf_figure(report: RunReport) -> go.Figure | None:
         "itl_ms",
         "Inter-token latency distribution (CDF) per stage · every gap of successful requests",
         "inter-token gap (ms, log scale)",
+        "Markers at p50, p90 and p99. Gaps of 0 ms (tokens that came in one chunk) are off "
+        "a log axis: a line then starts above 0 %.",
     )
 
 
@@ -207,7 +215,10 @@ def latency_throughput_figure(report: RunReport) -> go.Figure | None:
                 )
     fig.update_layout(
         base_layout(
-            "Latency vs throughput across stages · p50 solid, p99 dashed (open markers)", 460
+            "Latency vs throughput across stages · p50 solid, p99 dashed (open markers)",
+            480,
+            "One point per stage; a line bending up is where more load buys latency, "
+            "not throughput. Hover for the stage.",
         ),
         legend_title_text=colours.legend_title(" · percentile"),
     )
@@ -251,7 +262,7 @@ def cost_figure(report: RunReport) -> go.Figure | None:
                 customdata=[
                     [
                         stage_label(report, int(p["stage"])),
-                        " *low sample: indicative" if p["ttft_p99_low_sample"] else "",
+                        "* (too few samples: indicative)" if p["ttft_p99_low_sample"] else "",
                         " · Pareto-optimal" if p["pareto"] else "",
                     ]
                     for p in mine
@@ -276,7 +287,12 @@ def cost_figure(report: RunReport) -> go.Figure | None:
             )
         )
     fig.update_layout(
-        base_layout("Cost vs p99 TTFT · each point a stage; lower left is better", 460),
+        base_layout(
+            "Cost vs p99 TTFT · one point per stage × provider × region",
+            480,
+            "Lower left is better. Outlined points are Pareto-optimal: no other point is "
+            "both cheaper and faster. Hover for the stage; * = p99 from too few samples.",
+        ),
         legend_title_text=colours.legend_title(),
     )
     costs = [float(p["cost_per_mtok_output"]) for p in points]
@@ -334,7 +350,11 @@ def region_figure(report: RunReport) -> go.Figure | None:
                     col=col,
                 )
     fig.update_layout(
-        base_layout("TTFT per provider, stage and region · p50 (top) and p99 (bottom)", 560),
+        base_layout(
+            "TTFT per provider, stage and region · p50 (top) and p99 (bottom)",
+            580,
+            "One bar per region; the same scale across providers.",
+        ),
         barmode="group",
         bargap=0.25,
         legend_title_text=colours.legend_title(),
@@ -396,7 +416,11 @@ def errors_figure(report: RunReport) -> go.Figure | None:
                 name=name,
                 legend="legend",
                 line={"color": colours.colour(provider, region)},
-                marker={"symbol": colours.symbol(region), "size": 7},
+                marker={
+                    "symbol": colours.symbol(region),
+                    "size": 7,
+                    "color": colours.colour(provider, region),
+                },
                 hovertemplate=(
                     f"{name} · t≈%{{x:,.0f}} s<br>%{{y:.1%}} failed "
                     "(%{customdata[0]:,} of %{customdata[1]:,})<extra></extra>"
@@ -427,7 +451,9 @@ def errors_figure(report: RunReport) -> go.Figure | None:
         base_layout(
             f"Errors over time · {failed:,} of {total:,} requests failed "
             f"· {buckets} buckets of {width:,.3g} s",
-            560,
+            580,
+            "Top: share of each series' requests that failed, per time bucket. Bottom: "
+            "requests sent per bucket by outcome. Shaded bands: stages.",
         ),
         barmode="stack",
         bargap=0,
