@@ -353,7 +353,9 @@ def region_figure(report: RunReport) -> go.Figure | None:
         base_layout(
             "TTFT per provider, stage and region · p50 (top) and p99 (bottom)",
             580,
-            "One bar per region; the same scale across providers.",
+            "One bar per region; the same scale across providers."
+            if len(colours.regions) > 1
+            else f"One region ({colours.regions[0]}); the same scale across providers.",
         ),
         barmode="group",
         bargap=0.25,
