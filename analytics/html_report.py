@@ -1,17 +1,16 @@
-"""The report as one self-contained HTML file: tables, verdicts and inline SVG charts.
+"""The report as one self-contained HTML file: KPI cards, tables, verdicts and charts.
 
-No script, stylesheet, font or image is fetched: the file opens offline and can be
-attached to a ticket as is. Charts: TTFT CDF per provider (one panel per stage), ITL
-histogram, latency vs throughput across stages (where the knee shows), cost vs p99 TTFT
-(Pareto points ringed) and request outcomes over time.
+No script, stylesheet, font or image is fetched: Plotly's JavaScript is inlined once in
+the page, so the file opens offline and can be attached to a ticket as is. The charts
+(analytics/charts.py) are interactive: hover for values, click a legend entry to hide it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import Any
 
+from analytics.charts import chart_divs, palette, plotly_js
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
@@ -22,19 +21,18 @@ from analytics.formatting import (
     number,
     percentile_rows,
 )
+from analytics.kpi import CARD_STYLE, kpi_cards
 from analytics.report import RunReport
-from analytics.svg import Chart, color
-
-# Errors in warm colours, none of them green: "ok" is the light green base of each bar.
-_ERROR_COLOURS = ("#d62728", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}
-table{border-collapse:collapse;font-size:12px;margin:8px 0}
-th,td{border:1px solid #ddd;padding:3px 6px;white-space:nowrap}
-th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
-.wide{overflow-x:auto}.charts{display:flex;flex-wrap:wrap;gap:12px}.note{color:#666;font-size:12px}
+table{border-collapse:collapse;font-size:11.5px;margin:8px 0}
+th,td{border:1px solid #ddd;padding:2px 4px}
+th{background:#f4f4f4;vertical-align:bottom}td{white-space:nowrap}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:normal}
+.wide{overflow-x:auto}.note{color:#666;font-size:12px}
+.chart{margin:8px 0 20px;border-top:1px solid #eee}
 """
 
 
@@ -51,110 +49,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequen
     )
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     return f'<div class="wide">{table}</div>'
-
-
-def _series_name(row: dict[str, Any], regions: set[str]) -> str:
-    return str(row["provider"]) + (f"@{row['region']}" if len(regions) > 1 else "")
-
-
-def ttft_cdf_charts(report: RunReport) -> list[str]:
-    """One CDF panel per stage, a line per provider (and region when there are several)."""
-    cdfs = report.plots.get("ttft_cdf", [])
-    regions = {c["region"] for c in cdfs}
-    providers = sorted({c["provider"] for c in cdfs})
-    charts = []
-    for stage in sorted({c["stage"] for c in cdfs}):
-        chart = Chart(f"TTFT CDF · stage {stage}", "TTFT (ms, log)", "fraction ≤", x_log=True)
-        for cdf in (c for c in cdfs if c["stage"] == stage):
-            chart.line(
-                f"{_series_name(cdf, regions)} (n={cdf['n']})",
-                cdf["ttft_ms"],
-                cdf["fractions"],
-                color(providers.index(cdf["provider"])),
-            )
-        charts.append(chart.render())
-    return charts
-
-
-def itl_histogram_chart(report: RunReport) -> str | None:
-    """ITL gaps per provider on log-spaced bins (outlined bars overlap)."""
-    hist = report.plots.get("itl_histogram", {})
-    edges = hist.get("edges_ms", [])
-    if not edges:
-        return None
-    chart = Chart("ITL histogram (all stages)", "inter-token gap (ms, log)", "gaps", x_log=True)
-    for i, (provider, counts) in enumerate(sorted(hist["counts"].items())):
-        chart.rects(provider, edges[:-1], edges[1:], [0.0] * len(counts), counts, color(i))
-    return chart.render()
-
-
-def knee_chart(report: RunReport) -> str | None:
-    """p50 and p99 TTFT against aggregate output tok/s across stages, per provider."""
-    rows = [r for r in report.stages if r["output_tok_s"] and r["ttft_p50_ms"] is not None]
-    if not rows:
-        return None
-    chart = Chart(
-        "Latency vs throughput across stages", "aggregate output tok/s", "TTFT (ms)", y_log=True
-    )
-    regions = {r["region"] for r in rows}
-    names = sorted({_series_name(r, regions) for r in rows})
-    for i, name in enumerate(names):
-        mine = sorted(
-            (r for r in rows if _series_name(r, regions) == name), key=lambda r: r["stage"]
-        )
-        xs = [r["output_tok_s"] for r in mine]
-        chart.line(f"{name} p50", xs, [r["ttft_p50_ms"] for r in mine], color(i))
-        p99 = [(r["output_tok_s"], r["ttft_p99_ms"]) for r in mine if r["ttft_p99_ms"]]
-        chart.points(
-            f"{name} p99", [x for x, _ in p99], [y for _, y in p99], color(i),
-            labels=[f"c={r['concurrency']}" for r in mine],
-        )  # fmt: skip
-    return chart.render()
-
-
-def cost_chart(report: RunReport) -> str | None:
-    """Cost per 1M output tokens against p99 TTFT; Pareto-optimal points ringed."""
-    if not report.pareto:
-        return None
-    chart = Chart("Cost vs p99 TTFT", "USD per 1M output tokens", "TTFT p99 (ms)")
-    providers = sorted({p["provider"] for p in report.pareto})
-    for i, provider in enumerate(providers):
-        mine = [p for p in report.pareto if p["provider"] == provider]
-        chart.points(
-            provider,
-            [p["cost_per_mtok_output"] for p in mine],
-            [p["ttft_p99_ms"] for p in mine],
-            color(i),
-            labels=[f"s{p['stage']}" + ("*" if p["ttft_p99_low_sample"] else "") for p in mine],
-            emphasis=[p["pareto"] for p in mine],
-        )
-    return chart.render()
-
-
-def outcomes_chart(report: RunReport) -> str | None:
-    """Requests per outcome class over the run, stacked per time bucket."""
-    data = report.plots.get("errors_over_time", {})
-    counts: dict[str, list[int]] = data.get("counts", {})
-    if not counts:
-        return None
-    buckets, duration = data["buckets"], data["duration_s"] or 1.0
-    width = duration / buckets
-    chart = Chart("Request outcomes over time", "seconds since the first send", "requests")
-    base = [0.0] * buckets
-    order = sorted(counts, key=lambda k: (k != "ok", k))
-    for i, outcome in enumerate(order):
-        tops = [b + c for b, c in zip(base, counts[outcome], strict=True)]
-        colour = "#9ccc9c" if outcome == "ok" else _ERROR_COLOURS[i % len(_ERROR_COLOURS)]
-        chart.rects(
-            outcome,
-            [j * width for j in range(buckets)],
-            [(j + 1) * width for j in range(buckets)],
-            base,
-            tops,
-            colour,
-        )
-        base = tops
-    return chart.render()
 
 
 def _comparison(report: RunReport) -> str:
@@ -203,23 +97,23 @@ def render_html(report: RunReport) -> str:
         ],
         [False, True, False, True, True, False],
     )  # fmt: skip
-    charts = [
-        *ttft_cdf_charts(report),
-        itl_histogram_chart(report),
-        knee_chart(report),
-        cost_chart(report),
-        outcomes_chart(report),
-    ]
+    charts = "".join(
+        f'<section class="chart" id="{anchor}" aria-label="{escape(heading)}">{div}</section>'
+        for anchor, heading, div in chart_divs(report)
+    )
     slo = ", ".join(f"{k} ≤ {v:g}" for k, v in report.slo.items() if v is not None) or "none"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<title>{escape(title)}</title><style>{_STYLE}{CARD_STYLE}</style>"
+        f'<script type="text/javascript">{plotly_js()}</script></head><body>'
         f"<h1>{escape(title)}</h1>"
         f'<p class="note">SLO: {escape(slo)}. {escape(CAPTION)}.</p>'
+        f"{kpi_cards(report, palette(report))}"
         f"<h2>Summary</h2>{summary}"
         f'<p class="note">{escape(LOW_SAMPLE_NOTE)} {escape(method_note(report.percentiles))}</p>'
         f"{_comparison(report)}"
-        f'<h2>Charts</h2><div class="charts">{"".join(c for c in charts if c)}</div>'
+        f'<h2>Charts</h2><p class="note">Interactive: hover for values, drag to zoom, '
+        f"double-click to reset, click a legend entry to hide it.</p>{charts}"
         f"<h2>Latency percentiles (ms)</h2>{percentiles}"
         + (f"<h2>Cost vs p99 TTFT</h2>{pareto}" if report.pareto else "")
         + "</body></html>\n"

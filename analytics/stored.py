@@ -5,7 +5,7 @@ as tests compare them with numpy. Above that, reading 10M requests and 80M ITL g
 report cannot fit a 2 s budget on two cores, so the report reads the stored per-shard
 sums (``stored_summary.sql``) and histograms (``stored_histograms.sql``): counts, rates,
 goodput and cost are the same arithmetic on stored sums; percentiles, their bootstrap
-intervals and the TTFT CDF come from the log-bucketed histograms, within a relative
+intervals and the TTFT and ITL CDFs come from the log-bucketed histograms, within a relative
 error of ``RELATIVE_ERROR`` (analytics/sketch.py), and the report says so.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from analytics.plots import CDF_POINTS, ITL_BINS
+from analytics.plots import ITL_BINS, cdf_fractions
 from analytics.sketch import RELATIVE_ERROR, Histogram
 from analytics.sqlfiles import load_sql
 from analytics.stats import QUANTILES
@@ -114,21 +114,28 @@ def stored_summary_rows(
     return rows
 
 
-def histogram_plots(histograms: dict[GroupKey, dict[str, Histogram]]) -> dict[str, Any]:
-    """The TTFT CDF and the ITL histogram of the charts, from the stored histograms."""
-    fractions = [i / (CDF_POINTS - 1) for i in range(CDF_POINTS)]
-    cdf = [
+def _histogram_cdf(
+    histograms: dict[GroupKey, dict[str, Histogram]], metric: str
+) -> list[dict[str, Any]]:
+    fractions = cdf_fractions()
+    return [
         {
             "stage": stage,
             "provider": provider,
             "region": region,
-            "n": hists["ttft"].n,
+            "n": hists[metric].n,
             "fractions": fractions,
-            "ttft_ms": hists["ttft"].quantiles(fractions),
+            f"{metric}_ms": hists[metric].quantiles(fractions),
         }
         for (stage, provider, region), hists in sorted(histograms.items())
-        if "ttft" in hists and hists["ttft"].n
+        if metric in hists and hists[metric].n
     ]
+
+
+def histogram_plots(histograms: dict[GroupKey, dict[str, Histogram]]) -> dict[str, Any]:
+    """The TTFT and ITL CDFs and the ITL histogram of the charts, from the stored histograms."""
+    cdf = _histogram_cdf(histograms, "ttft")
+    itl_cdf = _histogram_cdf(histograms, "itl")
     per_provider: dict[str, list[Histogram]] = defaultdict(list)
     for (_, provider, _), hists in histograms.items():
         if "itl" in hists:
@@ -139,7 +146,8 @@ def histogram_plots(histograms: dict[GroupKey, dict[str, Histogram]]) -> dict[st
     }
     positive = [r[r > 0] for parts in reps.values() for r, _ in parts if (r > 0).any()]
     if not positive:
-        return {"ttft_cdf": cdf, "itl_histogram": {"edges_ms": [], "counts": {}}}
+        empty: dict[str, Any] = {"edges_ms": [], "counts": {}}
+        return {"ttft_cdf": cdf, "itl_cdf": itl_cdf, "itl_histogram": empty}
     lo = float(min(p.min() for p in positive))
     hi = float(max(p.max() for p in positive))
     ratio = (hi / lo) ** (1.0 / ITL_BINS) if hi > lo else 1.0
@@ -155,4 +163,8 @@ def histogram_plots(histograms: dict[GroupKey, dict[str, Histogram]]) -> dict[st
                 index = np.zeros(int(keep.sum()))
             np.add.at(total, np.clip(index, 0, ITL_BINS - 1).astype(np.int64), n[keep])
         counts[provider] = [int(c) for c in total]
-    return {"ttft_cdf": cdf, "itl_histogram": {"edges_ms": edges, "counts": counts}}
+    return {
+        "ttft_cdf": cdf,
+        "itl_cdf": itl_cdf,
+        "itl_histogram": {"edges_ms": edges, "counts": counts},
+    }

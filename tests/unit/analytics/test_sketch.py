@@ -78,9 +78,12 @@ def test_histogram_charts_match_the_exact_ones(two_stage_run: duckdb.DuckDBPyCon
     exact = build_report(two_stage_run, "run").plots
     approx = build_report(two_stage_run, "run", exact_limits=FORCE).plots
     assert approx["errors_over_time"] == exact["errors_over_time"]
-    for e, a in zip(exact["ttft_cdf"], approx["ttft_cdf"], strict=True):
-        assert (e["stage"], e["provider"], e["n"]) == (a["stage"], a["provider"], a["n"])
-        assert all(_close(x, y) for x, y in zip(a["ttft_ms"], e["ttft_ms"], strict=True))
+    for metric in ("ttft", "itl"):
+        assert len(exact[f"{metric}_cdf"]) == len(approx[f"{metric}_cdf"]) == 4
+        for e, a in zip(exact[f"{metric}_cdf"], approx[f"{metric}_cdf"], strict=True):
+            assert (e["stage"], e["provider"], e["n"]) == (a["stage"], a["provider"], a["n"])
+            values = zip(a[f"{metric}_ms"], e[f"{metric}_ms"], strict=True)
+            assert all(_close(x, y) for x, y in values), metric
     e_hist, a_hist = exact["itl_histogram"], approx["itl_histogram"]
     for provider, counts in e_hist["counts"].items():
         assert sum(a_hist["counts"][provider]) == sum(counts)
