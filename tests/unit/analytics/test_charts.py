@@ -32,7 +32,9 @@ from analytics.html_report import render_html
 from analytics.kpi import provider_kpis
 from analytics.plots import cdf_fractions
 from analytics.report import RunReport, build_report
-from tests.unit.analytics.regional_run import (
+from tests.support.builders import MS
+from tests.support.builders import REPORT_SCENARIO as SCENARIO
+from tests.support.regional_run import (
     FAILURES,
     PROVIDERS,
     REGIONS,
@@ -40,7 +42,6 @@ from tests.unit.analytics.regional_run import (
     open_read_only,
     store_regional_run,
 )
-from tests.unit.test_report import MS, SCENARIO
 from workers.client.result import RequestResult
 
 

@@ -22,7 +22,7 @@ import pytest
 from analytics.charts import chart_divs
 from analytics.html_report import render_html
 from analytics.report import build_report
-from tests.unit.analytics.regional_run import open_read_only, store_regional_run
+from tests.support.regional_run import open_read_only, store_regional_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

@@ -17,7 +17,8 @@ from analytics.ingest import BatchMessage, ingest_batches
 from analytics.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
-from tests.unit.test_report import MS, SCENARIO, S, failed_result, ok_result
+from tests.support.builders import MS, S, failed_result, ok_result
+from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest
