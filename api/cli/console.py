@@ -25,7 +25,6 @@ from analytics.formatting import (
     method_note,
     percentile_rows,
 )
-from analytics.html_report import render_html
 from analytics.markdown import render_markdown
 from analytics.report import RunReport
 from api.schemas import RunPublic
@@ -179,7 +178,13 @@ def print_report(console: Console, report: RunReport, fmt: str) -> None:
         return
     if fmt in {"markdown", "html"}:
         # Raw text: rich must neither wrap nor interpret markup in it.
-        console.file.write(render_markdown(report) if fmt == "markdown" else render_html(report))
+        if fmt == "markdown":
+            console.file.write(render_markdown(report))
+            return
+        # Plotly loads in ~0.1 s: only the command that draws charts pays for it.
+        from analytics.html_report import render_html  # noqa: PLC0415
+
+        console.file.write(render_html(report))
         return
     console.print(report_table(report))
     console.print(percentile_table(report))
