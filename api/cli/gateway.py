@@ -35,7 +35,7 @@ from api.cli.rest_client import (
 from scenarios.errors import BadInput, NotFound, TokenbenchError
 from scenarios.gateway_config import load_gateway_config
 from scenarios.loader import ScenarioError
-from scenarios.settings import get_settings
+from scenarios.settings import env_name, get_settings
 
 # As every command's stderr: not wrapped at 80 columns when not a terminal (logs, pipes).
 _err = Console(
@@ -88,7 +88,7 @@ def gateway(
         raise exit_for(exc, f"invalid gateway config\n{exc}") from None
     redis_url = get_settings().redis.url
     if redis_url is None:
-        raise exit_for(BadInput("the gateway needs TOKENBENCH__REDIS__URL (the workers' broker)"))
+        raise exit_for(BadInput(f"the gateway needs {env_name('redis.url')} (the workers' broker)"))
     if server is None:
         raise exit_for(BadInput("give --server (or TOKENBENCH_SERVER): the control plane URL"))
     with open_client(server, token) as client:
