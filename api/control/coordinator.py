@@ -217,6 +217,7 @@ class Coordinator:
                 event.get("worker"),
             )
             shard.done = shard.errors = 0
+            shard.ttft_p50_ms = None  # the new attempt's own figure comes with its progress
             self.store.attempt_started(self.run_id, shard_id, attempt, shard.worker or "")
         elif attempt != shard.attempt:
             return  # from an attempt that a newer one superseded

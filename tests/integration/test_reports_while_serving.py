@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait_for_run
+from workers.progress import RELATIVE_ERROR
 
 pytestmark = pytest.mark.integration
 
@@ -239,3 +241,31 @@ def test_local_commands_on_the_held_file_point_to_server(
         assert lines[0].startswith(f"{db} is in use by process"), lines[0]
         assert "--server URL" in lines[0]
         assert result.stdout == ""
+
+
+def test_the_live_ttft_of_a_finished_stage_is_its_reports(served: Served) -> None:
+    """While the next stage runs, the view of a finished stage carries each shard's own
+    median TTFT (sent by its worker over all its requests), the report's figure."""
+    scenario = _scenario("live", 30.0)
+    scenario["providers"] = scenario["providers"][:1]
+    scenario["providers"][0]["simulate"] = {"ttft_ms": 30, "itl_ms": 20}
+    scenario["load"] = {"concurrency": [2, 1], "requests_per_level": 30}
+    created = served.client.post("/v1/runs", json={"scenario": scenario})
+    assert created.status_code == 201, created.text
+    run_id = created.json()["id"]
+    live = None
+    deadline = time.monotonic() + 120
+    while live is None:
+        assert time.monotonic() < deadline, "the first stage did not finish"
+        view = served.client.get(f"/v1/runs/{run_id}").json()
+        assert view["state"] == "running", "the second stage ended before it was seen"
+        if [s["state"] for s in view["stages"]] == ["finished", "running"]:
+            live = view["stages"][0]["shards"]
+        else:
+            time.sleep(0.05)
+    assert wait_for_run(served.client, run_id)["state"] == "finished"
+    report = served.client.get(f"/v1/runs/{run_id}/report").json()
+    [row] = [r for r in report["stages"] if r["stage"] == 0]
+    [shard] = live
+    assert shard["requests_done"] == 30 and shard["ttft_p50_ms"] is not None
+    assert shard["ttft_p50_ms"] == pytest.approx(row["ttft_p50_ms"], rel=RELATIVE_ERROR + 1e-6)
