@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 
 from scenarios.errors import BadInput, Refused, Timeout, Unavailable
 from scenarios.limits import SQL_PROCESS_DATA_BYTES
+from scenarios.settings import env_name
 
 ALLOWED_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 OUTPUT_FORMATS = ("csv", "json", "parquet", "arrow")
@@ -242,7 +243,7 @@ def too_large_message(max_bytes: int) -> str:
     """What a user reads when an answer exceeds its byte cap."""
     return (
         f"the answer is larger than {max_bytes} bytes, the cap of one answer "
-        "(TOKENBENCH__API__SQL_MAX_BYTES): select fewer rows or columns, or aggregate"
+        f"({env_name('api.sql_max_bytes')}): select fewer rows or columns, or aggregate"
     )
 
 

@@ -114,7 +114,10 @@ class ShardPublic(BaseModel):
     requests_done: int
     requests_planned: int | None
     errors: int
-    ttft_p50_ms: float | None
+    ttft_p50_ms: float | None = Field(
+        description="Median TTFT (ms) of the shard's successful requests so far: while it "
+        "runs, from its worker (within 0.5 %); once the run ended, exact from the records."
+    )
     message: str | None
 
 
@@ -147,5 +150,8 @@ class RunPublic(BaseModel):
     requests_done: int
     requests_planned: int | None
     errors: int
-    ttft_p50_ms: float | None
+    ttft_p50_ms: float | None = Field(
+        description="Median of the shards' TTFT p50 (a rough overall figure; the report "
+        "has each provider's and region's)."
+    )
     stages: list[StagePublic]

@@ -38,16 +38,16 @@ from typing import Any
 import httpx
 
 from scenarios.errors import Refused
-from scenarios.settings import EgressSettings
+from scenarios.settings import EgressSettings, env_name
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 # Answers the addresses (as text) a host name resolves to; injectable for tests.
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 SockAddr = tuple[int, tuple[str, int]]  # address family, (address, port)
 
-_ALLOW = "TOKENBENCH__EGRESS__ALLOW"
-_ALLOW_LOOPBACK = "TOKENBENCH__EGRESS__ALLOW_LOOPBACK=true"
-_ALLOW_PRIVATE = "TOKENBENCH__EGRESS__ALLOW_PRIVATE=true"
+_ALLOW = env_name("egress.allow")
+_ALLOW_LOOPBACK = f"{env_name('egress.allow_loopback')}=true"
+_ALLOW_PRIVATE = f"{env_name('egress.allow_private')}=true"
 
 # Refused whatever the settings say: metadata and management endpoints of every cloud,
 # and addresses no provider can live at.

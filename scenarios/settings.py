@@ -153,3 +153,24 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process's settings, read once from the environment."""
     return Settings()
+
+
+def env_name(path: str) -> str:
+    """The environment variable a user sets for the setting at ``path``, for messages:
+    ``egress.allow_loopback`` → ``TOKENBENCH__EGRESS__ALLOW_LOOPBACK``. A path that names
+    no setting raises ``KeyError``, so a renamed setting cannot leave a message naming a
+    variable that no longer exists."""
+    model: type[BaseModel] = Settings
+    parts = path.split(".")
+    for depth, part in enumerate(parts):
+        field = model.model_fields.get(part)
+        if field is None:
+            raise KeyError(f"no setting {path!r}")
+        if depth < len(parts) - 1:
+            group = field.annotation
+            if not (isinstance(group, type) and issubclass(group, BaseModel)):
+                raise KeyError(f"no setting {path!r}: {part} is not a group")
+            model = group
+    prefix = Settings.model_config.get("env_prefix", "")
+    delimiter = Settings.model_config.get("env_nested_delimiter") or "__"
+    return prefix + delimiter.join(part.upper() for part in parts)

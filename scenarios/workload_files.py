@@ -25,6 +25,7 @@ from pathlib import Path
 import orjson
 
 from scenarios.errors import BadInput
+from scenarios.settings import env_name
 
 __all__ = [
     "DatasetSummary",
@@ -121,7 +122,8 @@ def read_bounded(path: str | Path, max_bytes: int) -> bytes:
 
 
 def _too_large(size: int, max_bytes: int) -> str:
-    return f"{size} bytes is more than the {max_bytes} allowed (TOKENBENCH__API__MAX_DATASET_BYTES)"
+    variable = env_name("api.max_dataset_bytes")
+    return f"{size} bytes is more than the {max_bytes} allowed ({variable})"
 
 
 def parse_entries(data: bytes, source: str, *, replay: bool) -> tuple[FileEntry, ...]:
@@ -169,7 +171,7 @@ def _lines(
         number += 1
         if max_lines is not None and number > max_lines:
             raise WorkloadFileError(
-                f"more than {max_lines} lines (TOKENBENCH__API__MAX_DATASET_LINES)", source
+                f"more than {max_lines} lines ({env_name('api.max_dataset_lines')})", source
             )
         line = data[start:end].strip()
         start = end + 1

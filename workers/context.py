@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from scenarios.egress import EgressGuard
 from scenarios.providers import ProviderBase
-from scenarios.settings import Settings, get_settings
+from scenarios.settings import Settings, env_name, get_settings
 from workers.broker import CLIENT_OPTIONS
 from workers.client.adapters import AdapterContext
 from workers.client.http import make_client
@@ -60,7 +60,7 @@ async def get_context() -> WorkerContext:
     if _context is None or _context[0] != os.getpid():
         settings = get_settings()
         if settings.redis.url is None:
-            raise RuntimeError("TOKENBENCH__REDIS__URL is not set for this worker")
+            raise RuntimeError(f"{env_name('redis.url')} is not set for this worker")
         guard = EgressGuard(settings.egress)
         name = worker_name()
         context = WorkerContext(

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from redis.asyncio import Redis
 
 from scenarios.model import Workload
+from scenarios.settings import env_name
 from scenarios.wire import dataset_key
 from scenarios.workload_files import FileEntry, WorkloadFileError, parse_entries
 
@@ -72,7 +73,7 @@ async def _fetch(redis: Redis, dataset_id: str, replay: bool, max_bytes: int) ->
     if size > max_bytes:
         raise WorkloadFileError(
             f"dataset {dataset_id} has {size} bytes, more than this worker accepts "
-            f"({max_bytes}; TOKENBENCH__API__MAX_DATASET_BYTES)"
+            f"({max_bytes}; {env_name('api.max_dataset_bytes')})"
         )
     data: bytes | str | None = await redis.get(key) if size else None
     if not data:

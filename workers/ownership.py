@@ -30,6 +30,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT, FieldT
 
 from scenarios.errors import Unavailable
+from scenarios.settings import env_name
 from scenarios.wire import owner_key, token_key
 
 T = TypeVar("T")
@@ -133,7 +134,8 @@ async def retrying(call: Callable[[], Awaitable[T]], patience_s: float, what: st
         except TRANSIENT_ERRORS as exc:
             if time.monotonic() + delay > deadline:
                 raise RedisUnavailable(
-                    f"Redis unreachable for {patience_s:.0f} s while {what}: {exc}"
+                    f"Redis unreachable for {patience_s:.0f} s "
+                    f"({env_name('control.redis_patience_s')}) while {what}: {exc}"
                 ) from exc
             if not warned:
                 log.warning("Redis unreachable while %s (%s): retrying", what, exc)

@@ -34,9 +34,10 @@ from typing import Any
 from scenarios.egress import EgressDenied, normalise_host, provider_endpoints, url_host
 from scenarios.errors import Refused
 from scenarios.presets import preset_secret_hosts
+from scenarios.settings import env_name
 from workers.provider_setup import ProviderSetupError
 
-SECRET_HOSTS_VARIABLE = "TOKENBENCH__WORKER__SECRET_HOSTS"
+SECRET_HOSTS_VARIABLE = env_name("worker.secret_hosts")
 RESERVED_PREFIX = "TOKENBENCH"
 
 Bindings = Mapping[str, tuple[str, ...]]

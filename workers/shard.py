@@ -19,9 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import statistics
 import time
-from dataclasses import dataclass, field
 
 from scenarios.egress import EgressDenied, check_provider_egress
 from scenarios.wire import (
@@ -40,28 +38,10 @@ from workers.event_loop import shutting_down
 from workers.health import ShardHealth
 from workers.load.shapes import LoadShape, build_load, rate_figures
 from workers.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
+from workers.progress import Progress
 from workers.prompts import PlannedRequest, request_planner
 from workers.publisher import ShardPublisher
 from workers.rows import RowContext, record_row, wall_ns
-
-
-@dataclass
-class _Progress:
-    done: int = 0
-    errors: int = 0
-    recent_ttft_ms: list[float] = field(default_factory=list)
-
-    def add(self, result: RequestResult) -> None:
-        self.done += 1
-        if result.failure is not None:
-            self.errors += 1
-        elif result.first_token is not None:
-            self.recent_ttft_ms.append((result.first_token - result.sent) / 1e6)
-
-    def ttft_p50(self) -> float:
-        window, self.recent_ttft_ms = self.recent_ttft_ms, []
-        return round(statistics.median(window), 3) if window else -1.0
-
 
 OWNER_TTL_S = 10.0
 DONE_TTL_S = 7 * 24 * 3600
@@ -145,7 +125,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
     except WorkloadFileError as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
-    progress = _Progress()
+    progress = Progress()
     health = ShardHealth()
 
     async def send(request: PlannedRequest, intended_start: int) -> RequestResult:
@@ -181,6 +161,13 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         return publisher.records_published
     done = done_key(spec.run_id, spec.shard_id)
     await retrying(lambda: redis.set(done, attempt, ex=DONE_TTL_S), patience, "finishing")
+    # The last progress, so that the live view's figures cover every request of the shard.
+    await publisher.event(
+        EventType.PROGRESS,
+        done=progress.done,
+        errors=progress.errors,
+        ttft_p50_ms=progress.ttft_p50(),
+    )
     await publisher.event(
         EventType.FINISHED,
         records=publisher.records_published,
@@ -227,7 +214,7 @@ async def _report_progress(
     context: WorkerContext,
     publisher: ShardPublisher,
     load: LoadShape,
-    progress: _Progress,
+    progress: Progress,
     stop: asyncio.Event,
     claim: Claim,
 ) -> Exception | str | None:

@@ -27,7 +27,7 @@ from celery.signals import worker_ready, worker_shutdown, worker_shutting_down
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from scenarios.settings import get_settings
+from scenarios.settings import env_name, get_settings
 from scenarios.wire import heartbeat_key, heartbeat_pattern, region_queue
 from workers.broker import CLIENT_OPTIONS
 from workers.celery_app import app
@@ -72,11 +72,11 @@ class Heartbeat:
 def start_worker(region: str, concurrency: int = 8, loglevel: str = "WARNING") -> None:
     """Run a Celery worker for ``region`` in this process until it is stopped;
     ``concurrency`` is the number of shards it runs at once (on one event loop)."""
-    os.environ["TOKENBENCH__WORKER__REGION"] = region
+    os.environ[env_name("worker.region")] = region
     get_settings.cache_clear()
     settings = get_settings()
     if settings.redis.url is None:
-        raise SystemExit("set TOKENBENCH__REDIS__URL to the broker a worker should use")
+        raise SystemExit(f"set {env_name('redis.url')} to the broker a worker should use")
     name = f"{region}-{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
     # Events and records carry this name, so the control plane can tell from the
     # heartbeat whether the worker running a shard is still alive.

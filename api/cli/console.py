@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -27,7 +28,7 @@ from analytics.formatting import (
 )
 from analytics.markdown import render_markdown
 from analytics.report import RunReport
-from api.schemas import RunPublic
+from api.schemas import RunPublic, ShardPublic
 from scenarios.wire import ShardState
 
 # Reports are wide; when output is not a terminal (CI logs, pipes) do not wrap at 80.
@@ -66,6 +67,47 @@ class StageProgress:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
+    # TTFT figures shown per stage at most; a larger stage says how many more it has.
+    MAX_FIGURES = 4
+
+    @classmethod
+    def ttft_figures(cls, shards: Sequence[ShardPublic]) -> str:
+        """The stage's TTFT p50 as its report rows give it, one per provider and region
+        (``101.6 ms`` for one; ``fast 101.6, slow 203.0 ms`` for several, the region
+        named when the stage runs in several); "" before the first. Each is a shard's
+        median over its successful requests so far; a level split into parts takes the
+        median of its parts' figures, weighted by their successful requests."""
+        parts: dict[tuple[str, str], list[tuple[float, int]]] = {}
+        for shard in shards:
+            ok = shard.requests_done - shard.errors
+            if shard.ttft_p50_ms is not None and ok > 0:
+                parts.setdefault((shard.provider, shard.region), []).append((shard.ttft_p50_ms, ok))
+        if not parts:
+            return ""
+        figures = {key: cls.weighted_median(values) for key, values in parts.items()}
+        if len(figures) == 1 and len({(s.provider, s.region) for s in shards}) == 1:
+            return f"{next(iter(figures.values())):.1f} ms"
+        several_regions = len({s.region for s in shards}) > 1
+        shown = [
+            f"{provider}/{region} {value:.1f}" if several_regions else f"{provider} {value:.1f}"
+            for (provider, region), value in list(figures.items())[: cls.MAX_FIGURES]
+        ]
+        more = len(figures) - cls.MAX_FIGURES
+        return ", ".join(shown) + " ms" + (f" (+{more} more)" if more > 0 else "")
+
+    @staticmethod
+    def weighted_median(values: list[tuple[float, int]]) -> float:
+        """Of (value, weight) pairs, the smallest value whose cumulative weight reaches
+        half of the total."""
+        ordered = sorted(values)
+        half = sum(weight for _, weight in ordered) / 2
+        seen = 0
+        for value, weight in ordered:
+            seen += weight
+            if seen >= half:
+                return value
+        return ordered[-1][0]
+
     def update(self, view: RunPublic) -> None:
         """Redraw the stages that started."""
         for stage in view.stages:
@@ -80,10 +122,10 @@ class StageProgress:
                 # show it complete at what it actually sent, not stalled short of the cap.
                 total = done
             errors = sum(s.errors for s in shards)
-            ttfts = sorted(s.ttft_p50_ms for s in shards if s.ttft_p50_ms is not None)
             detail = f"errors {errors}"
-            if ttfts:
-                detail += f" · TTFT p50 ~{ttfts[len(ttfts) // 2]:.0f} ms"
+            ttft = self.ttft_figures(shards)
+            if ttft:
+                detail += f" · TTFT p50 {ttft}"
             detail += f" · {stage.state}"
             task = self._tasks.get(stage.index)
             if task is None:

@@ -30,6 +30,7 @@ from scenarios.model import Scenario
 _KIND_OF_STATUS: dict[int, type[TokenbenchError]] = {
     400: BadInput,
     404: NotFound,
+    406: BadInput,
     409: Conflict,
     413: BadInput,
     422: BadInput,

@@ -22,11 +22,20 @@ import typer
 from rich.console import Console
 
 from analytics.shadow_report import print_comparison
-from api.cli.errors import error_for_status, exit_for
-from scenarios.errors import BadInput, NotFound
+from api.cli.errors import exit_for
+from api.cli.local_db import open_read_only
+from api.cli.rest_client import (
+    ServerOption,
+    TokenOption,
+    one_source,
+    open_client,
+    raise_for,
+    remote,
+)
+from scenarios.errors import BadInput, NotFound, TokenbenchError
 from scenarios.gateway_config import load_gateway_config
 from scenarios.loader import ScenarioError
-from scenarios.settings import get_settings
+from scenarios.settings import env_name, get_settings
 
 # As every command's stderr: not wrapped at 80 columns when not a terminal (logs, pipes).
 _err = Console(
@@ -34,24 +43,12 @@ _err = Console(
 )
 
 
-ServerOption = Annotated[
-    str | None,
-    typer.Option(envvar="TOKENBENCH_SERVER", help="Control plane URL, e.g. http://host:8080."),
-]
-TokenOption = Annotated[
-    str | None, typer.Option(envvar="TOKENBENCH_TOKEN", help="Control plane bearer token.")
-]
-
-
-def _client(server: str, token: str | None) -> httpx.Client:
-    headers = {"authorization": f"Bearer {token}"} if token else {}
-    return httpx.Client(base_url=server.rstrip("/"), headers=headers, timeout=30)
-
-
 def _check(answer: httpx.Response, what: str) -> Any:
-    if answer.status_code >= 400:
-        message = f"{what}: HTTP {answer.status_code}: {answer.text[:2000]}"
-        raise exit_for(error_for_status(answer.status_code, message))
+    """The answer's JSON; an error answer is an exit with its message and code."""
+    try:
+        raise_for(answer, f"{what}: ")
+    except TokenbenchError as exc:
+        raise exit_for(exc) from None
     return answer.json()
 
 
@@ -91,10 +88,10 @@ def gateway(
         raise exit_for(exc, f"invalid gateway config\n{exc}") from None
     redis_url = get_settings().redis.url
     if redis_url is None:
-        raise exit_for(BadInput("the gateway needs TOKENBENCH__REDIS__URL (the workers' broker)"))
+        raise exit_for(BadInput(f"the gateway needs {env_name('redis.url')} (the workers' broker)"))
     if server is None:
         raise exit_for(BadInput("give --server (or TOKENBENCH_SERVER): the control plane URL"))
-    with _client(server, token) as client:
+    with open_client(server, token) as client:
         opened = session is None
         if session is None:
             created = _check(
@@ -164,18 +161,21 @@ def compare(
     output: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.table,
 ) -> None:
     """Each shadow against the primary over the same requests, per region."""
+    one_source(server, db)
     if server is not None:
-        with _client(server, token) as client:
+        with remote(server, token) as client:
             rows = _check(client.get(f"/v1/shadow-sessions/{session}/comparison"), session)
             rows = rows["comparison"]
     else:
-        from analytics.db import connect  # noqa: PLC0415
         from analytics.shadow import comparison, is_session  # noqa: PLC0415
 
-        con = connect(db or get_settings().duckdb.path, read_only=True)
-        if not is_session(con, session):
-            raise exit_for(NotFound(f"no shadow session {session!r}"))
-        rows = comparison(con, session)
+        con = open_read_only(db or get_settings().duckdb.path)
+        try:
+            if not is_session(con, session):
+                raise exit_for(NotFound(f"no shadow session {session!r}"))
+            rows = comparison(con, session)
+        finally:
+            con.close()
     out = Console(width=None if Console().is_terminal else 200)
     if output == Format.json:
         out.print_json(json.dumps(rows, default=str))
@@ -193,21 +193,24 @@ def export_replay(
 ) -> None:
     """Write the session's captured requests (stored with text) as a replay log for
     ``workload.replay`` (timestamp, messages, max_tokens)."""
+    one_source(server, db)
     if server is not None:
-        with _client(server, token) as client:
+        with remote(server, token) as client:
             answer = client.get(f"/v1/shadow-sessions/{session}/replay")
             if answer.status_code >= 400:
                 _check(answer, session)
             payload = answer.content
     else:
-        from analytics.db import connect  # noqa: PLC0415
         from analytics.shadow import is_session  # noqa: PLC0415
         from analytics.shadow_replay import replay_jsonl  # noqa: PLC0415
 
-        con = connect(db or get_settings().duckdb.path, read_only=True)
-        if not is_session(con, session):
-            raise exit_for(NotFound(f"no shadow session {session!r}"))
-        payload = replay_jsonl(con, session)
+        con = open_read_only(db or get_settings().duckdb.path)
+        try:
+            if not is_session(con, session):
+                raise exit_for(NotFound(f"no shadow session {session!r}"))
+            payload = replay_jsonl(con, session)
+        finally:
+            con.close()
     if not payload:
         raise exit_for(
             BadInput(

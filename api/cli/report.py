@@ -1,24 +1,29 @@
 """``tokenbench report`` and ``tokenbench sql``: a stored run's report, and user SQL.
 
-Register with ``app.command()(report)`` and ``app.command()(sql)``. Exit codes follow
-the CLI's: 0 success, 1 operational error (the database is busy), 2 bad input (unknown
-run or provider, refused or invalid SQL, missing ``-o`` for binary output).
+Register with ``app.command()(report)`` and ``app.command()(sql)``. Both read the local
+DuckDB file (``--db``), or a control plane's REST API (``--server``): while ``tokenbench
+serve`` holds the file, only the latter works, and the local command says so. Exit codes
+follow the CLI's: 0 success, 1 operational error (the database is held or busy, the
+control plane unreachable), 2 bad input (unknown run or provider, refused or invalid
+SQL, missing ``-o`` for binary output).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import duckdb
+import httpx
+import pyarrow as pa
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from analytics.db import connect
 from analytics.report import (
     RunReport,
     UnknownProviderError,
@@ -36,7 +41,17 @@ from analytics.safe_sql import (
 )
 from analytics.shadow import comparison, is_session
 from api.cli.errors import exit_for
-from scenarios.errors import BadInput, NotFound, Unavailable
+from api.cli.local_db import database_error, open_read_only
+from api.cli.rest_client import (
+    ServerOption,
+    TokenOption,
+    fetch_report,
+    get_json,
+    one_source,
+    raise_for,
+    remote,
+)
+from scenarios.errors import BadInput, NotFound
 from scenarios.settings import get_settings
 
 
@@ -65,16 +80,6 @@ def _consoles() -> tuple[Console, Console]:
     return out, err
 
 
-def _open(path: Path) -> duckdb.DuckDBPyConnection:
-    try:
-        return connect(path, read_only=True)
-    except FileNotFoundError as exc:
-        raise exit_for(NotFound(str(exc))) from None
-    except duckdb.IOException as exc:
-        # DuckDB allows one writer process: a run in progress holds the file.
-        raise exit_for(Unavailable(f"cannot open {path}: {str(exc).splitlines()[0]}")) from None
-
-
 def _build(con: duckdb.DuckDBPyConnection, run_id: str, path: Path) -> RunReport:
     chosen = latest_run_id(con) if run_id == "latest" else run_id
     if chosen is None:
@@ -83,6 +88,65 @@ def _build(con: duckdb.DuckDBPyConnection, run_id: str, path: Path) -> RunReport
         return build_report(con, chosen)
     except UnknownRunError as exc:
         raise exit_for(exc, f"no run {chosen!r} in {path}") from None
+
+
+def _provider_pair(providers: str) -> tuple[str, str]:
+    names = [p.strip() for p in providers.split(",")]
+    if len(names) != 2 or not all(names):
+        raise exit_for(BadInput("--providers takes two names: A,B"))
+    return names[0], names[1]
+
+
+def _local_report(
+    path: Path, run_id: str, compare: str | None, pair: tuple[str, str] | None
+) -> tuple[RunReport, list[dict[str, Any]] | None]:
+    """The report (and a shadow session's comparison) read from the DuckDB file."""
+    con = open_read_only(path)
+    shadow_rows = None
+    try:
+        result = _build(con, run_id, path)
+        if is_session(con, result.run_id):
+            # A shadow-traffic session: its paired comparison follows the report.
+            shadow_rows = comparison(con, result.run_id)
+        if pair is not None:
+            try:
+                result = result.with_provider_comparison(*pair)
+            except UnknownProviderError as exc:
+                raise exit_for(exc) from None
+        if compare is not None:
+            result = result.with_run_comparison(_build(con, compare, path))
+    finally:
+        con.close()
+    return result, shadow_rows
+
+
+def _remote_run_id(client: httpx.Client, run_id: str, server: str) -> str:
+    if run_id != "latest":
+        return run_id
+    newest = get_json(client, "/v1/runs", {"limit": 1})
+    if not newest:
+        raise NotFound(f"no runs on {server}")
+    return str(newest[0]["id"])
+
+
+def _remote_report(
+    server: str, token: str | None, run_id: str, compare: str | None, pair: tuple[str, str] | None
+) -> tuple[RunReport, list[dict[str, Any]] | None]:
+    """The report (and a shadow session's comparison) through the control plane's REST
+    API: the comparisons are computed there, next to the data."""
+    with remote(server, token) as client:
+        chosen = _remote_run_id(client, run_id, server)
+        query = {
+            "compare": None if compare is None else _remote_run_id(client, compare, server),
+            "providers": None if pair is None else ",".join(pair),
+        }
+        result = fetch_report(client, chosen, **query)
+        answer = client.get(f"/v1/shadow-sessions/{chosen}/comparison")
+        shadow_rows = None
+        if answer.status_code != 404:  # 404: a run, not a shadow session
+            raise_for(answer)
+            shadow_rows = answer.json()["comparison"]
+    return result, shadow_rows
 
 
 def report(
@@ -100,33 +164,22 @@ def report(
         Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout.")
     ] = None,
     db: Annotated[Path | None, typer.Option(help="DuckDB file.")] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
-    """Print a stored run's report, optionally comparing two providers or two runs."""
+    """Print a stored run's report, optionally comparing two providers or two runs. With
+    --server, read it from a control plane (while it serves, its DuckDB file is locked)."""
     from api.cli.console import print_report  # noqa: PLC0415
 
     out, err = _consoles()
     if compare is not None and providers is not None:
         raise exit_for(BadInput("give --compare or --providers, not both"))
-    path = db or get_settings().duckdb.path
-    con = _open(path)
-    shadow_rows = None
-    try:
-        result = _build(con, run_id, path)
-        if is_session(con, result.run_id):
-            # A shadow-traffic session: its paired comparison follows the report.
-            shadow_rows = comparison(con, result.run_id)
-        if providers is not None:
-            names = [p.strip() for p in providers.split(",")]
-            if len(names) != 2 or not all(names):
-                raise exit_for(BadInput("--providers takes two names: A,B"))
-            try:
-                result = result.with_provider_comparison(names[0], names[1])
-            except UnknownProviderError as exc:
-                raise exit_for(exc) from None
-        if compare is not None:
-            result = result.with_run_comparison(_build(con, compare, path))
-    finally:
-        con.close()
+    pair = None if providers is None else _provider_pair(providers)
+    one_source(server, db)
+    if server is not None:
+        result, shadow_rows = _remote_report(server, token, run_id, compare, pair)
+    else:
+        result, shadow_rows = _local_report(db or get_settings().duckdb.path, run_id, compare, pair)
     from analytics.shadow_report import print_comparison  # noqa: PLC0415
 
     if out_file is None:
@@ -150,23 +203,73 @@ def sql(
     ] = None,
     max_rows: Annotated[int, typer.Option(min=1, help="Row cap of the answer.")] = 10_000,
     timeout_s: Annotated[float, typer.Option(min=0.1, help="Statement timeout.")] = 30.0,
+    server: ServerOption = None,
+    token: TokenOption = None,
+    max_staleness_s: Annotated[
+        float,
+        typer.Option(
+            min=0, help="With --server: oldest acceptable copy of the results, in seconds."
+        ),
+    ] = 30.0,
 ) -> None:
-    """Run a read-only SQL query on the results (sandboxed: no files, network or extensions)."""
+    """Run a read-only SQL query on the results (sandboxed: no files, network or extensions).
+    With --server, on the control plane's copy of its results (POST /v1/sql)."""
     out, err = _consoles()
     if output is SqlFormat.parquet and out_file is None:
         raise exit_for(BadInput("--format parquet needs -o FILE"))
-    path = db or get_settings().duckdb.path
-    try:
-        result = run_query(path, query, SqlLimits(max_rows=max_rows, timeout_s=timeout_s))
-    except FileNotFoundError as exc:
-        raise exit_for(NotFound(str(exc))) from None
-    except duckdb.IOException as exc:
-        raise exit_for(Unavailable(f"cannot open {path}: {str(exc).splitlines()[0]}")) from None
-    except (DatabaseBusyError, SqlError) as exc:
-        raise exit_for(exc) from None
+    limits = SqlLimits(max_rows=max_rows, timeout_s=timeout_s)
+    one_source(server, db)
+    if server is not None:
+        result, age_s = _remote_query(server, token, query, limits, max_staleness_s)
+        if age_s >= 1:
+            err.print(
+                f"[dim]answered from the control plane's copy of the results, {age_s:.0f} s old "
+                "(--max-staleness-s 0 for fresh data)",
+                highlight=False,
+            )
+    else:
+        result = _local_query(db or get_settings().duckdb.path, query, limits)
     if result.truncated:
         err.print(f"[yellow]result cut at {max_rows} rows (--max-rows)", highlight=False)
     _write_result(result, output, out_file, out)
+
+
+def _local_query(path: Path, query: str, limits: SqlLimits) -> QueryResult:
+    try:
+        return run_query(path, query, limits)
+    except FileNotFoundError as exc:
+        raise exit_for(NotFound(str(exc))) from None
+    except duckdb.IOException as exc:
+        raise exit_for(database_error(path, exc)) from None
+    except (DatabaseBusyError, SqlError) as exc:
+        raise exit_for(exc) from None
+
+
+def _remote_query(
+    server: str, token: str | None, query: str, limits: SqlLimits, max_staleness_s: float
+) -> tuple[QueryResult, float]:
+    """The rows through ``POST /v1/sql`` (as Arrow: every output format is then written
+    as the local command writes it), and how old the control plane's copy was."""
+    body = {
+        "query": query,
+        "format": "arrow",
+        "max_rows": limits.max_rows,
+        "timeout_s": limits.timeout_s,
+        "max_staleness_s": max_staleness_s,
+    }
+    # The statement may run for its whole timeout, after a refresh of the copy.
+    with remote(server, token, timeout_s=limits.timeout_s + 60) as client:
+        started = time.perf_counter()
+        answer = client.post("/v1/sql", json=body)
+        raise_for(answer)
+        table = pa.ipc.open_stream(answer.content).read_all()
+    headers = answer.headers
+    result = QueryResult(
+        table=table,
+        truncated=headers.get("x-tokenbench-truncated") == "true",
+        elapsed_s=time.perf_counter() - started,
+    )
+    return result, float(headers.get("x-tokenbench-snapshot-age-s", "0"))
 
 
 def _write_result(

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from api.cli.console import stderr
-from scenarios.settings import get_settings
+from scenarios.settings import env_name, get_settings
 
 
 def serve(
@@ -37,11 +37,11 @@ def serve(
             settings.redis.url = server.url
             stderr.print(
                 f"embedded Redis at {server.url}: start workers with "
-                f"TOKENBENCH__REDIS__URL={server.url} tokenbench worker --region NAME"
+                f"{env_name('redis.url')}={server.url} tokenbench worker --region NAME"
             )
         if not settings.api.tokens:
             stderr.print(
-                "[yellow]TOKENBENCH__API__TOKENS is empty: every API request will be refused"
+                f"[yellow]{env_name('api.tokens')} is empty: every API request will be refused"
             )
         uvicorn.run(create_app(settings, celery_app), host=host, port=port, log_level="info")
     except KeyboardInterrupt:

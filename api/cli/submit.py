@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,39 +10,17 @@ import httpx
 import typer
 from rich.console import Console
 
-from analytics.report import RunReport
 from api.cli.console import OutputFormat, StageProgress, stderr, stdout
 from api.cli.datasets import upload_local_datasets
-from api.cli.errors import error_for_status, exit_for, load_or_exit
+from api.cli.errors import exit_for, load_or_exit
+from api.cli.rest_client import TokenOption, fetch_report, raise_for, remote
 from api.schemas import RunPublic
-from scenarios.errors import BadInput, TokenbenchError, Unavailable
+from scenarios.errors import BadInput
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
 from scenarios.wire import RunState
 
 POLL_S = 0.5
-
-
-def _raise_for(response: httpx.Response, context: str = "") -> None:
-    """Raise the error of the tree for an HTTP error answer (its message prefixed by
-    ``context``); exit codes as for any CLI error (api/cli/errors.py)."""
-    if response.status_code < 400:
-        return
-    try:
-        body: Any = response.json()
-    except ValueError:
-        body = {"detail": response.text[:500]}
-    detail = body.get("detail") if isinstance(body, dict) else body
-    if isinstance(detail, list):
-        lines = [
-            ".".join(str(p) for p in item.get("loc", [])) + f": {item.get('msg')}"
-            for item in detail
-        ]
-        message = "\n".join(lines)
-    else:
-        message = str(detail)
-    status = response.status_code
-    raise error_for_status(status, f"{context}HTTP {status}: {message}")
 
 
 def upload_dataset(client: httpx.Client, use: str, path: str, data: bytes) -> str:
@@ -52,7 +29,7 @@ def upload_dataset(client: httpx.Client, use: str, path: str, data: bytes) -> st
     response = client.post(
         "/v1/datasets", content=data, headers={"content-type": "application/x-ndjson"}
     )
-    _raise_for(response, f"workload.{use}.path: {path}: ")
+    raise_for(response, f"workload.{use}.path: {path}: ")
     info = response.json()
     if use not in info["kinds"]:
         raise BadInput(
@@ -67,21 +44,27 @@ def submit_run(
     scenario: Scenario,
     wait_for_workers: bool,
     source: str | None = None,
+    regions: list[str] | None = None,
 ) -> str:
     """Upload the local files the scenario names as datasets (the control plane never
-    reads a path), POST the scenario inline; return the run id. A local file that cannot
-    be used raises its ScenarioError (bad input)."""
+    reads a path), POST the scenario inline (run from ``regions`` instead of its own
+    when given); return the run id. A local file that cannot be used raises its
+    ScenarioError (bad input)."""
     scenario = upload_local_datasets(
         scenario,
         lambda use, path, data: upload_dataset(client, use, path, data),
         get_settings().api,
         source,
     )
-    response = client.post(
-        "/v1/runs",
-        json={"scenario": scenario.model_dump(mode="json"), "wait_for_workers": wait_for_workers},
-    )
-    _raise_for(response)
+    body: dict[str, Any] = {
+        "scenario": scenario.model_dump(mode="json"),
+        "wait_for_workers": wait_for_workers,
+    }
+    if regions is not None:
+        # The control plane's per-run override: it validates the names like the scenario's.
+        body["overrides"] = {"regions": regions}
+    response = client.post("/v1/runs", json=body)
+    raise_for(response)
     return str(response.json()["id"])
 
 
@@ -90,7 +73,7 @@ def follow_run(client: httpx.Client, run_id: str, console: Console) -> RunPublic
     with StageProgress(console) as progress:
         while True:
             response = client.get(f"/v1/runs/{run_id}")
-            _raise_for(response)
+            raise_for(response)
             view = RunPublic.model_validate(response.json())
             progress.update(view)
             if view.state != RunState.RUNNING:
@@ -98,20 +81,23 @@ def follow_run(client: httpx.Client, run_id: str, console: Console) -> RunPublic
             time.sleep(POLL_S)
 
 
-def fetch_report(client: httpx.Client, run_id: str) -> RunReport:
-    """The run's report from the control plane."""
-    response = client.get(f"/v1/runs/{run_id}/report")
-    _raise_for(response)
-    data = response.json()
-    names = {f.name for f in dataclasses.fields(RunReport)}
-    return RunReport(**{key: value for key, value in data.items() if key in names})
+def region_list(text: str) -> list[str]:
+    """``us,eu`` as a list of names; none at all is bad input."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise BadInput("--regions takes one or more names, e.g. --regions us,eu")
+    return names
 
 
 def submit(
     scenario_path: Annotated[Path, typer.Argument(help="Scenario file (YAML or JSON).")],
-    server: Annotated[str, typer.Option(help="Control plane URL.")] = "http://127.0.0.1:8080",
-    token: Annotated[
-        str | None, typer.Option(envvar="TOKENBENCH_TOKEN", help="Bearer token.")
+    server: Annotated[
+        str, typer.Option(envvar="TOKENBENCH_SERVER", help="Control plane URL.")
+    ] = "http://127.0.0.1:8080",
+    token: TokenOption = None,
+    regions: Annotated[
+        str | None,
+        typer.Option(help="Run from these regions (us,eu) instead of the scenario's."),
     ] = None,
     wait: Annotated[bool, typer.Option(help="Follow the run and print its report.")] = False,
     wait_for_workers: Annotated[
@@ -125,19 +111,17 @@ def submit(
     from api.cli.console import print_report  # noqa: PLC0415
 
     scenario = load_or_exit(scenario_path)
-    headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
-        with httpx.Client(base_url=server, headers=headers, timeout=30) as client:
-            run_id = submit_run(client, scenario, wait_for_workers)
-            stderr.print(f"run {run_id} submitted")
-            if not wait:
-                stdout.print(run_id)
-                return
-            view = follow_run(client, run_id, stderr)
-            print_report(stdout, fetch_report(client, run_id), output.value)
-    except TokenbenchError as exc:
+        chosen = None if regions is None else region_list(regions)
+    except BadInput as exc:
         raise exit_for(exc) from None
-    except httpx.HTTPError as exc:
-        raise exit_for(Unavailable(f"cannot reach {server}: {exc}")) from None
+    with remote(server, token) as client:
+        run_id = submit_run(client, scenario, wait_for_workers, regions=chosen)
+        stderr.print(f"run {run_id} submitted")
+        if not wait:
+            stdout.print(run_id)
+            return
+        view = follow_run(client, run_id, stderr)
+        print_report(stdout, fetch_report(client, run_id), output.value)
     if view.state != RunState.FINISHED:
         raise typer.Exit(1)

@@ -25,6 +25,7 @@ from api.control.planner import Stage, plan_run, stored_stages
 from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
+from scenarios.settings import env_name
 from scenarios.wire import (
     IN_FLIGHT,
     PRIMARY_SHARD,
@@ -216,6 +217,7 @@ class Coordinator:
                 event.get("worker"),
             )
             shard.done = shard.errors = 0
+            shard.ttft_p50_ms = None  # the new attempt's own figure comes with its progress
             self.store.attempt_started(self.run_id, shard_id, attempt, shard.worker or "")
         elif attempt != shard.attempt:
             return  # from an attempt that a newer one superseded
@@ -275,7 +277,11 @@ class Coordinator:
                 f"worker {shard.worker} lost",
             )  # fmt: skip
         if shard.dispatches >= max_attempts:
-            self.fail(shard, f"worker lost {shard.dispatches} times (last: {shard.worker})")
+            self.fail(
+                shard,
+                f"worker lost {shard.dispatches} times, the most "
+                f"{env_name('control.max_attempts')} allows (last: {shard.worker})",
+            )
             return False
         shard.state, shard.worker = ShardState.PLANNED, None
         return True
@@ -289,7 +295,11 @@ class Coordinator:
                 self.run_id, shard.spec.shard_id, shard.attempt, "abandoned", None, None, reason
             )
         if shard.dispatches >= max_attempts:
-            self.fail(shard, self.missing(shard, f"{reason}; dispatched {shard.dispatches} times"))
+            tried = (
+                f"dispatched {shard.dispatches} times, the most "
+                f"{env_name('control.max_attempts')} allows"
+            )
+            self.fail(shard, self.missing(shard, f"{reason}; {tried}"))
             return False
         shard.state, shard.worker = ShardState.PLANNED, None
         shard.finished_attempt = shard.expected_batches = None

@@ -65,7 +65,7 @@ from api.control.redis_faults import (
 from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
-from scenarios.settings import ControlSettings
+from scenarios.settings import ControlSettings, env_name
 from scenarios.wire import (
     DATASET_TTL_S,
     IN_FLIGHT,
@@ -417,7 +417,10 @@ class ControlPlane:
                 for spec in coordinator.stages[index].shards
                 if spec.region == region
             ]
-            reason = f"no live worker in region {region!r}"
+            reason = (
+                f"no live worker in region {region!r} for "
+                f"{self.settings.no_worker_grace_s:g} s ({env_name('control.no_worker_grace_s')})"
+            )
             coordinator.settle_many(stranded, ShardState.FAILED, reason)
 
     # ------------------------------------------------------------------ Redis faults
@@ -484,7 +487,7 @@ class ControlPlane:
         if not stuck:
             return
         quiet_s = now - coordinator.last_progress_at
-        reason = f"no progress for {quiet_s:.0f} s (TOKENBENCH__CONTROL__STALL_TIMEOUT_S)"
+        reason = f"no progress for {quiet_s:.0f} s ({env_name('control.stall_timeout_s')})"
         for shard in stuck:
             if shard.state == ShardState.DISPATCHED and await self._queued(shard):
                 continue

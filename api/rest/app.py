@@ -14,6 +14,7 @@ from pathlib import Path
 
 from celery import Celery
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from redis.asyncio import Redis
 
 from analytics.db import connect
@@ -22,8 +23,10 @@ from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers
 from api.rest.routes import datasets, health, runs, scenarios, shadow, sql
 from api.rest.scenario_store import ScenarioStore
-from scenarios.settings import Settings
+from scenarios.settings import Settings, env_name
 from scenarios.wire import REDIS_CLIENT_OPTIONS
+
+DOCS_ASSETS_URL = "/docs-assets"
 
 
 def create_app(settings: Settings, celery: Celery) -> FastAPI:
@@ -31,7 +34,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
     dispatches shards through (by task name; ``tokenbench serve`` passes the workers'
     configured app), so the REST app imports nothing of the worker runtime."""
     if settings.redis.url is None:
-        raise RuntimeError("the control plane needs TOKENBENCH__REDIS__URL")
+        raise RuntimeError(f"the control plane needs {env_name('redis.url')}")
     redis_url = settings.redis.url
 
     @contextlib.asynccontextmanager
@@ -56,17 +59,24 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
             await redis.aclose()
             con.close()
 
-    app = FastAPI(
+    # /docs and /redoc with their Swagger UI and ReDoc assets served by the app itself
+    # (from the fastapi-offline package), not from a CDN: they work without internet.
+    app = FastAPIOffline(
         title="tokenbench control plane",
         version="0.1.0",
         description="Submit benchmark scenarios, follow runs, fetch reports and records.",
         lifespan=lifespan,
+        static_url=DOCS_ASSETS_URL,
+        # Swagger UI would send the schema's URL to its public validator otherwise.
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.add_middleware(
         BodyLimitMiddleware,
         max_bytes=settings.api.max_body_bytes,
         # Dataset uploads are whole JSONL files: their own, larger cap.
         route_max_bytes={("POST", "/v1/datasets"): settings.api.max_dataset_bytes},
+        setting=env_name("api.max_body_bytes"),
+        route_settings={("POST", "/v1/datasets"): env_name("api.max_dataset_bytes")},
     )
     install_error_handlers(app)
     app.include_router(health.router)

@@ -11,6 +11,8 @@ kind's HTTP status and one body shape::
     UnknownRunError, UnknownScenarioError, UnknownDatasetError,
     UnknownShadowSessionError → 404
     RegionUnavailable → 409, ``regions`` names the regions without a live worker
+    UnknownFormat     → 422, ``formats`` lists the ones the route serves
+    NotAcceptable     → 406, ``formats`` likewise (the Accept header names none of them)
     SQL refusals      → 400/403/408/413/503, ``kind`` names the SQL refusal
 
 Request validation (422), inputs nested too deeply for a parser (422) and HTTP errors
@@ -102,6 +104,33 @@ class RegionUnavailable(Conflict):
     def public_fields(self) -> dict[str, object]:
         """The regions without a live worker, for a client to name or wait for."""
         return {"regions": self.regions}
+
+
+class UnknownFormat(BadInput):
+    """A ``format`` the route does not serve."""
+
+    def __init__(self, name: str, formats: list[str]) -> None:
+        super().__init__(f"unknown format {name!r}: give one of {', '.join(formats)}")
+        self.formats = formats
+
+    def public_fields(self) -> dict[str, object]:
+        """The formats the route serves."""
+        return {"formats": self.formats}
+
+
+class NotAcceptable(BadInput):
+    """The ``Accept`` header accepts none of the route's media types."""
+
+    http_status = 406
+
+    def __init__(self, accept: str, formats: dict[str, str]) -> None:
+        offered = ", ".join(f"{name} ({media})" for name, media in formats.items())
+        super().__init__(f"Accept: {accept[:200]} accepts none of {offered}; or give ?format=NAME")
+        self.formats = list(formats)
+
+    def public_fields(self) -> dict[str, object]:
+        """The formats the route serves."""
+        return {"formats": self.formats}
 
 
 class ProviderEgressDenied(BadInput):

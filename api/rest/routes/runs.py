@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Query, Response
 
 from analytics.datasets import DatasetStore
 from analytics.report import UnknownRunError, build_report
+from analytics.report_formats import REPORT_FORMATS, ReportFormat
 from api.control.plane import live_worker_count
 from api.control.run_views import live_view, stored_view
 from api.rest.deps import (
@@ -22,13 +23,16 @@ from api.rest.deps import (
     SettingsDep,
     WriterDep,
 )
-from api.rest.errors import RegionUnavailable
+from api.rest.errors import NotAcceptable, RegionUnavailable, UnknownFormat
+from api.rest.negotiation import preferred
 from api.rest.validation import (
     check_scenario_datasets,
     check_scenario_egress,
     scenario_with_overrides,
 )
 from api.schemas import RunCreate, RunCreated, RunPublic
+from scenarios.errors import BadInput
+from scenarios.limits import MAX_ID_CHARS
 from scenarios.loader import Problem, ScenarioError
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Authenticated])
@@ -104,10 +108,84 @@ async def cancel_run(
     return live_view(coordinator, coordinator.scenario.name)
 
 
-@router.get("/{run_id}/report")
-def get_report(run_id: str, cursor: CursorDep) -> dict[str, Any]:
-    """The run's report (the same content as `tokenbench report --format json`)."""
-    return build_report(cursor, run_id).to_dict()
+# The HTML report is built from what submitters wrote (names, error messages): escaped
+# when rendered, and served in a sandbox (an opaque origin: no access to this origin's
+# storage or API, no network) so that nothing in it can act as the control plane's page.
+_REPORT_HEADERS: dict[str, dict[str, str]] = {
+    "html": {
+        "content-security-policy": "sandbox allow-scripts; default-src 'none'; "
+        "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+        "img-src data: blob:; font-src data:"
+    }
+}
+_FORMAT_NAMES = ", ".join(REPORT_FORMATS)
+_REPORT_MEDIA = {name: fmt.media_type for name, fmt in REPORT_FORMATS.items()}
+
+
+def report_format(name: str | None, accept: str | None) -> ReportFormat:
+    """The format named by ``?format=``, else the one ``Accept`` prefers (JSON when it
+    names nothing); an unknown name is a 422, an Accept header served by none a 406."""
+    if name is not None:
+        if name not in REPORT_FORMATS:
+            raise UnknownFormat(name, list(REPORT_FORMATS))
+        return REPORT_FORMATS[name]
+    chosen = preferred(accept, _REPORT_MEDIA)
+    if chosen is None:
+        raise NotAcceptable(accept or "", _REPORT_MEDIA)
+    return REPORT_FORMATS[chosen]
+
+
+def _provider_pair(providers: str) -> tuple[str, str]:
+    names = [p.strip() for p in providers.split(",")]
+    if len(names) != 2 or not all(names):
+        raise BadInput("providers takes two provider names: A,B")
+    return names[0], names[1]
+
+
+@router.get(
+    "/{run_id}/report",
+    responses={
+        200: {"content": {fmt.media_type: {} for fmt in REPORT_FORMATS.values()}},
+        406: {"description": "The Accept header names none of the formats."},
+    },
+)
+def get_report(
+    run_id: str,
+    cursor: CursorDep,
+    output: Annotated[
+        str | None,
+        Query(
+            alias="format",
+            max_length=32,
+            description=f"One of {_FORMAT_NAMES}; default: from the Accept header, else JSON.",
+        ),
+    ] = None,
+    compare: Annotated[
+        str | None,
+        Query(max_length=MAX_ID_CHARS, description="Baseline run id: ratios of this run to it."),
+    ] = None,
+    providers: Annotated[
+        str | None,
+        Query(
+            max_length=2 * MAX_ID_CHARS + 1,
+            description="A,B: ratios of provider B to provider A in this run.",
+        ),
+    ] = None,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """The run's report as JSON, markdown or HTML, by ``?format=`` or ``Accept`` (the
+    same content as `tokenbench report --format ...`), with a comparison if asked."""
+    fmt = report_format(output, accept)
+    if compare is not None and providers is not None:
+        raise BadInput("give compare or providers, not both")
+    report = build_report(cursor, run_id)
+    if providers is not None:
+        report = report.with_provider_comparison(*_provider_pair(providers))
+    if compare is not None:
+        report = report.with_run_comparison(build_report(cursor, compare))
+    headers = {"x-content-type-options": "nosniff", "vary": "Accept"}
+    headers.update(_REPORT_HEADERS.get(fmt.name, {}))
+    return Response(fmt.render(report), media_type=fmt.media_type, headers=headers)
 
 
 @router.get(

@@ -103,3 +103,29 @@ def test_an_unreachable_control_plane_is_operational(tmp_path: Path) -> None:
     shown = CliRunner().invoke(app, [str(path), "--server", server], env={"TOKENBENCH_TOKEN": None})
     assert shown.exit_code == 1
     assert f"cannot reach {server}" in shown.stderr
+
+
+def test_regions_override_the_scenarios(rest_stack: RestStack, tmp_path: Path) -> None:
+    first, second = lonely_region(), lonely_region()
+    scenario = run_scenario("written-in-the-file")
+    shown = _submit(
+        rest_stack, scenario, tmp_path, "--regions", f"{first}, {second}", "--wait-for-workers"
+    )
+    assert shown.exit_code == 0, shown.output
+    run_id = shown.stdout.strip().splitlines()[-1]
+    try:
+        view = rest_stack.client.get(f"/v1/runs/{run_id}").json()
+        regions = {shard["region"] for stage in view["stages"] for shard in stage["shards"]}
+        assert regions == {first, second}
+    finally:
+        rest_stack.client.post(f"/v1/runs/{run_id}/cancel")
+
+    # Without --wait-for-workers the override is checked like the file's regions.
+    lonely = lonely_region()
+    refused = _submit(rest_stack, scenario, tmp_path, "--regions", lonely)
+    assert refused.exit_code == 2
+    assert f"HTTP 409: no live worker in region(s): {lonely}" in refused.stderr
+    for bad, message in ((" , ", "--regions takes one or more names"), ("bad name!", "HTTP 422")):
+        invalid = _submit(rest_stack, scenario, tmp_path, "--regions", bad, "--wait-for-workers")
+        assert invalid.exit_code == 2, invalid.output
+        assert message in invalid.stderr

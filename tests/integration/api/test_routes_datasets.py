@@ -104,7 +104,8 @@ def test_uploads_are_capped_in_bytes_with_or_without_a_length(rest_stack: RestSt
     line = json.dumps({"prompt": "x" * 100}).encode() + b"\n"
     too_big = line * (MAX_DATASET_BYTES // len(line) + 1)
     expected = {
-        "detail": f"request body larger than {MAX_DATASET_BYTES} bytes",
+        "detail": f"request body larger than {MAX_DATASET_BYTES} bytes "
+        "(TOKENBENCH__API__MAX_DATASET_BYTES)",
         "error": "bad_input",
     }
     sized = rest_stack.client.post("/v1/datasets", content=too_big, headers=NDJSON)

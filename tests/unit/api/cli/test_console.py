@@ -22,10 +22,16 @@ def _console() -> Console:
 
 
 def _shard(
-    index: int, done: int, planned: int | None, errors: int = 0, ttft: float | None = None
+    index: int,
+    done: int,
+    planned: int | None,
+    errors: int = 0,
+    ttft: float | None = None,
+    provider: str = "sim",
+    region: str = "eu",
 ) -> ShardPublic:
     return ShardPublic(
-        shard_id=f"s{index}.{done}", provider="sim", region="eu", state="running",
+        shard_id=f"s{index}.{done}", provider=provider, region=region, state="running",
         concurrency=1, attempt=1, requests_done=done, requests_planned=planned,
         errors=errors, ttft_p50_ms=ttft, message=None,
     )  # fmt: skip
@@ -40,6 +46,31 @@ def _view(stages: list[tuple[str, list[ShardPublic]]]) -> RunPublic:
             for i, (state, shards) in enumerate(stages)
         ],
     )  # fmt: skip
+
+
+def test_the_ttft_figure_is_each_provider_and_regions_own() -> None:
+    figures = StageProgress.ttft_figures
+    # One provider and region: its figure alone; nothing before the first success.
+    assert figures([_shard(0, 3, 10, 3, None)]) == ""
+    assert figures([_shard(0, 5, 10, 0, 101.62)]) == "101.6 ms"
+    # Two providers in one region: named by provider, never mixed into one number.
+    two = [_shard(0, 5, 10, 0, 101.0, "fast"), _shard(0, 5, 10, 0, 203.0, "slow")]
+    assert figures(two) == "fast 101.0, slow 203.0 ms"
+    # Two regions: provider/region, as the report's rows; one not yet measured is left out.
+    regions = [
+        _shard(0, 5, 10, 0, 101.0, "fast", "eu"),
+        _shard(0, 5, 10, 0, 120.0, "fast", "us"),
+        _shard(0, 0, 10, 0, None, "slow", "eu"),
+    ]
+    assert figures(regions) == "fast/eu 101.0, fast/us 120.0 ms"
+    many = [_shard(0, 5, 10, 0, 10.0 * i, f"p{i}") for i in range(1, 7)]
+    assert figures(many) == "p1 10.0, p2 20.0, p3 30.0, p4 40.0 ms (+2 more)"
+
+
+def test_parts_of_a_level_are_weighted_by_their_successes() -> None:
+    assert StageProgress.weighted_median([(50.0, 2), (70.0, 4)]) == 70.0
+    assert StageProgress.weighted_median([(70.0, 1), (50.0, 9)]) == 50.0
+    assert StageProgress.weighted_median([(50.0, 2), (70.0, 2)]) == 50.0
 
 
 def test_one_bar_per_started_stage() -> None:
@@ -60,7 +91,8 @@ def test_one_bar_per_started_stage() -> None:
         assert (finished.completed, finished.total) == (8, 8)
         assert finished.fields["detail"] == "errors 0 · finished"
         assert (running.completed, running.total) == (7, 20)
-        assert running.fields["detail"] == "errors 1 · TTFT p50 ~70 ms · running"
+        # The stage's figure: the parts' medians weighted by their successful requests.
+        assert running.fields["detail"] == "errors 1 · TTFT p50 70.0 ms · running"
 
         # The next view moves the same bars on; a stage bounded by duration has no total.
         progress.update(

@@ -97,3 +97,20 @@ def test_other_scopes_pass_through(echo: Echo) -> None:
     with TestClient(BodyLimitMiddleware(echo, CAP)) as client:
         assert client.get("/").status_code == 200
     assert echo.scopes == ["lifespan", "http"]
+
+
+def test_the_refusal_names_the_setting_that_raises_the_cap(echo: Echo) -> None:
+    limited = BodyLimitMiddleware(
+        echo,
+        CAP,
+        route_max_bytes={("POST", "/upload"): UPLOAD_CAP},
+        setting="TOKENBENCH__API__MAX_BODY_BYTES",
+        route_settings={("POST", "/upload"): "TOKENBENCH__API__MAX_DATASET_BYTES"},
+    )
+    with TestClient(limited) as client:
+        body = client.post("/anything", content=b"x" * (CAP + 1)).json()
+        assert body["detail"] == (
+            f"request body larger than {CAP} bytes (TOKENBENCH__API__MAX_BODY_BYTES)"
+        )
+        upload = client.post("/upload", content=b"x" * (UPLOAD_CAP + 1)).json()
+        assert upload["detail"].endswith("(TOKENBENCH__API__MAX_DATASET_BYTES)")

@@ -1,0 +1,84 @@
+"""infra/: the compose example and the Procfile run, as written, a scenario whose every
+region has a worker there, and submit it to the port the control plane serves on."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import yaml
+
+from api.cli.submit import region_list
+from scenarios.loader import load_scenario
+
+REPO = Path(__file__).resolve().parents[2]
+INFRA = REPO / "infra"
+
+
+def _submit_command(text: str) -> list[str]:
+    """The `tokenbench submit ...` command of a file's header comment, continuation
+    lines joined, without the environment assignments before it."""
+    comment = "\n".join(
+        line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")
+    )
+    joined = comment.replace("\\\n", " ")
+    [line] = [line for line in joined.splitlines() if "tokenbench submit" in line]
+    words = shlex.split(line, comments=True)
+    return words[words.index("tokenbench") :]
+
+
+def _submitted_regions(command: list[str]) -> tuple[list[str], str]:
+    """The regions the command runs from (its --regions, else its scenario's), and the
+    server it submits to."""
+    scenario = load_scenario(REPO / command[2])
+    regions = list(scenario.regions)
+    if "--regions" in command:
+        regions = region_list(command[command.index("--regions") + 1])
+    return regions, command[command.index("--server") + 1]
+
+
+def _region_of(command: list[str]) -> str:
+    return command[command.index("--region") + 1]
+
+
+def test_the_compose_example_submits_to_regions_it_runs_workers_for() -> None:
+    text = (INFRA / "docker-compose.yml").read_text()
+    compose = yaml.safe_load(text)
+    services = compose["services"]
+    workers = {
+        _region_of(service["command"])
+        for service in services.values()
+        if service.get("command", [None])[0] == "worker"
+    }
+    assert workers == {"eu", "us"}
+    regions, server = _submitted_regions(_submit_command(text))
+    assert set(regions) <= workers, f"no worker service for {set(regions) - workers}"
+    # The control plane expects those regions and serves where the command submits.
+    plane = services["control-plane"]
+    assert set(json.loads(compose["x-tokenbench-env"]["TOKENBENCH__REGIONS"])) == workers
+    port = plane["command"][plane["command"].index("--port") + 1]
+    assert f"{port}:{port}" in plane["ports"]
+    assert server == f"http://127.0.0.1:{port}"
+
+
+def test_the_procfile_submits_to_regions_it_runs_workers_for() -> None:
+    text = (INFRA / "Procfile").read_text()
+    processes = dict(
+        line.split(": ", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+    workers = {
+        _region_of(shlex.split(command))
+        for command in processes.values()
+        if "tokenbench worker" in command
+    }
+    assert workers == {"eu", "us"}
+    regions, server = _submitted_regions(_submit_command(text))
+    assert set(regions) <= workers, f"no worker process for {set(regions) - workers}"
+    serve = shlex.split(processes["control"])
+    assert server == f"http://127.0.0.1:{serve[serve.index('--port') + 1]}"
+    # Every process talks to the Redis the Procfile starts.
+    redis_port = shlex.split(processes["redis"])[2]
+    urls = {url for command in processes.values() for url in re.findall(r"redis://\S+", command)}
+    assert urls == {f"redis://127.0.0.1:{redis_port}/0"}
