@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
@@ -26,8 +25,8 @@ from analytics.formatting import (
     method_note,
     percentile_rows,
 )
-from analytics.markdown import render_markdown
 from analytics.report import RunReport
+from analytics.report_formats import REPORT_FORMATS
 from api.schemas import RunPublic, ShardPublic
 from scenarios.wire import ShardState
 
@@ -37,10 +36,12 @@ stderr = Console(stderr=True, width=None if Console(stderr=True).is_terminal els
 
 
 class OutputFormat(StrEnum):
-    """How results are printed."""
+    """How a report is printed: the terminal table, or a document format."""
 
     table = "table"
     json = "json"
+    markdown = "markdown"
+    html = "html"
 
 
 class StageProgress:
@@ -214,19 +215,12 @@ def _percent(value: float | None) -> str:
 
 
 def print_report(console: Console, report: RunReport, fmt: str) -> None:
-    """Print the report as a table, JSON, markdown or HTML."""
-    if fmt == "json":
-        console.print_json(json.dumps(report.to_dict(), default=str))
-        return
-    if fmt in {"markdown", "html"}:
+    """Print the report as the terminal table or as a document format (json, markdown,
+    html: ``analytics.report_formats``, the same bytes the REST API serves)."""
+    document = REPORT_FORMATS.get(fmt)
+    if document is not None:
         # Raw text: rich must neither wrap nor interpret markup in it.
-        if fmt == "markdown":
-            console.file.write(render_markdown(report))
-            return
-        # Plotly loads in ~0.1 s: only the command that draws charts pays for it.
-        from analytics.html_report import render_html  # noqa: PLC0415
-
-        console.file.write(render_html(report))
+        console.file.write(document.render(report).rstrip("\n") + "\n")
         return
     console.print(report_table(report))
     console.print(percentile_table(report))

@@ -40,6 +40,7 @@ from analytics.safe_sql import (
     run_query,
 )
 from analytics.shadow import comparison, is_session
+from api.cli.console import OutputFormat
 from api.cli.errors import exit_for
 from api.cli.local_db import database_error, open_read_only
 from api.cli.rest_client import (
@@ -53,15 +54,6 @@ from api.cli.rest_client import (
 )
 from scenarios.errors import BadInput, NotFound
 from scenarios.settings import get_settings
-
-
-class ReportFormat(StrEnum):
-    """How a report is written."""
-
-    table = "table"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
 
 
 class SqlFormat(StrEnum):
@@ -157,8 +149,8 @@ def report(
     providers: Annotated[
         str | None, typer.Option(help="A,B: ratios of provider B to provider A.")
     ] = None,
-    output: Annotated[ReportFormat, typer.Option("--format", help="Report format.")] = (
-        ReportFormat.table
+    output: Annotated[OutputFormat, typer.Option("--format", help="Report format.")] = (
+        OutputFormat.table
     ),
     out_file: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write to this file instead of stdout.")

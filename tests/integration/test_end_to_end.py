@@ -115,7 +115,12 @@ def test_failing_providers_become_classified_rows_and_the_run_completes(
     scenario = write_scenario(tmp_path / "f.yaml", providers, concurrency=[4], requests_per_level=8)
     db = tmp_path / "f.duckdb"
     result = tokenbench("run", str(scenario), "--db", str(db), env=worker_env)
-    assert result.code == 0, result.stderr + result.stdout
+    # The run completes and stores every row, but its figures for the failing providers
+    # are not a benchmark: exit 1, each failed stage named (README, exit codes).
+    assert result.code == 1, result.stderr + result.stdout
+    for name in ("refused", "broken", "stalled", "cut"):
+        assert f"{name} stage 0 (eu): 8 of 8 requests failed (100.0 %)" in result.stderr
+    assert "good stage 0" not in result.stderr
 
     con = duckdb.connect(str(db), read_only=True)
     by_provider = dict(
