@@ -13,7 +13,7 @@ import yaml
 from api.cli.submit import region_list
 from scenarios.loader import load_scenario
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 INFRA = REPO / "infra"
 
 
