@@ -6,7 +6,7 @@ from pathlib import Path
 
 import duckdb
 
-from analytics.db import SCHEMA_VERSION, connect, load_sql, migrate, schema_version
+from analytics.db import SCHEMA_VERSION, connect, migrate, schema_version
 from analytics.ingest import BatchMessage, ingest_batches
 from scenarios.loader import parse_scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
@@ -14,6 +14,9 @@ from tests.unit.test_metrics import CTX, result
 from tests.unit.test_scenario_schema import VALID
 from workers.prompts import PlannedRequest
 from workers.rows import record_row
+
+# A file written by schema v1 (its tables and views as they shipped).
+SCHEMA_V1_AS_SHIPPED = Path(__file__).parents[1] / "data" / "schema_v1_as_shipped.sql"
 
 
 def message(batch_seq: int, attempt: int = 1, n: int = 3) -> BatchMessage:
@@ -51,7 +54,7 @@ def test_migration_is_idempotent(tmp_path: Path) -> None:
 def test_v1_database_gets_its_run_dimensions_back_filled(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "old.duckdb"))
     con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    con.execute(load_sql("schema_v1"))
+    con.execute(SCHEMA_V1_AS_SHIPPED.read_text())
     con.execute("INSERT INTO schema_version VALUES (1)")
     scenario = parse_scenario(VALID)
     con.execute(

@@ -4,6 +4,7 @@
 -- A p99 over fewer than 100 pairs is flagged (few_pairs), not to be read as exact.
 -- Cost: list prices of both providers (providers table) and what the paired successful
 -- requests cost at each, per 1M tokens (prompt + completion) — docs/analytics.md, Cost.
+CREATE OR REPLACE VIEW shadow_comparison AS
 WITH agg AS (
     SELECT
         run_id, shadow_provider, shadow_region,
@@ -79,4 +80,4 @@ SELECT
         + a.shadow_completion_tokens * sp.output_per_mtok) / 1e6             AS shadow_cost_usd
 FROM agg AS a
 LEFT JOIN providers AS pp ON pp.run_id = a.run_id AND pp.provider = a.primary_provider
-LEFT JOIN providers AS sp ON sp.run_id = a.run_id AND sp.provider = a.shadow_provider
+LEFT JOIN providers AS sp ON sp.run_id = a.run_id AND sp.provider = a.shadow_provider;
