@@ -21,6 +21,8 @@ from importlib import resources
 
 import duckdb
 
+from analytics.sqlfiles import load_sql
+
 __all__ = ["code_sha256", "create_views", "definitions", "stored_sha256"]
 
 
@@ -33,7 +35,7 @@ def definitions() -> tuple[tuple[str, str], ...]:
         for entry in folder.iterdir()
         if entry.name.endswith(".sql")
     )
-    return tuple((f"views/{n}", sql) for n, sql in views)
+    return (("macros.sql", load_sql("macros")), *((f"views/{n}", sql) for n, sql in views))
 
 
 @cache

@@ -7,36 +7,26 @@
 -- complete inside it: after the last send no new request starts, so the drain (cool-down)
 -- is excluded. A shard too short for that window falls back to its whole span [first
 -- send, last end]. A shard runs in one process, whose wall-clock instants come from one
--- perf_counter anchor, so their differences are perf durations.
+-- perf_counter anchor, so their differences are perf durations. The steady window, SLO
+-- and cost formulas are macros (sql/macros.sql), shared with the stored aggregates.
 CREATE OR REPLACE VIEW stage_summary_measured AS
 WITH req AS (
     SELECT
         r.*,
         epoch_us(r.sent_at)                              AS sent_us,
         epoch_us(coalesce(r.end_at, r.sent_at))          AS end_us,
-        s.run_id IS NOT NULL
-            AND (s.ttft_ms IS NOT NULL OR s.tpot_ms IS NOT NULL OR s.e2e_ms IS NOT NULL)
-                                                         AS has_slo,
-        -- Open loop is judged from intent: it includes the queueing a user would see.
-        -- A one-token answer has no TPOT and cannot miss a TPOT objective.
-        r.status = 'ok'
-        AND (s.ttft_ms IS NULL OR (CASE WHEN r.load_kind = 'open'
-                                       THEN r.ttft_from_intent_ms ELSE r.ttft_ms END) <= s.ttft_ms)
-        AND (s.tpot_ms IS NULL OR coalesce(r.tpot_ms <= s.tpot_ms, true))
-        AND (s.e2e_ms IS NULL OR (CASE WHEN r.load_kind = 'open'
-                                      THEN r.e2e_from_intent_ms ELSE r.e2e_ms END) <= s.e2e_ms)
-                                                         AS met_slo
+        slo_defined(s.ttft_ms, s.tpot_ms, s.e2e_ms)     AS has_slo,
+        slo_met(r.status, r.load_kind, r.ttft_ms, r.ttft_from_intent_ms, r.tpot_ms, r.e2e_ms,
+                r.e2e_from_intent_ms, s.ttft_ms, s.tpot_ms, s.e2e_ms) AS met_slo
     FROM requests AS r
     LEFT JOIN slos AS s ON s.run_id = r.run_id
 ),
--- The steady window needs n >= 2c + 1 requests: then at least c + 1 of them complete
--- before the last send, whatever the ramp-up.
 shard_window AS (
     SELECT run_id, shard_id,
            min(sent_us)                                                AS w_start,
-           CASE WHEN count(*) >= 2 * any_value(concurrency) + 1 AND max(sent_us) > min(sent_us)
-                THEN max(sent_us) ELSE max(end_us) END                 AS w_end,
-           count(*) >= 2 * any_value(concurrency) + 1 AND max(sent_us) > min(sent_us) AS steady,
+           steady_window_end_us(count(*), any_value(concurrency), min(sent_us), max(sent_us),
+                                max(end_us))                           AS w_end,
+           steady_window(count(*), any_value(concurrency), min(sent_us), max(sent_us)) AS steady,
            max(end_us) - min(sent_us)                                  AS span_us
     FROM req
     GROUP BY run_id, shard_id
@@ -47,16 +37,15 @@ shard_rates AS (
         any_value(w.steady)                                            AS steady,
         any_value(w.w_end - w.w_start)                                 AS window_us,
         any_value(w.span_us)                                           AS span_us,
-        count(*) FILTER (q.end_us BETWEEN w.w_start AND w.w_end)       AS done,
-        count(*) FILTER (q.status = 'ok' AND q.end_us BETWEEN w.w_start AND w.w_end) AS ok_done,
-        count(*) FILTER (q.met_slo AND q.end_us BETWEEN w.w_start AND w.w_end)       AS good_done,
-        sum(q.prompt_tokens) FILTER (q.status = 'ok' AND q.end_us BETWEEN w.w_start AND w.w_end)
+        count(*) FILTER (in_window(q.end_us, w.w_start, w.w_end))      AS done,
+        count(*) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end)) AS ok_done,
+        count(*) FILTER (q.met_slo AND in_window(q.end_us, w.w_start, w.w_end))       AS good_done,
+        sum(q.prompt_tokens) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end))
                                                                        AS in_tokens,
-        sum(q.completion_tokens) FILTER (q.status = 'ok' AND q.end_us BETWEEN w.w_start AND w.w_end)
+        sum(q.completion_tokens) FILTER (q.status = 'ok'
+                                         AND in_window(q.end_us, w.w_start, w.w_end))
                                                                        AS out_tokens,
-        -- Little's law: mean requests in flight = time in flight inside the window / window.
-        sum(greatest(0, least(q.end_us, w.w_end) - greatest(q.sent_us, w.w_start)))
-                                                                       AS busy_us
+        sum(busy_in_window_us(q.sent_us, q.end_us, w.w_start, w.w_end)) AS busy_us
     FROM req AS q
     JOIN shard_window AS w USING (run_id, shard_id)
     GROUP BY q.run_id, q.stage, q.provider, q.region, q.shard_id
@@ -67,12 +56,12 @@ rates AS (
         bool_and(steady)                                AS steady_window,
         sum(window_us) / 1e6                            AS window_s,
         sum(span_us) / 1e6                              AS span_s,
-        sum(done * 1e6 / nullif(window_us, 0))          AS request_rate,
-        sum(ok_done * 1e6 / nullif(window_us, 0))       AS ok_request_rate,
-        sum(good_done * 1e6 / nullif(window_us, 0))     AS goodput_rps,
-        sum(in_tokens * 1e6 / nullif(window_us, 0))     AS input_tok_s,
-        sum(out_tokens * 1e6 / nullif(window_us, 0))    AS output_tok_s,
-        sum(busy_us / nullif(window_us, 0))             AS achieved_concurrency
+        sum(per_window_s(done, window_us))              AS request_rate,
+        sum(per_window_s(ok_done, window_us))           AS ok_request_rate,
+        sum(per_window_s(good_done, window_us))         AS goodput_rps,
+        sum(per_window_s(in_tokens, window_us))         AS input_tok_s,
+        sum(per_window_s(out_tokens, window_us))        AS output_tok_s,
+        sum(mean_in_flight(busy_us, window_us))         AS achieved_concurrency
     FROM shard_rates
     GROUP BY run_id, stage, provider, region
 ),
@@ -151,25 +140,19 @@ SELECT
     l.e2e_intent_q[4] AS e2e_intent_p99_ms, l.e2e_intent_q[5] AS e2e_intent_p999_ms,
     l.decode_tok_s_p50, l.decode_tok_s_mean,
     l.input_tokens, l.output_tokens, r.input_tok_s, r.output_tok_s,
-    CASE WHEN a.has_slo THEN r.goodput_rps END                     AS goodput_rps,
-    CASE WHEN a.has_slo THEN 100.0 * a.met_slo / l.requests END    AS slo_attainment_pct,
-    -- Cost (docs/analytics.md). Pricing wins when given (it is what the user is billed);
-    -- otherwise GPU-hours of the deployment over the throughput measured at this load.
-    CASE WHEN p.input_per_mtok IS NOT NULL THEN 'api'
-         WHEN p.gpu_hour_usd IS NOT NULL AND p.gpus IS NOT NULL THEN 'gpu_hour' END AS cost_basis,
-    p.gpu_hour_usd * p.gpus                                        AS deployment_usd_per_hour,
-    CASE WHEN p.input_per_mtok IS NOT NULL THEN p.input_per_mtok
-         ELSE p.gpu_hour_usd * p.gpus / (r.input_tok_s * 3600) * 1e6 END  AS cost_per_mtok_input,
-    CASE WHEN p.input_per_mtok IS NOT NULL THEN p.output_per_mtok
-         ELSE p.gpu_hour_usd * p.gpus / (r.output_tok_s * 3600) * 1e6 END AS cost_per_mtok_output,
-    CASE WHEN p.input_per_mtok IS NOT NULL
-         THEN (l.input_tokens * p.input_per_mtok + l.output_tokens * p.output_per_mtok)
-              / 1e6 / nullif(l.ok, 0) * 1000
-         ELSE p.gpu_hour_usd * p.gpus / (r.ok_request_rate * 3600) * 1000 END
+    goodput_rps(a.has_slo, r.goodput_rps)                          AS goodput_rps,
+    slo_attainment_pct(a.has_slo, a.met_slo, l.requests)           AS slo_attainment_pct,
+    cost_basis(p.input_per_mtok, p.gpu_hour_usd, p.gpus)           AS cost_basis,
+    deployment_usd_per_hour(p.gpu_hour_usd, p.gpus)                AS deployment_usd_per_hour,
+    cost_per_mtok(p.input_per_mtok, p.input_per_mtok, p.gpu_hour_usd, p.gpus, r.input_tok_s)
+                                                                   AS cost_per_mtok_input,
+    cost_per_mtok(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus, r.output_tok_s)
+                                                                   AS cost_per_mtok_output,
+    cost_per_1k_requests(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
+                         l.input_tokens, l.output_tokens, l.ok, r.ok_request_rate)
                                                                    AS cost_per_1k_requests,
-    CASE WHEN p.input_per_mtok IS NOT NULL
-         THEN (l.input_tokens * p.input_per_mtok + l.output_tokens * p.output_per_mtok) / 1e6
-         ELSE p.gpu_hour_usd * p.gpus * r.span_s / 3600 END        AS cost_usd
+    cost_usd(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
+             l.input_tokens, l.output_tokens, r.span_s)            AS cost_usd
 FROM lat AS l
 LEFT JOIN itl AS i USING (run_id, stage, provider, region)
 LEFT JOIN errs AS e USING (run_id, stage, provider, region)

@@ -68,16 +68,14 @@ SELECT
     pp.output_per_mtok                                                       AS primary_output_per_mtok,
     sp.input_per_mtok                                                        AS shadow_input_per_mtok,
     sp.output_per_mtok                                                       AS shadow_output_per_mtok,
-    (a.primary_prompt_tokens * pp.input_per_mtok
-        + a.primary_completion_tokens * pp.output_per_mtok)
-        / nullif(a.primary_prompt_tokens + a.primary_completion_tokens, 0)   AS primary_usd_per_mtok,
-    (a.shadow_prompt_tokens * sp.input_per_mtok
-        + a.shadow_completion_tokens * sp.output_per_mtok)
-        / nullif(a.shadow_prompt_tokens + a.shadow_completion_tokens, 0)     AS shadow_usd_per_mtok,
-    (a.primary_prompt_tokens * pp.input_per_mtok
-        + a.primary_completion_tokens * pp.output_per_mtok) / 1e6            AS primary_cost_usd,
-    (a.shadow_prompt_tokens * sp.input_per_mtok
-        + a.shadow_completion_tokens * sp.output_per_mtok) / 1e6             AS shadow_cost_usd
+    blended_usd_per_mtok(a.primary_prompt_tokens, a.primary_completion_tokens,
+                         pp.input_per_mtok, pp.output_per_mtok)              AS primary_usd_per_mtok,
+    blended_usd_per_mtok(a.shadow_prompt_tokens, a.shadow_completion_tokens,
+                         sp.input_per_mtok, sp.output_per_mtok)              AS shadow_usd_per_mtok,
+    list_cost_usd(a.primary_prompt_tokens, a.primary_completion_tokens,
+                  pp.input_per_mtok, pp.output_per_mtok)                     AS primary_cost_usd,
+    list_cost_usd(a.shadow_prompt_tokens, a.shadow_completion_tokens,
+                  sp.input_per_mtok, sp.output_per_mtok)                     AS shadow_cost_usd
 FROM agg AS a
 LEFT JOIN providers AS pp ON pp.run_id = a.run_id AND pp.provider = a.primary_provider
 LEFT JOIN providers AS sp ON sp.run_id = a.run_id AND sp.provider = a.shadow_provider;
