@@ -16,7 +16,11 @@ from workers.prompts import PlannedRequest
 from workers.rows import record_row
 
 # A file written by schema v1 (its tables and views as they shipped).
-SCHEMA_V1_AS_SHIPPED = Path(__file__).parents[1] / "data" / "schema_v1_as_shipped.sql"
+SCHEMA_V1_AS_SHIPPED = (
+    next(p for p in Path(__file__).parents if p.name == "tests")
+    / "data"
+    / "schema_v1_as_shipped.sql"
+)
 
 
 def message(batch_seq: int, attempt: int = 1, n: int = 3) -> BatchMessage:

@@ -16,7 +16,11 @@ from analytics.views import code_sha256, stored_sha256
 from tests.unit.test_report import MS, SCENARIO, S, failed_result, ok_result, store
 from workers.client.errors import ErrorClass
 
-SCHEMA_V1_AS_SHIPPED = Path(__file__).parents[2] / "data" / "schema_v1_as_shipped.sql"
+SCHEMA_V1_AS_SHIPPED = (
+    next(p for p in Path(__file__).parents if p.name == "tests")
+    / "data"
+    / "schema_v1_as_shipped.sql"
+)
 # The columns each table had in schema v1 (later versions added and widened some).
 V1_COLUMNS = {
     "runs": "run_id, name, scenario, created_at, finished_at, state",

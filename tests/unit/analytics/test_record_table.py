@@ -12,7 +12,11 @@ from analytics.db import connect
 from analytics.record_table import create_table_sql, duckdb_type
 from scenarios.records import REQUEST_RECORD_SCHEMA
 
-SCHEMA_V1_AS_SHIPPED = Path(__file__).parents[2] / "data" / "schema_v1_as_shipped.sql"
+SCHEMA_V1_AS_SHIPPED = (
+    next(p for p in Path(__file__).parents if p.name == "tests")
+    / "data"
+    / "schema_v1_as_shipped.sql"
+)
 Column = tuple[str, str, bool]  # name, DuckDB type, nullable
 
 
