@@ -1,10 +1,20 @@
-"""The DuckDB file: opening it and bringing its schema to the current version.
+"""The DuckDB file: opening it, bringing its tables to the current version, its views to
+the current code.
 
-Schema changes are numbered SQL files (``sql/schema_vN.sql``) applied in order inside a
-transaction; ``schema_version`` records the last one applied. A version may also need a
-data step in Python (v2 back-fills the run dimensions from the stored scenarios); it runs
-inside the same transaction; v3 computes the per-shard pre-aggregates of settled shards;
-v7 stores each shard's spec (the plan) and its stage's level apart from the part's share.
+Tables are migrations: numbered SQL files (``sql/schema_vN.sql``) that create and alter
+tables, and only tables; ``schema_version`` records the last one applied. v1 also creates
+``request_records`` from the Arrow record schema (analytics/record_table.py). Views and
+macros are code (analytics/views.py): every read-write connect creates or replaces them
+from ``sql/macros.sql`` and ``sql/views/``, after the migrations, and records their hash.
+
+An upgrade is one transaction: every pending migration, then the views, then the data
+steps that fill what a migration added to existing runs (v2 back-fills the run
+dimensions from the stored scenarios, v3 the per-shard pre-aggregates of settled shards).
+The data steps run last, so they read the current tables through the current views.
+
+A read-only open cannot write: when the file's schema is older or its views are not this
+version's, it upgrades the file first (briefly read-write), so a report, ``tokenbench
+sql`` or any reader of a file written by another version sees the current definitions.
 """
 
 from __future__ import annotations
@@ -14,27 +24,38 @@ from pathlib import Path
 import duckdb
 
 from analytics.dimensions import backfill_dimensions
+from analytics.record_table import request_records_sql
 from analytics.sqlfiles import load_sql
 from analytics.summaries import backfill_summaries
+from analytics.views import code_sha256, create_views, stored_sha256
 
-__all__ = ["SCHEMA_VERSION", "connect", "load_sql", "migrate", "schema_version"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "connect",
+    "is_current",
+    "load_sql",
+    "migrate",
+    "schema_version",
+    "upgrade",
+]
 
 SCHEMA_VERSION = 7
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 
 def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the database (creating and migrating it unless ``read_only``). A read-only
-    open of a file with an older schema first upgrades it (briefly read-write), so a
-    report on a file written by an earlier version works."""
+    """Open the database (creating and migrating it, and recreating its views, unless
+    ``read_only``). A read-only open of a file with an older schema or other views first
+    upgrades it (briefly read-write), so a report on a file written by another version
+    works."""
     if read_only:
         if not Path(path).exists():
             raise FileNotFoundError(f"no tokenbench database at {path}")
         con = duckdb.connect(str(path), read_only=True)
-        if schema_version(con) >= SCHEMA_VERSION:
+        if is_current(con):
             return con
         con.close()
-        _upgrade(path)
+        upgrade(path)
         return duckdb.connect(str(path), read_only=True)
     con = duckdb.connect(str(path))
     # Ingest commits are small (a stream read's worth of batches) and each goes to the
@@ -47,7 +68,17 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     return con
 
 
-def _upgrade(path: str | Path) -> None:
+def is_current(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the file needs no upgrade: this schema version and this version's views.
+    A newer schema counts as current (its own version's views are left alone)."""
+    version = schema_version(con)
+    if version != SCHEMA_VERSION:
+        return version > SCHEMA_VERSION
+    return stored_sha256(con) == code_sha256()
+
+
+def upgrade(path: str | Path) -> None:
+    """Migrate the file at ``path`` and recreate its views (a brief read-write open)."""
     writer = duckdb.connect(str(path))
     try:
         migrate(writer)
@@ -57,35 +88,39 @@ def _upgrade(path: str | Path) -> None:
 
 def schema_version(con: duckdb.DuckDBPyConnection) -> int:
     """Version of the schema in ``con`` (0 for an empty database)."""
+    # fetchall: a result left unread would block the caller's next relational query.
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
-    ).fetchone()
-    if not exists or exists[0] == 0:
+    ).fetchall()
+    if not exists or exists[0][0] == 0:
         return 0
-    row = con.execute("SELECT max(version) FROM schema_version").fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+    rows = con.execute("SELECT max(version) FROM schema_version").fetchall()
+    return int(rows[0][0]) if rows and rows[0][0] is not None else 0
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
-    """Apply every schema version above the current one; return the resulting version."""
+    """Apply every schema version above the current one, (re)create the views and macros,
+    back-fill what the applied versions added; return the resulting version."""
     current = schema_version(con)
     if current > SCHEMA_VERSION:
         raise RuntimeError(
             f"database schema v{current} is newer than this tokenbench (v{SCHEMA_VERSION})"
         )
-    for version in range(current + 1, SCHEMA_VERSION + 1):
-        con.execute("BEGIN TRANSACTION")
-        try:
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for version in range(current + 1, SCHEMA_VERSION + 1):
             if version == 1:
                 con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+                con.execute(request_records_sql())
             con.execute(load_sql(f"schema_v{version}"))
-            if version == 2:
-                backfill_dimensions(con)
-            if version == 3:
-                backfill_summaries(con)
             con.execute("INSERT INTO schema_version VALUES (?)", [version])
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
+        create_views(con)
+        if current < 2:
+            backfill_dimensions(con)
+        if current < 3:
+            backfill_summaries(con)
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
     return SCHEMA_VERSION

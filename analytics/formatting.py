@@ -1,4 +1,5 @@
-"""How report values are written as text, shared by every format (table, markdown, HTML).
+"""How report values are written as text, shared by every format (table, markdown, HTML);
+the summary columns that use them are registered in analytics/columns.py.
 
 A percentile whose sample cannot support it (``analytics.stats.supported``) is written
 with a trailing ``*``; a footnote in each format says what it means.
@@ -6,8 +7,6 @@ with a trailing ``*``; a footnote in each format says what it means.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from analytics.stats import QUANTILES, TAIL_SAMPLES
@@ -72,53 +71,6 @@ def errors(row: dict[str, Any]) -> str:
     if not row["errors"]:
         return "0"
     return f"{row['errors']} ({row['errors_by_class']})"
-
-
-@dataclass(frozen=True, slots=True)
-class Column:
-    """One column of the summary table."""
-
-    title: str
-    cell: Callable[[dict[str, Any]], str]
-    numeric: bool = True
-
-
-SUMMARY_COLUMNS: tuple[Column, ...] = (
-    Column("provider", lambda r: str(r["provider"]), numeric=False),
-    Column("stage", lambda r: str(r["stage"])),
-    Column("region", lambda r: str(r["region"]), numeric=False),
-    Column("conc", lambda r: str(r["concurrency"])),
-    Column("requests", lambda r: str(r["requests"])),
-    Column("errors", errors, numeric=False),
-    Column("req/s", lambda r: number(r["request_rate"], 2)),
-    Column("TTFT p50 [95% CI]", lambda r: percentile(r, "ttft_p50_ms", ci=True)),
-    Column("TTFT p99 [95% CI]", lambda r: percentile(r, "ttft_p99_ms", ci=True)),
-    Column("ITL p50", lambda r: percentile(r, "itl_p50_ms", 2)),
-    Column("ITL p99", lambda r: percentile(r, "itl_p99_ms", 2)),
-    Column("TPOT p50", lambda r: percentile(r, "tpot_p50_ms", 2)),
-    Column("E2E p99", lambda r: percentile(r, "e2e_p99_ms")),
-    Column("tok/s/stream", lambda r: number(r["decode_tok_s_p50"])),
-    Column("agg out tok/s", lambda r: number(r["output_tok_s"])),
-    Column("goodput/s", lambda r: number(r["goodput_rps"], 2)),
-    Column("SLO %", lambda r: number(r["slo_attainment_pct"])),
-    Column("$/1M in", lambda r: money(r["cost_per_mtok_input"])),
-    Column("$/1M out", lambda r: money(r["cost_per_mtok_output"])),
-    Column("$/1k req", lambda r: money(r["cost_per_1k_requests"])),
-)
-
-
-_TERMINAL_DROPPED = {"$/1M in", "$/1k req", "TTFT p50 [95% CI]", "TTFT p99 [95% CI]"}
-# A terminal is narrower: intervals move to the percentile table, two cost columns go.
-TERMINAL_COLUMNS: tuple[Column, ...] = tuple(
-    column
-    for column in (
-        *SUMMARY_COLUMNS[:7],
-        Column("TTFT p50", lambda r: percentile(r, "ttft_p50_ms")),
-        Column("TTFT p99", lambda r: percentile(r, "ttft_p99_ms")),
-        *SUMMARY_COLUMNS[7:],
-    )
-    if column.title not in _TERMINAL_DROPPED
-)
 
 
 def _interval(row: dict[str, Any], metric: str, label: str, digits: int) -> str:

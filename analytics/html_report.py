@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from html import escape
 
 from analytics.charts import chart_divs, palette, plotly_js
+from analytics.columns import columns
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
-    SUMMARY_COLUMNS,
     method_note,
     money,
     number,
@@ -77,10 +77,11 @@ def _comparison(report: RunReport) -> str:
 def render_html(report: RunReport) -> str:
     """The whole report as one HTML document."""
     title = f"tokenbench run {report.run_id} · {report.name} · {report.state}"
+    shown = columns("summary")
     summary = _table(
-        [c.title for c in SUMMARY_COLUMNS],
-        [[c.cell(row) for c in SUMMARY_COLUMNS] for row in report.stages],
-        [c.numeric for c in SUMMARY_COLUMNS],
+        [c.header for c in shown],
+        [[c.text(row) for c in shown] for row in report.stages],
+        [c.numeric for c in shown],
     )
     percentiles = _table(
         PERCENTILE_HEADER, percentile_rows(report.stages), [False] * 4 + [True] * 8

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from analytics.columns import columns
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
-    SUMMARY_COLUMNS,
     method_note,
     money,
     number,
@@ -48,11 +48,12 @@ def comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
 def render_markdown(report: RunReport) -> str:
     """The whole report as markdown."""
     out = [f"# tokenbench run {report.run_id} · {report.name} · {report.state}", ""]
+    summary = columns("summary")
     out.append(
         table(
-            [c.title for c in SUMMARY_COLUMNS],
-            [[c.cell(row) for c in SUMMARY_COLUMNS] for row in report.stages],
-            [c.numeric for c in SUMMARY_COLUMNS],
+            [c.header for c in summary],
+            [[c.text(row) for c in summary] for row in report.stages],
+            [c.numeric for c in summary],
         )
     )
     out += ["", f"_{CAPTION}_", "", "## Latency percentiles (ms)", ""]

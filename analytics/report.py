@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 
 from analytics.client_health import stage_health, with_client_health
+from analytics.columns import describe
 from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
 from analytics.plots import errors_over_time, plot_data
@@ -63,6 +64,9 @@ class RunReport:
             "providers": self.providers,
             "shards": self.shards,
             "stages": self.stages,
+            # The summary table's columns (header, unit, the fields of ``stages`` each
+            # shows), as the text formats print them: analytics/columns.py.
+            "columns": describe("summary"),
             "percentiles": self.percentiles,
             "pareto": self.pareto,
             "comparison": self.comparison,

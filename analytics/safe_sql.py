@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from analytics.db import is_current, schema_version, upgrade
 from scenarios.errors import BadInput, Refused, Timeout, Unavailable
 from scenarios.limits import SQL_PROCESS_DATA_BYTES
 from scenarios.settings import env_name
@@ -125,13 +126,23 @@ def locked_config(limits: SqlLimits) -> dict[str, str | bool | int | float | lis
 
 
 def open_locked(path: str | Path, limits: SqlLimits | None = None) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to ``path`` with the locked configuration."""
+    """A read-only connection to ``path`` with the locked configuration.
+
+    A tokenbench file written by another version is upgraded first (briefly read-write,
+    as a report does: analytics/db.py), so user SQL reads this version's views."""
     if not Path(path).exists():
         raise FileNotFoundError(f"no tokenbench database at {path}")
+    con = _connect_locked(path, limits or SqlLimits())
+    if schema_version(con) == 0 or is_current(con):
+        return con  # current, or not a tokenbench file (left as it is)
+    con.close()
+    upgrade(path)
+    return _connect_locked(path, limits or SqlLimits())
+
+
+def _connect_locked(path: str | Path, limits: SqlLimits) -> duckdb.DuckDBPyConnection:
     try:
-        return duckdb.connect(
-            str(path), read_only=True, config=locked_config(limits or SqlLimits())
-        )
+        return duckdb.connect(str(path), read_only=True, config=locked_config(limits))
     except duckdb.ConnectionException as exc:
         # This process already holds the file through another (e.g. writable) connection.
         raise DatabaseBusyError(f"cannot open {path} for user SQL: {_first_line(exc)}") from None

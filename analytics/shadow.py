@@ -4,8 +4,9 @@ A session is a run (``runs``) whose shards are record streams rather than planne
 ``primary`` (the gateway's records of the live provider) and ``shadow.<provider>.<region>``
 (the workers' records of each shadow provider). Their shard rows are created with
 accepted attempt 1 when the session opens, so session records appear in the ``requests``
-view like any run's. The SQL lives in ``sql/shadow_*.sql``; every query here takes a
-connection and binds its parameters (docs/shadow.md).
+view like any run's. The tables are in ``sql/shadow_schema.sql``, the paired views in
+``sql/views/*_shadow_*.sql`` (created on connect with every view); every query here takes
+a connection and binds its parameters (docs/shadow.md).
 """
 
 from __future__ import annotations
@@ -75,10 +76,9 @@ class ReplayEntry:
 
 
 def ensure_shadow_schema(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the session tables if missing and (re)create the paired views."""
+    """Create the session tables if missing (the paired views are created on connect,
+    with every view: sql/views/)."""
     con.execute(load_sql("shadow_schema"))
-    con.execute(f"CREATE OR REPLACE VIEW shadow_pairs AS {load_sql('shadow_pairs')}")
-    con.execute(f"CREATE OR REPLACE VIEW shadow_comparison AS {load_sql('shadow_comparison')}")
 
 
 def register_session(
@@ -145,15 +145,6 @@ def ingest_captures(con: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) 
     return len(rows)
 
 
-def _with_views(query: str) -> str:
-    # Composed as CTEs rather than read from the views, so that a read-only connection
-    # to a file written by an older version still gets the current definitions.
-    return (
-        f"WITH shadow_pairs AS ({load_sql('shadow_pairs')}), "
-        f"shadow_comparison AS ({load_sql('shadow_comparison')}) {query}"
-    )
-
-
 def _dicts(result: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     columns = [d[0] for d in result.description or []]
     return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
@@ -161,7 +152,7 @@ def _dicts(result: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def comparison(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
     """Per shadow provider and region: the shadow against the primary on the same requests."""
-    query = _with_views(
+    query = (
         "SELECT * FROM shadow_comparison WHERE run_id = ? ORDER BY shadow_provider, shadow_region"
     )
     return _dicts(con.execute(query, [run_id]))
@@ -169,7 +160,7 @@ def comparison(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, An
 
 def pairs(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
     """Every paired (primary, shadow) record of a session."""
-    query = _with_views(
+    query = (
         "SELECT * FROM shadow_pairs WHERE run_id = ? "
         "ORDER BY primary_sent_at, shadow_provider, shadow_region"
     )

@@ -1,5 +1,7 @@
--- tokenbench DuckDB schema, version 1. Applied once by analytics.db.migrate().
--- request_records mirrors scenarios/records.py REQUEST_RECORD_SCHEMA (a test holds them together).
+-- tokenbench DuckDB schema, version 1: the run lifecycle. Applied once by
+-- analytics.db.migrate(), which also creates `request_records` in this version from the
+-- Arrow record schema (scenarios/records.py, through analytics/record_table.py). Views and
+-- macros are not migrations: they are (re)created on connect (analytics/views.py).
 
 CREATE TABLE runs (
     run_id        VARCHAR PRIMARY KEY,
@@ -49,70 +51,3 @@ CREATE TABLE ingested_batches (
     ingested_at  TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (run_id, shard_id, attempt, batch_seq)
 );
-
-CREATE TABLE request_records (
-    run_id                  VARCHAR NOT NULL,
-    stage                   INTEGER NOT NULL,
-    shard_id                VARCHAR NOT NULL,
-    attempt                 INTEGER NOT NULL,
-    seq                     BIGINT NOT NULL,
-    provider                VARCHAR NOT NULL,
-    model                   VARCHAR NOT NULL,
-    region                  VARCHAR NOT NULL,
-    worker                  VARCHAR NOT NULL,
-    load_kind               VARCHAR NOT NULL,
-    concurrency             INTEGER NOT NULL,
-    planned_prompt_tokens   INTEGER NOT NULL,
-    planned_output_tokens   INTEGER NOT NULL,
-    intended_start_at       TIMESTAMPTZ,
-    sent_at                 TIMESTAMPTZ,
-    first_byte_at           TIMESTAMPTZ,
-    first_token_at          TIMESTAMPTZ,
-    first_output_token_at   TIMESTAMPTZ,
-    last_token_at           TIMESTAMPTZ,
-    end_at                  TIMESTAMPTZ,
-    schedule_lag_ns         BIGINT,
-    first_byte_ns           BIGINT,
-    ttft_ns                 BIGINT,
-    ttfot_ns                BIGINT,
-    last_token_ns           BIGINT,
-    e2e_ns                  BIGINT,
-    itl_ns                  BIGINT[],
-    token_events            INTEGER NOT NULL,
-    prompt_tokens           INTEGER,
-    completion_tokens       INTEGER,
-    reasoning_tokens        INTEGER,
-    token_count_source      VARCHAR,
-    server_prompt_ns        BIGINT,
-    server_decode_ns        BIGINT,
-    retries                 INTEGER,
-    retry_wait_ns           BIGINT,
-    request_key             VARCHAR,
-    status                  VARCHAR NOT NULL,
-    error_class             VARCHAR,
-    http_status             SMALLINT,
-    error_message           VARCHAR
-);
-
--- One row per request of the accepted attempt of each shard, with derived metrics (ms).
-CREATE VIEW requests AS
-SELECT
-    r.*,
-    r.ttft_ns / 1e6                               AS ttft_ms,
-    (r.ttft_ns + r.schedule_lag_ns) / 1e6         AS ttft_from_intent_ms,
-    r.ttfot_ns / 1e6                              AS ttfot_ms,
-    r.e2e_ns / 1e6                                AS e2e_ms,
-    (r.e2e_ns + r.schedule_lag_ns) / 1e6          AS e2e_from_intent_ms,
-    r.schedule_lag_ns / 1e6                       AS schedule_lag_ms,
-    CASE WHEN r.completion_tokens > 1 AND r.last_token_ns > r.ttft_ns
-         THEN (r.last_token_ns - r.ttft_ns) / 1e6 / (r.completion_tokens - 1) END AS tpot_ms,
-    CASE WHEN r.completion_tokens > 1 AND r.last_token_ns > r.ttft_ns
-         THEN (r.completion_tokens - 1) * 1e9 / (r.last_token_ns - r.ttft_ns) END AS decode_tok_s
-FROM request_records AS r
-JOIN shards AS s ON s.run_id = r.run_id AND s.shard_id = r.shard_id AND s.accepted_attempt = r.attempt;
-
--- One row per inter-token gap of a successful request.
-CREATE VIEW token_gaps AS
-SELECT run_id, stage, provider, region, shard_id, seq, unnest(itl_ns) / 1e6 AS itl_ms
-FROM requests
-WHERE status = 'ok';

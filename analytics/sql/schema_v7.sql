@@ -23,28 +23,4 @@ FROM (SELECT run_id, stage, provider, region, sum(concurrency) AS level
       FROM shards GROUP BY ALL) AS t
 WHERE shards.run_id = t.run_id AND shards.stage = t.stage
   AND shards.provider = t.provider AND shards.region = t.region;
-
--- One row per stage of a run: its level, and the largest part's share of it.
-CREATE OR REPLACE VIEW stages AS
-SELECT
-    run_id, stage,
-    max(stage_concurrency)                          AS concurrency,
-    max(concurrency)                                AS part_concurrency,
-    count(*)                                        AS shards,
-    count(*) FILTER (state = 'finished')            AS shards_finished,
-    sum(records)                                    AS records
-FROM shards
-GROUP BY run_id, stage;
-
--- `stage_summary` measured its concurrency from the records, i.e. a part's share. The
--- measuring view keeps its formulas (schema_v2.sql) under another name; `stage_summary`
--- reports the stage's level as `concurrency` and the largest part's share beside it.
-ALTER VIEW stage_summary RENAME TO stage_summary_measured;
-
-CREATE VIEW stage_summary AS
-SELECT m.* REPLACE (p.concurrency AS concurrency), p.part_concurrency
-FROM stage_summary_measured AS m
-LEFT JOIN (SELECT run_id, stage, provider, region,
-                  max(stage_concurrency) AS concurrency, max(concurrency) AS part_concurrency
-           FROM shards GROUP BY ALL) AS p
-       USING (run_id, stage, provider, region);
+-- (The `stages` and `stage_summary` views that read the level are code, sql/views/.)

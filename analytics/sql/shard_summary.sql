@@ -1,7 +1,7 @@
 -- Pre-aggregates of one settled shard's accepted attempt (schema_v3.sql), with the
--- definitions of the `stage_summary` view (schema_v2.sql) restricted to one shard:
+-- definitions of the `stage_summary_measured` view (sql/views/) restricted to one shard:
 -- SLO check per request, steady window [first send, last send] when n >= 2c + 1 (else
--- the whole span), completions inside it, Little's-law busy time.
+-- the whole span), completions inside it, Little's-law busy time (macros: sql/macros.sql).
 -- Parameters: $run_id, $shard_id.
 INSERT INTO shard_summaries
 WITH req AS (
@@ -9,25 +9,18 @@ WITH req AS (
         r.*,
         epoch_us(r.sent_at)                              AS sent_us,
         epoch_us(coalesce(r.end_at, r.sent_at))          AS end_us,
-        s.run_id IS NOT NULL
-            AND (s.ttft_ms IS NOT NULL OR s.tpot_ms IS NOT NULL OR s.e2e_ms IS NOT NULL)
-                                                         AS has_slo,
-        r.status = 'ok'
-        AND (s.ttft_ms IS NULL OR (CASE WHEN r.load_kind = 'open'
-                                       THEN r.ttft_from_intent_ms ELSE r.ttft_ms END) <= s.ttft_ms)
-        AND (s.tpot_ms IS NULL OR coalesce(r.tpot_ms <= s.tpot_ms, true))
-        AND (s.e2e_ms IS NULL OR (CASE WHEN r.load_kind = 'open'
-                                      THEN r.e2e_from_intent_ms ELSE r.e2e_ms END) <= s.e2e_ms)
-                                                         AS met_slo
+        slo_defined(s.ttft_ms, s.tpot_ms, s.e2e_ms)     AS has_slo,
+        slo_met(r.status, r.load_kind, r.ttft_ms, r.ttft_from_intent_ms, r.tpot_ms, r.e2e_ms,
+                r.e2e_from_intent_ms, s.ttft_ms, s.tpot_ms, s.e2e_ms) AS met_slo
     FROM requests AS r
     LEFT JOIN slos AS s ON s.run_id = r.run_id
     WHERE r.run_id = $run_id AND r.shard_id = $shard_id
 ),
 w AS (
     SELECT min(sent_us)                                                AS w_start,
-           CASE WHEN count(*) >= 2 * any_value(concurrency) + 1 AND max(sent_us) > min(sent_us)
-                THEN max(sent_us) ELSE max(end_us) END                 AS w_end,
-           count(*) >= 2 * any_value(concurrency) + 1 AND max(sent_us) > min(sent_us) AS steady,
+           steady_window_end_us(count(*), any_value(concurrency), min(sent_us), max(sent_us),
+                                max(end_us))                           AS w_end,
+           steady_window(count(*), any_value(concurrency), min(sent_us), max(sent_us)) AS steady,
            max(end_us) - min(sent_us)                                  AS span_us
     FROM req
 )
@@ -52,11 +45,11 @@ SELECT
     any_value(w.steady),
     any_value(w.w_end - w.w_start),
     any_value(w.span_us),
-    count(*) FILTER (q.end_us BETWEEN w.w_start AND w.w_end),
-    count(*) FILTER (q.status = 'ok' AND q.end_us BETWEEN w.w_start AND w.w_end),
-    count(*) FILTER (q.met_slo AND q.end_us BETWEEN w.w_start AND w.w_end),
-    sum(q.prompt_tokens) FILTER (q.status = 'ok' AND q.end_us BETWEEN w.w_start AND w.w_end),
-    sum(q.completion_tokens) FILTER (q.status = 'ok' AND q.end_us BETWEEN w.w_start AND w.w_end),
-    sum(greatest(0, least(q.end_us, w.w_end) - greatest(q.sent_us, w.w_start)))
+    count(*) FILTER (in_window(q.end_us, w.w_start, w.w_end)),
+    count(*) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end)),
+    count(*) FILTER (q.met_slo AND in_window(q.end_us, w.w_start, w.w_end)),
+    sum(q.prompt_tokens) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end)),
+    sum(q.completion_tokens) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end)),
+    sum(busy_in_window_us(q.sent_us, q.end_us, w.w_start, w.w_end))
 FROM req AS q, w
 HAVING count(*) > 0

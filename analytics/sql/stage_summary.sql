@@ -1,5 +1,5 @@
 -- The report's per stage x provider x region rows of one run: the `stage_summary` view
--- (schema_v2.sql), whose run filter DuckDB pushes down into every aggregate.
+-- (sql/views/), whose run filter DuckDB pushes down into every aggregate.
 -- Parameters: $run_id.
 SELECT *
 FROM stage_summary

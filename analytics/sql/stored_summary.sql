@@ -1,7 +1,7 @@
 -- The report's per stage x provider x region rows of one run, from the shards' stored
 -- pre-aggregates (schema_v3.sql) instead of the raw records: every `stage_summary`
 -- column except the percentiles, which analytics/sketch.py reads from the stored
--- histograms. Same formulas as the view's rates, attainment and cost (schema_v2.sql).
+-- histograms. The rates, attainment and cost are the view's macros (sql/macros.sql).
 -- Parameters: $run_id.
 WITH m AS (
     -- The stage's level from the plan (schema_v7.sql); the stored aggregate's
@@ -32,12 +32,12 @@ g AS (
         bool_and(steady)                                        AS steady_window,
         sum(window_us) / 1e6                                    AS window_s,
         sum(span_us) / 1e6                                      AS span_s,
-        sum(done * 1e6 / nullif(window_us, 0))                  AS request_rate,
-        sum(ok_done * 1e6 / nullif(window_us, 0))               AS ok_request_rate,
-        sum(good_done * 1e6 / nullif(window_us, 0))             AS goodput_rps,
-        sum(in_tokens_done * 1e6 / nullif(window_us, 0))        AS input_tok_s,
-        sum(out_tokens_done * 1e6 / nullif(window_us, 0))       AS output_tok_s,
-        sum(busy_us / nullif(window_us, 0))                     AS achieved_concurrency
+        sum(per_window_s(done, window_us))                      AS request_rate,
+        sum(per_window_s(ok_done, window_us))                   AS ok_request_rate,
+        sum(per_window_s(good_done, window_us))                 AS goodput_rps,
+        sum(per_window_s(in_tokens_done, window_us))            AS input_tok_s,
+        sum(per_window_s(out_tokens_done, window_us))           AS output_tok_s,
+        sum(mean_in_flight(busy_us, window_us))                 AS achieved_concurrency
     FROM m
     GROUP BY run_id, stage, provider, region
 ),
@@ -58,23 +58,19 @@ SELECT
     g.ttft_n, g.tpot_n, g.e2e_n, g.ttft_intent_n, g.e2e_intent_n,
     g.decode_tok_s_mean,
     g.input_tokens, g.output_tokens, g.input_tok_s, g.output_tok_s,
-    CASE WHEN g.has_slo THEN g.goodput_rps END                     AS goodput_rps,
-    CASE WHEN g.has_slo THEN 100.0 * g.met_slo / g.requests END    AS slo_attainment_pct,
-    CASE WHEN p.input_per_mtok IS NOT NULL THEN 'api'
-         WHEN p.gpu_hour_usd IS NOT NULL AND p.gpus IS NOT NULL THEN 'gpu_hour' END AS cost_basis,
-    p.gpu_hour_usd * p.gpus                                        AS deployment_usd_per_hour,
-    CASE WHEN p.input_per_mtok IS NOT NULL THEN p.input_per_mtok
-         ELSE p.gpu_hour_usd * p.gpus / (g.input_tok_s * 3600) * 1e6 END  AS cost_per_mtok_input,
-    CASE WHEN p.input_per_mtok IS NOT NULL THEN p.output_per_mtok
-         ELSE p.gpu_hour_usd * p.gpus / (g.output_tok_s * 3600) * 1e6 END AS cost_per_mtok_output,
-    CASE WHEN p.input_per_mtok IS NOT NULL
-         THEN (g.input_tokens * p.input_per_mtok + g.output_tokens * p.output_per_mtok)
-              / 1e6 / nullif(g.ok, 0) * 1000
-         ELSE p.gpu_hour_usd * p.gpus / (g.ok_request_rate * 3600) * 1000 END
+    goodput_rps(g.has_slo, g.goodput_rps)                          AS goodput_rps,
+    slo_attainment_pct(g.has_slo, g.met_slo, g.requests)           AS slo_attainment_pct,
+    cost_basis(p.input_per_mtok, p.gpu_hour_usd, p.gpus)           AS cost_basis,
+    deployment_usd_per_hour(p.gpu_hour_usd, p.gpus)                AS deployment_usd_per_hour,
+    cost_per_mtok(p.input_per_mtok, p.input_per_mtok, p.gpu_hour_usd, p.gpus, g.input_tok_s)
+                                                                   AS cost_per_mtok_input,
+    cost_per_mtok(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus, g.output_tok_s)
+                                                                   AS cost_per_mtok_output,
+    cost_per_1k_requests(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
+                         g.input_tokens, g.output_tokens, g.ok, g.ok_request_rate)
                                                                    AS cost_per_1k_requests,
-    CASE WHEN p.input_per_mtok IS NOT NULL
-         THEN (g.input_tokens * p.input_per_mtok + g.output_tokens * p.output_per_mtok) / 1e6
-         ELSE p.gpu_hour_usd * p.gpus * g.span_s / 3600 END        AS cost_usd
+    cost_usd(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
+             g.input_tokens, g.output_tokens, g.span_s)            AS cost_usd
 FROM g
 LEFT JOIN errs AS e USING (stage, provider, region)
 LEFT JOIN providers AS p USING (run_id, provider)

@@ -17,11 +17,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from analytics.columns import columns
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
-    TERMINAL_COLUMNS,
     method_note,
     percentile_rows,
 )
@@ -139,15 +139,16 @@ class StageProgress:
 def report_table(report: RunReport) -> Table:
     """The per provider × stage × region summary table of a report."""
     table = Table(title=f"tokenbench run {report.run_id} · {report.name} · {report.state}")
-    for column in TERMINAL_COLUMNS:
+    shown = columns("terminal")
+    for column in shown:
         # Names and error classes stay on one line so they can be read (and grepped) whole.
         table.add_column(
-            column.title,
+            column.header,
             justify="right" if column.numeric else "left",
             no_wrap=not column.numeric,
         )
     for row in report.stages:
-        table.add_row(*(column.cell(row) for column in TERMINAL_COLUMNS))
+        table.add_row(*(column.text(row) for column in shown))
     notes = [CAPTION, LOW_SAMPLE_NOTE, method_note(report.percentiles)]
     table.caption = "\n".join(note for note in notes if note)
     return table

@@ -6,13 +6,20 @@ from pathlib import Path
 
 import duckdb
 
-from analytics.db import SCHEMA_VERSION, connect, load_sql, migrate, schema_version
+from analytics.db import SCHEMA_VERSION, connect, migrate, schema_version
 from analytics.ingest import BatchMessage, ingest_batches
 from scenarios.loader import parse_scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result
 from workers.prompts import PlannedRequest
 from workers.rows import record_row
+
+# A file written by schema v1 (its tables and views as they shipped).
+SCHEMA_V1_AS_SHIPPED = (
+    next(p for p in Path(__file__).parents if p.name == "tests")
+    / "data"
+    / "schema_v1_as_shipped.sql"
+)
 
 
 def message(batch_seq: int, attempt: int = 1, n: int = 3) -> BatchMessage:
@@ -52,7 +59,7 @@ def test_migration_is_idempotent(tmp_path: Path) -> None:
 def test_v1_database_gets_its_run_dimensions_back_filled(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "old.duckdb"))
     con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    con.execute(load_sql("schema_v1"))
+    con.execute(SCHEMA_V1_AS_SHIPPED.read_text())
     con.execute("INSERT INTO schema_version VALUES (1)")
     scenario = parse_scenario(VALID_SCENARIO)
     con.execute(

@@ -92,4 +92,4 @@ def test_tpot_follows_the_definition_in_docs_metrics(
 
 def test_report_sql_is_shipped() -> None:
     assert "FROM stage_summary" in load_sql("stage_summary")
-    assert "quantile_cont" in load_sql("schema_v2")
+    assert "quantile_cont" in load_sql("views/40_stage_summary_measured")

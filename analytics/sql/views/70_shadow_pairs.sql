@@ -3,6 +3,8 @@
 -- primary, so a negative delta means the shadow was faster. A shadow task delivered
 -- twice (a worker died before acknowledging it) leaves two records: the first to end
 -- is kept. Both sides come from the `requests` view (accepted attempts, metrics in ms).
+-- Shadow sessions: docs/shadow.md.
+CREATE OR REPLACE VIEW shadow_pairs AS
 WITH primary_side AS (
     SELECT * FROM requests WHERE load_kind = 'live' AND request_key IS NOT NULL
 ),
@@ -38,4 +40,4 @@ SELECT
     p.token_count_source                    AS primary_token_count_source,
     s.token_count_source                    AS shadow_token_count_source
 FROM shadow_side AS s
-JOIN primary_side AS p USING (run_id, request_key)
+JOIN primary_side AS p USING (run_id, request_key);

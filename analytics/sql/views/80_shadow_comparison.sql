@@ -4,6 +4,7 @@
 -- A p99 over fewer than 100 pairs is flagged (few_pairs), not to be read as exact.
 -- Cost: list prices of both providers (providers table) and what the paired successful
 -- requests cost at each, per 1M tokens (prompt + completion) — docs/analytics.md, Cost.
+CREATE OR REPLACE VIEW shadow_comparison AS
 WITH agg AS (
     SELECT
         run_id, shadow_provider, shadow_region,
@@ -67,16 +68,14 @@ SELECT
     pp.output_per_mtok                                                       AS primary_output_per_mtok,
     sp.input_per_mtok                                                        AS shadow_input_per_mtok,
     sp.output_per_mtok                                                       AS shadow_output_per_mtok,
-    (a.primary_prompt_tokens * pp.input_per_mtok
-        + a.primary_completion_tokens * pp.output_per_mtok)
-        / nullif(a.primary_prompt_tokens + a.primary_completion_tokens, 0)   AS primary_usd_per_mtok,
-    (a.shadow_prompt_tokens * sp.input_per_mtok
-        + a.shadow_completion_tokens * sp.output_per_mtok)
-        / nullif(a.shadow_prompt_tokens + a.shadow_completion_tokens, 0)     AS shadow_usd_per_mtok,
-    (a.primary_prompt_tokens * pp.input_per_mtok
-        + a.primary_completion_tokens * pp.output_per_mtok) / 1e6            AS primary_cost_usd,
-    (a.shadow_prompt_tokens * sp.input_per_mtok
-        + a.shadow_completion_tokens * sp.output_per_mtok) / 1e6             AS shadow_cost_usd
+    blended_usd_per_mtok(a.primary_prompt_tokens, a.primary_completion_tokens,
+                         pp.input_per_mtok, pp.output_per_mtok)              AS primary_usd_per_mtok,
+    blended_usd_per_mtok(a.shadow_prompt_tokens, a.shadow_completion_tokens,
+                         sp.input_per_mtok, sp.output_per_mtok)              AS shadow_usd_per_mtok,
+    list_cost_usd(a.primary_prompt_tokens, a.primary_completion_tokens,
+                  pp.input_per_mtok, pp.output_per_mtok)                     AS primary_cost_usd,
+    list_cost_usd(a.shadow_prompt_tokens, a.shadow_completion_tokens,
+                  sp.input_per_mtok, sp.output_per_mtok)                     AS shadow_cost_usd
 FROM agg AS a
 LEFT JOIN providers AS pp ON pp.run_id = a.run_id AND pp.provider = a.primary_provider
-LEFT JOIN providers AS sp ON sp.run_id = a.run_id AND sp.provider = a.shadow_provider
+LEFT JOIN providers AS sp ON sp.run_id = a.run_id AND sp.provider = a.shadow_provider;
