@@ -106,6 +106,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         raise RuntimeError(
             f"database schema v{current} is newer than this tokenbench (v{SCHEMA_VERSION})"
         )
+    # Before the transaction: a failed lookup (no view_code yet) would abort it.
+    views_stale = current < SCHEMA_VERSION or stored_sha256(con) != code_sha256()
     con.execute("BEGIN TRANSACTION")
     try:
         for version in range(current + 1, SCHEMA_VERSION + 1):
@@ -114,7 +116,10 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
                 con.execute(request_records_sql())
             con.execute(load_sql(f"schema_v{version}"))
             con.execute("INSERT INTO schema_version VALUES (?)", [version])
-        create_views(con)
+        # Recreating binds every view again (≈ 100 ms for the summary views): done when the
+        # schema moved or this version's view SQL differs from the file's, not on each open.
+        if views_stale:
+            create_views(con)
         if current < 2:
             backfill_dimensions(con)
         if current < 3:

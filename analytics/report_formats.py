@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from analytics.csv_report import render_csv
 from analytics.markdown import render_markdown
 from analytics.report import RunReport
 
@@ -56,5 +57,6 @@ REPORT_FORMATS: dict[str, ReportFormat] = {
         ReportFormat("json", "application/json", render_json),
         ReportFormat("markdown", "text/markdown", render_markdown),
         ReportFormat("html", "text/html", _render_html),
+        ReportFormat("csv", "text/csv", render_csv),
     )
 }

@@ -4,13 +4,16 @@ Tables are migrations (``sql/schema_vN.sql``, analytics/db.py): data outlives th
 that wrote it. Views and macros hold no data, so they are not frozen into a migration:
 ``sql/macros.sql`` (the report's formulas: SLO attainment, steady window, cost) and then
 ``sql/views/*.sql`` in file-name order (a view must follow the views it reads; DuckDB
-binds a view when it is created) run as ``CREATE OR REPLACE`` on every read-write
-connect. They are persistent in the file, so SQL users, ``tokenbench sql`` and the REST
-copy (analytics/snapshot.py copies them with the data) see them.
+binds a view when it is created) run as ``CREATE OR REPLACE`` on a read-write connect
+whose file holds other views than this version's (or none). They are persistent in the
+file, so SQL users, ``tokenbench sql`` and the REST copy (analytics/snapshot.py copies
+them with the data) see them.
 
-``view_code`` stores the SHA-256 of that SQL. A read-only connection cannot create
-anything; when the stored hash differs from this version's, the opener upgrades the file
-briefly read-write (analytics/db.py), as it does for an older schema.
+``view_code`` stores the SHA-256 of that SQL; a file whose hash matches is left as it
+is (a view edited by hand there stays until the code's views change, or until
+``DELETE FROM view_code``). A read-only connection cannot create anything; when the
+stored hash differs from this version's, the opener upgrades the file briefly read-write
+(analytics/db.py), as it does for an older schema.
 """
 
 from __future__ import annotations

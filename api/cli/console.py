@@ -42,6 +42,7 @@ class OutputFormat(StrEnum):
     json = "json"
     markdown = "markdown"
     html = "html"
+    csv = "csv"
 
 
 class StageProgress:

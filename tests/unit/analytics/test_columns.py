@@ -16,7 +16,9 @@ from analytics.markdown import render_markdown
 from analytics.report import RunReport, build_report
 from analytics.stored import ExactLimits
 from api.cli.console import report_table
-from tests.unit.test_report import MS, SCENARIO, S, failed_result, ok_result, store
+from tests.support.builders import MS, S, failed_result, ok_result
+from tests.support.builders import REPORT_SCENARIO as SCENARIO
+from tests.support.builders import store_run as store
 from workers.client.errors import ErrorClass
 
 

@@ -10,7 +10,9 @@ from analytics.columns import columns
 from analytics.csv_report import render_csv
 from analytics.db import connect
 from analytics.report import build_report
-from tests.unit.test_report import MS, SCENARIO, S, failed_result, ok_result, store
+from tests.support.builders import MS, S, failed_result, ok_result
+from tests.support.builders import REPORT_SCENARIO as SCENARIO
+from tests.support.builders import store_run as store
 from workers.client.errors import ErrorClass
 
 

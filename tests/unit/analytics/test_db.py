@@ -13,7 +13,9 @@ from analytics.report import build_report
 from analytics.safe_sql import open_locked, run_query
 from analytics.stored import ExactLimits
 from analytics.views import code_sha256, stored_sha256
-from tests.unit.test_report import MS, SCENARIO, S, failed_result, ok_result, store
+from tests.support.builders import MS, S, failed_result, ok_result
+from tests.support.builders import REPORT_SCENARIO as SCENARIO
+from tests.support.builders import store_run as store
 from workers.client.errors import ErrorClass
 
 SCHEMA_V1_AS_SHIPPED = (

@@ -33,8 +33,9 @@ def test_every_format_renders_with_its_media_type(tmp_path: Path) -> None:
     report = _report(tmp_path)
     media = {name: fmt.media_type for name, fmt in REPORT_FORMATS.items()}
     assert media == {"json": "application/json", "markdown": "text/markdown",
-                     "html": "text/html"}  # fmt: skip
+                     "html": "text/html", "csv": "text/csv"}  # fmt: skip
     for fmt in REPORT_FORMATS.values():
         text = fmt.render(report)
-        assert "r1" in text, fmt.name
+        assert ("r1" in text) or fmt.name == "csv", fmt.name  # CSV: the summary rows only
+    assert REPORT_FORMATS["csv"].render(report).splitlines()[1].startswith("a,")
     assert REPORT_FORMATS["html"].render(report).lstrip().lower().startswith("<!doctype html")
