@@ -89,7 +89,7 @@ def _env() -> dict[str, str]:
 def test_the_report_route_serves_each_format(served: Served) -> None:
     client, run = served.client, served.second
     by_query = {name: client.get(f"/v1/runs/{run}/report", params={"format": name})
-                for name in ("json", "markdown", "html")}  # fmt: skip
+                for name in ("json", "markdown", "html", "csv")}  # fmt: skip
     for answer in by_query.values():
         assert answer.status_code == 200, answer.text
         assert answer.headers["x-content-type-options"] == "nosniff"
@@ -103,6 +103,11 @@ def test_the_report_route_serves_each_format(served: Served) -> None:
     assert markdown.headers["content-type"].startswith("text/markdown")
     assert f"# tokenbench run {run}" in markdown.text and "| fast |" in markdown.text
 
+    csv_answer = by_query["csv"]
+    assert csv_answer.headers["content-type"].startswith("text/csv")
+    lines = csv_answer.text.splitlines()
+    assert lines[0].startswith("provider,stage,region,") and len(lines) == 1 + len(report["stages"])
+
     html = by_query["html"]
     assert html.headers["content-type"].startswith("text/html")
     assert html.text.startswith("<!DOCTYPE html>") and run in html.text
@@ -112,6 +117,7 @@ def test_the_report_route_serves_each_format(served: Served) -> None:
     # The same documents by Accept; no header (or */*) is JSON.
     for accept, name in (
         ("text/markdown", "markdown"),
+        ("text/csv", "csv"),
         ("text/html,application/xhtml+xml,*/*;q=0.8", "html"),
         ("application/json", "json"),
         ("*/*", "json"),
@@ -124,7 +130,7 @@ def test_the_report_route_serves_each_format(served: Served) -> None:
     unknown = client.get(f"/v1/runs/{run}/report", params={"format": "xml"})
     assert unknown.status_code == 422
     assert unknown.json()["error"] == "bad_input"
-    assert unknown.json()["formats"] == ["json", "markdown", "html"]
+    assert unknown.json()["formats"] == ["json", "markdown", "html", "csv"]
     refused = client.get(f"/v1/runs/{run}/report", headers={"accept": "image/png"})
     assert refused.status_code == 406
     assert refused.json()["error"] == "bad_input" and "format=" in refused.json()["detail"]
