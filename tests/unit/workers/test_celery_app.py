@@ -11,7 +11,10 @@ import subprocess
 import sys
 from typing import Any
 
+import celery
+
 from tests.conftest import REPO
+from workers.celery_app import app
 
 PROBE = """
 import json, os
@@ -74,4 +77,10 @@ def test_configuration_comes_from_the_environment_at_first_use_and_never_loses_a
     assert conf["task_serializer"] == "json" and conf["accept_content"] == ["json"]
     assert conf["task_ignore_result"] is True
     assert conf["imports"] == ["workers.tasks"]
-    assert conf["is_current"] is False  # never the process-wide default app
+    assert conf["is_current"] is False
+
+
+def test_the_app_is_never_celerys_process_wide_default() -> None:
+    """Importing tokenbench into another Celery program leaves that program's app alone."""
+    assert celery.current_app is not app
+    assert app.main == "tokenbench"
