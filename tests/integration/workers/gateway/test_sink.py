@@ -5,6 +5,7 @@ outage, and bounded in memory."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -12,7 +13,10 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pytest
 from redis.asyncio import Redis
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
 
 from api.local.redis_server import RedisServer, start_redis_server
 from scenarios.records import ipc_to_table
@@ -124,3 +128,47 @@ def test_rows_wait_through_an_outage_and_the_oldest_go_past_the_bound() -> None:
     assert keys(batches) == ["k2", "k3", "k4"]  # nothing published twice, the newest kept
     assert [c["seq"] for c in captures] == [2, 3, 4]
     assert (sink.stats.records_dropped, sink.stats.captures_dropped) == (2, 2)
+
+
+def test_the_bound_holds_when_a_slow_publish_fails_while_rows_arrive(
+    redis_server: RedisServer,
+) -> None:
+    """A flush that hangs on an unresponsive Redis and then fails puts its rows back in
+    front of those that arrived meanwhile: the oldest beyond the bound still go."""
+    run_id = f"sink-{uuid.uuid4().hex[:8]}"
+    silent = socket.socket()  # accepts connections (the kernel does) and never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+
+    async def go() -> tuple[list[RecordBatch], RecordSink]:
+        unresponsive = Redis(
+            host="127.0.0.1",
+            port=silent.getsockname()[1],
+            socket_timeout=0.5,
+            retry=Retry(NoBackoff(), 0),
+        )
+        store = Redis.from_url(redis_server.url)
+        try:
+            sink = RecordSink(unresponsive, run_id, batch_rows=100, max_buffered=3)
+            for seq in range(3):
+                sink.add(*request(run_id, seq))
+            flushing = asyncio.create_task(sink.flush())
+            await asyncio.sleep(0)  # the flush took the three rows and waits on Redis
+            for seq in range(3, 6):
+                sink.add(*request(run_id, seq))
+            with pytest.raises((RedisTimeoutError, RedisConnectionError, OSError)):
+                await flushing
+            sink.redis = store  # Redis answers again
+            await sink.flush()
+            batches, _ = await published(store, run_id)
+            return batches, sink
+        finally:
+            await unresponsive.aclose()
+            await store.aclose()
+
+    try:
+        batches, sink = run(go())
+    finally:
+        silent.close()
+    assert keys(batches) == ["k3", "k4", "k5"]
+    assert (sink.stats.records_dropped, sink.stats.captures_dropped) == (3, 3)
