@@ -11,11 +11,11 @@ import uuid
 
 import pytest
 import redis
-from celery import Celery
 
 from api.local.redis_server import RedisServer
 from scenarios.wire import RUN_SHADOW, RUN_SHARD, RecordBatch, records_stream, region_queue
 from tests.conftest import REPO, Proc
+from tests.integration.workers.celery_sender import close, sending_app
 
 pytestmark = pytest.mark.integration
 
@@ -54,11 +54,11 @@ def test_a_shadow_task_runs_on_the_regions_worker(
             {"name": "cand", "kind": "simulated", "simulate": {"ttft_ms": 1, "itl_ms": 1}}
         ],
     }
-    sender = Celery("tasks-test", broker=redis_server.url, set_as_current=False)
+    sender = sending_app(redis_server.url)
     try:
         sender.send_task(RUN_SHADOW, args=[payload], queue=region_queue("eu"))
     finally:
-        sender.close()
+        close(sender)
     with redis.Redis.from_url(redis_server.url) as client:
         deadline = time.monotonic() + 90
         entries: list[tuple[bytes, dict[bytes, bytes]]] = []

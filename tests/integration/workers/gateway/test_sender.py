@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 import pytest
 import redis
-from celery import Celery
 
 from api.local.redis_server import RedisServer, free_port
 from scenarios.wire import RUN_SHADOW, region_queue
+from tests.integration.workers.celery_sender import close, sending_app
 from workers.gateway.sender import ShadowSender
 
 pytestmark = pytest.mark.integration
@@ -40,9 +40,8 @@ def regions(redis_server: RedisServer) -> Iterator[list[str]]:
 
 
 def sender(broker: str, regions: list[str], **options: Any) -> ShadowSender:
-    app = Celery("gateway-test", broker=broker, set_as_current=False)
     return ShadowSender(
-        celery=app,
+        celery=sending_app(broker),
         broker_url=broker,
         regions=regions,
         max_pending=options.get("max_pending", 100),
@@ -69,6 +68,7 @@ def test_each_sample_becomes_a_shadow_task_on_every_regions_queue(
         wait_until(lambda: shadow.stats.sent == 6, "six tasks sent")
     finally:
         shadow.stop()
+        close(shadow.celery)
     assert shadow.stats.dropped_at_stop == shadow.stats.send_errors == 0
     with redis.Redis.from_url(redis_server.url) as client:
         for region in regions[:2]:
@@ -94,6 +94,7 @@ def test_a_backed_up_region_is_skipped_and_counted(
         wait_until(lambda: shadow.stats.sent + shadow.stats.dropped_backlog == 2, "both regions")
     finally:
         shadow.stop()
+        close(shadow.celery)
     assert (shadow.stats.sent, shadow.stats.dropped_backlog) == (1, 1)
     with redis.Redis.from_url(redis_server.url) as client:
         assert client.llen(region_queue(backed_up)) == 5
@@ -111,4 +112,5 @@ def test_a_dead_broker_is_counted_and_the_sender_keeps_going() -> None:
         wait_until(lambda: shadow.stats.send_errors == 2, "a second failed send")
     finally:
         shadow.stop(timeout_s=0.5)
+        close(shadow.celery)
     assert shadow.stats.sent == 0

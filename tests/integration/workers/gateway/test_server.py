@@ -17,7 +17,6 @@ import pyarrow as pa
 import pytest
 import redis
 import uvicorn
-from celery import Celery
 from redis.asyncio import Redis
 
 from api.local.redis_server import RedisServer, free_port
@@ -31,6 +30,7 @@ from scenarios.wire import (
     records_stream,
     region_queue,
 )
+from tests.integration.workers.celery_sender import close, sending_app
 from workers.event_loop import new_loop
 from workers.gateway.sender import ShadowSender
 from workers.gateway.server import Gateway, create_gateway_app
@@ -66,7 +66,7 @@ def gateway(redis_url: str, region: str, session: str) -> Gateway:
         }
     )
     sender = ShadowSender(
-        celery=Celery("gateway-test", broker=redis_url, set_as_current=False),
+        celery=sending_app(redis_url),
         broker_url=redis_url,
         regions=[region],
         max_pending=100,
@@ -114,9 +114,8 @@ def test_requests_are_relayed_measured_captured_and_mirrored(
 
     async def go() -> dict[str, Any]:
         answers: dict[str, Any] = {}
-        async with serving(
-            create_gateway_app(gateway(redis_server.url, region, session))
-        ) as client:
+        app = gateway(redis_server.url, region, session)
+        async with serving(create_gateway_app(app)) as client:
             answers["health"] = (await client.get("/gateway/health")).json()
             answers["models"] = (await client.get("/v1/models")).json()
             answers["stream"] = await client.post(
@@ -128,6 +127,7 @@ def test_requests_are_relayed_measured_captured_and_mirrored(
             )
             answers["bad"] = await client.post("/v1/chat/completions", json={"messages": []})
             answers["stats"] = (await client.get("/gateway/stats")).json()
+        close(app.sender.celery)
         # Stopped: the sender sent what was queued, the sink published what it held.
         store = Redis.from_url(redis_server.url)
         try:
