@@ -166,8 +166,9 @@ def test_kernel_stamp_is_moved_onto_the_perf_counter_clock() -> None:
     before = perf_counter_ns()
     stamp = kernel_arrival(_timestamp(time_ns() - SECOND))  # received a second ago
     after = perf_counter_ns()
-    # About a second before the call; the margin is for the clocks' read order, not speed.
-    assert before - 2 * SECOND < stamp < after - SECOND // 2
+    # At least a second before the call returned (the age only grows while it runs), and
+    # not absurdly earlier: the wide lower margin tolerates a stalled, loaded machine.
+    assert before - 30 * SECOND < stamp <= after - SECOND
 
 
 @pytest.mark.skipif(SO_TIMESTAMPNS is None, reason="kernel receive stamps are Linux only")
