@@ -14,7 +14,8 @@ import pytest
 
 from scenarios.model import SimulateSpec
 from workers.event_loop import new_loop
-from workers.simulator import FixedLatency, SimulatorApp, start_server
+from workers.simulator import FixedLatency  # the package exports the latency models
+from workers.simulator.server import SimulatorApp, start_server
 
 pytestmark = pytest.mark.integration
 
