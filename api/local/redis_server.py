@@ -129,11 +129,15 @@ def _launch(binary: str, port: int, directory: str, persistent: bool) -> subproc
 def _wait_ready(process: subprocess.Popen[bytes], port: int, deadline: float) -> bool:
     """True once the server answers PING (False if it exited or the deadline passed)."""
     while time.monotonic() < deadline and process.poll() is None:
-        try:
-            redis.Redis(port=port, socket_connect_timeout=0.5).ping()
-            return True
-        except redis.ConnectionError:  # includes "loading the dataset" (BusyLoadingError)
-            time.sleep(0.05)
+        # Closed at once: an abandoned client's socket would be closed by the garbage
+        # collector, whenever it runs, with a ResourceWarning.
+        with redis.Redis(port=port, socket_connect_timeout=0.5) as client:
+            try:
+                client.ping()
+                return True
+            except redis.ConnectionError:  # includes "loading the dataset" (BusyLoadingError)
+                pass
+        time.sleep(0.05)
     return False
 
 

@@ -77,14 +77,20 @@ class RecordSink:
         """Queue one request's primary record and capture row."""
         self._records.append(record)
         self._captures.append(capture)
-        if len(self._records) > self.max_buffered:
-            del self._records[0]
-            self.stats.records_dropped += 1
-        if len(self._captures) > self.max_buffered:
-            del self._captures[0]
-            self.stats.captures_dropped += 1
+        self._bound()
         if len(self._records) >= self.batch_rows:
             self._wake.set()
+
+    def _bound(self) -> None:
+        """Drop the oldest rows beyond ``max_buffered`` of each kind, counted."""
+        extra = len(self._records) - self.max_buffered
+        if extra > 0:
+            del self._records[:extra]
+            self.stats.records_dropped += extra
+        extra = len(self._captures) - self.max_buffered
+        if extra > 0:
+            del self._captures[:extra]
+            self.stats.captures_dropped += extra
 
     async def flush(self) -> None:
         """Publish the buffered rows (put back on failure, to be retried)."""
@@ -93,8 +99,10 @@ class RecordSink:
         try:
             await publish_rows(self.redis, self.run_id, PRIMARY_SHARD, records)
         except BaseException:
+            # Rows arrived while this flush waited: together they may exceed the bound.
             self._records[:0] = records
             self._captures[:0] = captures
+            self._bound()
             raise
         self.stats.records_published += len(records)
         if captures:
@@ -107,6 +115,7 @@ class RecordSink:
                 )
             except BaseException:
                 self._captures[:0] = captures
+                self._bound()
                 raise
             self.stats.captures_published += len(captures)
 

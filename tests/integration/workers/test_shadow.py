@@ -1,0 +1,154 @@
+"""A shadow task executed by a worker's code on a real Redis and a simulated provider:
+one record per shadow provider, paired with the primary by its request key, a
+misconfigured shadow recorded as an error rather than missing, and nothing spent on a
+stopped session."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pytest
+from redis.asyncio import Redis
+
+from api.local.redis_server import RedisServer
+from scenarios.records import ipc_to_table
+from scenarios.settings import EgressSettings, RedisSettings, Settings
+from scenarios.wire import RecordBatch, ShadowTask, cancel_key, records_stream
+from workers.client.http import make_client
+from workers.client.result import RequestResult
+from workers.context import WorkerContext
+from workers.event_loop import new_loop
+from workers.prompts import PlannedRequest
+from workers.rows import RowContext, record_row
+from workers.secrets import Secrets
+from workers.shadow import execute_shadow, publish_rows
+from workers.simulator.process import SimulatorPool
+
+pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
+COLUMNS = ["shard_id", "provider", "region", "load_kind", "request_key", "status", "error_class",
+           "error_message", "completion_tokens", "attempt"]  # fmt: skip
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        return runner.run(coro)
+
+
+def task(run_id: str) -> ShadowTask:
+    return ShadowTask.model_validate(
+        {
+            "run_id": run_id,
+            "request_key": "req-1",
+            "seq": 7,
+            "messages": [{"role": "user", "content": "compare me"}],
+            "max_tokens": 3,
+            "params": {"temperature": 0.0},
+            "prompt_tokens": 2,
+            "providers": [
+                {"name": "cand", "kind": "simulated", "simulate": {"ttft_ms": 2, "itl_ms": 1}},
+                # Its key variable is bound to no host on this worker: it cannot be sent.
+                {
+                    "name": "keyless",
+                    "kind": "openai",
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "model": "m",
+                    "api_key_env": "SHADOW_TEST_KEY",
+                },
+            ],
+        }
+    )
+
+
+async def shadow_records(
+    url: str, shadow: ShadowTask, *, stopped: bool = False
+) -> tuple[int, list[RecordBatch]]:
+    redis = Redis.from_url(url)
+    settings = Settings(redis=RedisSettings(url=url), egress=EgressSettings(allow_loopback=True))
+    context = WorkerContext(
+        settings,
+        redis,
+        make_client(),
+        SimulatorPool(),
+        "w-test",
+        "eu",
+        Secrets({}, {"SHADOW_TEST_KEY": "k"}),
+    )
+    try:
+        if stopped:
+            await redis.set(cancel_key(shadow.run_id), 1)
+        published = await execute_shadow(shadow, context)
+        entries = await redis.xrange(records_stream(shadow.run_id))
+        return published, [RecordBatch.decode(fields) for _, fields in entries]
+    finally:
+        await context.http.aclose()
+        await context.simulators.close()
+        await redis.delete(cancel_key(shadow.run_id))
+        await redis.aclose()
+
+
+def test_each_shadow_provider_leaves_one_record_paired_by_request_key(
+    redis_server: RedisServer,
+) -> None:
+    shadow = task(f"sess-{uuid.uuid4().hex[:8]}")
+    published, batches = run(shadow_records(redis_server.url, shadow))
+    assert published == 2
+    assert sorted((b.shard_id, b.attempt, b.batch_seq, b.rows) for b in batches) == [
+        ("shadow.cand.eu", 1, 1, 1),
+        ("shadow.keyless.eu", 1, 1, 1),
+    ]
+    table = pa.concat_tables([ipc_to_table(b.ipc) for b in batches]).select(COLUMNS)
+    rows = {r["provider"]: r for r in table.to_pylist()}
+    cand, keyless = rows["cand"], rows["keyless"]
+    for row in (cand, keyless):
+        assert (row["region"], row["load_kind"], row["request_key"]) == ("eu", "shadow", "req-1")
+    assert cand["status"] == "ok" and cand["completion_tokens"] == 3
+    assert keyless["status"] == "error" and keyless["error_class"] == "connect"
+    assert (
+        keyless["error_message"].startswith("setup:")
+        and "SHADOW_TEST_KEY" in keyless["error_message"]
+    )
+
+
+def test_a_stopped_session_gets_no_shadow_requests(redis_server: RedisServer) -> None:
+    shadow = task(f"sess-{uuid.uuid4().hex[:8]}")
+    assert run(shadow_records(redis_server.url, shadow, stopped=True)) == (0, [])
+
+
+def test_batch_numbers_are_unique_across_publishers_of_a_shard(redis_server: RedisServer) -> None:
+    """Many gateway and worker processes publish under one session shard: the Redis
+    counter keeps the ingestor's (shard, attempt, batch) key unique among them."""
+    run_id = f"sess-{uuid.uuid4().hex[:8]}"
+
+    async def go() -> list[int]:
+        publishers = [Redis.from_url(redis_server.url) for _ in range(3)]
+        try:
+            await asyncio.gather(
+                *(publish_rows(r, run_id, "shadow.cand.eu", []) for r in publishers),  # no-op
+            )
+            await asyncio.gather(
+                *(
+                    publish_rows(r, run_id, "shadow.cand.eu", _rows(run_id, i))
+                    for i, r in enumerate(publishers)
+                )
+            )
+            entries = await publishers[0].xrange(records_stream(run_id))
+            return sorted(RecordBatch.decode(f).batch_seq for _, f in entries)
+        finally:
+            for r in publishers:
+                await r.aclose()
+
+    assert run(go()) == [1, 2, 3]
+
+
+def _rows(run_id: str, seq: int) -> list[dict[str, object]]:
+    ctx = RowContext(
+        run_id, 0, "shadow.cand.eu", 1, "cand", "m", "eu", "w", "shadow", 0, request_key=f"k{seq}"
+    )
+    result = RequestResult(intended_start=1, sent=1, end=2)
+    return [record_row(ctx, PlannedRequest(seq, 1, 1, ""), result)]
