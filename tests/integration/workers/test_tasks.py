@@ -15,7 +15,7 @@ import redis
 from api.local.redis_server import RedisServer
 from scenarios.wire import RUN_SHADOW, RUN_SHARD, RecordBatch, records_stream, region_queue
 from tests.conftest import REPO, Proc
-from tests.integration.workers.celery_sender import close, sending_app
+from tests.support.celery_sender import close, sending_app
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from analytics.stats import (
     stable_seed,
     type7,
 )
-from tests.unit.analytics.support import MS, S, ok_result, scenario, store_run, ttft_ms
+from tests.support.analytics_builders import MS, S, ok_result, scenario, store_run, ttft_ms
 
 # Lognormal(mu, sigma) TTFTs: the q-quantile is exp(mu + sigma * z_q).
 MU, SIGMA = 4.6, 0.5

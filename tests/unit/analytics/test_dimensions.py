@@ -10,7 +10,7 @@ from typing import Any
 from analytics.db import connect
 from analytics.dimensions import backfill_dimensions, gpu_hour_price, write_dimensions
 from scenarios.catalog import default_catalog
-from tests.unit.analytics.support import scenario
+from tests.support.analytics_builders import scenario
 
 PROVIDERS: list[dict[str, Any]] = [
     {

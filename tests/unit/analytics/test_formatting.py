@@ -8,8 +8,6 @@ from typing import Any
 from analytics.formatting import (
     LATENCY_METRICS,
     PERCENTILE_HEADER,
-    SUMMARY_COLUMNS,
-    TERMINAL_COLUMNS,
     errors,
     method_note,
     money,
@@ -74,19 +72,6 @@ def test_percentile_cells_carry_the_low_sample_flag_and_the_interval() -> None:
     assert percentile(row, "ttft_p99_ms", ci=True) == "812.3* [790.0–1,034.6]"
     assert percentile(row, "ttft_p50_ms", ci=True) == "–"  # no value, no interval
     assert percentile(_row(itl_p50_ms=1.234), "itl_p50_ms", 2) == "1.23"
-
-
-def test_summary_columns_render_every_row_and_terminal_ones_are_narrower() -> None:
-    row = _row(ttft_p50_ms=100.0, ttft_p99_ms=300.0)
-    cells = {c.title: c.cell(row) for c in SUMMARY_COLUMNS}
-    assert cells["provider"] == "api" and cells["conc"] == "64"
-    assert cells["req/s"] == "12.35" and cells["$/1k req"] == "$0.0123"
-    assert cells["TTFT p50 [95% CI]"] == "100.0"
-    terminal = [c.title for c in TERMINAL_COLUMNS]
-    assert "TTFT p50" in terminal and "TTFT p50 [95% CI]" not in terminal
-    assert "$/1M in" not in terminal and "$/1M out" in terminal
-    assert len(terminal) < len(SUMMARY_COLUMNS) + 2
-    assert [c.title for c in SUMMARY_COLUMNS if not c.numeric] == ["provider", "region", "errors"]
 
 
 def test_percentile_rows_list_each_sampled_metric_with_the_header_shape() -> None:

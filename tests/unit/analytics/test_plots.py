@@ -11,7 +11,7 @@ import pytest
 
 from analytics.db import connect
 from analytics.plots import CDF_POINTS, ITL_BINS, TIME_BUCKETS, plot_data
-from tests.unit.analytics.support import (
+from tests.support.analytics_builders import (
     MS,
     S,
     failed_result,

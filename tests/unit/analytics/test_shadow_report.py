@@ -17,7 +17,7 @@ from analytics.shadow_report import print_comparison, print_shadow_report
 from api.control.coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.records import batch_to_ipc, records_to_batch
-from tests.unit.analytics.support import S, ok_result
+from tests.support.analytics_builders import S, ok_result
 from workers.prompts import PlannedRequest
 from workers.rows import RowContext, record_row
 

@@ -15,7 +15,7 @@ from analytics.report import build_report
 from analytics.sketch import RELATIVE_ERROR
 from analytics.stored import ExactLimits
 from analytics.summaries import backfill_summaries, store_shard_summary, summaries_complete
-from tests.unit.analytics.support import MS, S, failed_result, ok_result, scenario, store_run
+from tests.support.analytics_builders import MS, S, failed_result, ok_result, scenario, store_run
 from workers.client.errors import ErrorClass
 
 # Every run counts as large: the report reads the pre-aggregates whenever they are complete.

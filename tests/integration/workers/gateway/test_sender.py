@@ -16,7 +16,7 @@ import redis
 
 from api.local.redis_server import RedisServer, free_port
 from scenarios.wire import RUN_SHADOW, region_queue
-from tests.integration.workers.celery_sender import close, sending_app
+from tests.support.celery_sender import close, sending_app
 from workers.gateway.sender import ShadowSender
 
 pytestmark = pytest.mark.integration

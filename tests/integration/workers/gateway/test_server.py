@@ -30,7 +30,7 @@ from scenarios.wire import (
     records_stream,
     region_queue,
 )
-from tests.integration.workers.celery_sender import close, sending_app
+from tests.support.celery_sender import close, sending_app
 from workers.event_loop import new_loop
 from workers.gateway.sender import ShadowSender
 from workers.gateway.server import Gateway, create_gateway_app
