@@ -68,7 +68,6 @@ NOT_YET_IMPORTED: frozenset[str] = frozenset(
         "analytics.confidence",
         "analytics.dimensions",
         "analytics.shadow_replay",
-        "analytics.shadow_report",
         "analytics.sqlfiles",
         "analytics.stats",
         "analytics.summaries",
