@@ -104,7 +104,8 @@ def _table(title: str, columns: Sequence[Column]) -> Table:
         else:
             table.add_column(column.header, justify="left", no_wrap=True)
     for row in zip(*(column.cells for column in columns), strict=True):
-        table.add_row(*row)
+        # Text, not markup: a provider named "[x]" or an error message prints as it is.
+        table.add_row(*(Text(cell) for cell in row))
     return table
 
 

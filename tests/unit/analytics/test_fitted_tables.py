@@ -70,3 +70,9 @@ def test_a_long_text_value_wraps_inside_its_column() -> None:
     at = next(i for i, line in enumerate(lines) if line.startswith("alpha"))
     words = lines[at].split()[2:] + lines[at + 1].split()
     assert words == ["12", "(connect=10,", "http_5xx=1,", "timeout=1)"]
+
+
+def test_cells_are_text_not_markup() -> None:
+    keys = [Column("provider", ["[bold]x[/bold]"], numeric=False)]
+    text = "\n".join(render(fit("t", keys, [Column("n", ["[1]"])], 80), 80))
+    assert "[bold]x[/bold]" in text and "[1]" in text
