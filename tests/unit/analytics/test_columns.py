@@ -136,3 +136,23 @@ def test_a_new_entry_reaches_every_format(
     page = Console(width=250, record=True)
     page.print(*report_tables(report, 250))
     assert re.search(r"\s30\n", page.export_text())  # the value, right-aligned, last
+
+
+def test_mean_and_std_reach_every_format(reports: list[RunReport]) -> None:
+    for report in reports:  # exact, and from the stored histograms
+        row = report.stages[0]
+        mean, std = f"{row['ttft_mean_ms']:,.1f}", f"{row['ttft_std_ms']:,.1f}"
+        assert all(report.to_dict()["stages"][0][f"{m}_{s}_ms"] is not None
+                   for m in ("ttft", "itl", "tpot", "e2e") for s in ("mean", "std"))  # fmt: skip
+        markdown = render_markdown(report)
+        assert "| p99.9 | mean | std | p50 95% CI |" in markdown
+        assert re.search(
+            rf"\| TTFT \| 30 \|.*\| {re.escape(mean)} \| {re.escape(std)} \|", markdown
+        )
+        html = render_html(report)
+        assert "<th>mean</th><th>std</th>" in html and f'<td class="n">{std}</td>' in html
+        header = render_csv(report).splitlines()[0].split(",")
+        assert {"ttft_mean_ms", "ttft_std_ms", "e2e_mean_ms", "e2e_std_ms"} <= set(header)
+        page = Console(width=120, record=True)
+        page.print(*report_tables(report, 120, select(wide=True)))
+        assert re.search(rf"\s{re.escape(mean)}\s+{re.escape(std)}\s", page.export_text())
