@@ -81,12 +81,15 @@ def _interval(row: dict[str, Any], metric: str, label: str, digits: int) -> str:
 
 
 def percentile_rows(stages: list[dict[str, Any]]) -> list[list[str]]:
-    """One line per row × latency metric with a sample: the five percentiles (ms)."""
+    """One line per row × latency metric with a sample: the five percentiles, the mean,
+    the standard deviation and the p50 and p99 intervals (ms), after its row keys,
+    metric and sample size (:data:`PERCENTILE_HEADER`)."""
     lines = []
     for row in stages:
         for metric, title in LATENCY_METRICS:
             if not row.get(f"{metric}_n"):
                 continue
+            digits = 2 if metric in {"itl", "tpot"} else 1
             lines.append(
                 [
                     str(row["provider"]),
@@ -95,15 +98,12 @@ def percentile_rows(stages: list[dict[str, Any]]) -> list[list[str]]:
                     title,
                     str(row[f"{metric}_n"]),
                     *(
-                        percentile(
-                            row, f"{metric}_{label}_ms", 2 if metric in {"itl", "tpot"} else 1
-                        )
+                        percentile(row, f"{metric}_{label}_ms", digits)
                         for label in PERCENTILE_LABELS
                     ),
-                    *(
-                        _interval(row, metric, label, 2 if metric in {"itl", "tpot"} else 1)
-                        for label in ("p50", "p99")
-                    ),
+                    number(row.get(f"{metric}_mean_ms"), digits),
+                    number(row.get(f"{metric}_std_ms"), digits),
+                    *(_interval(row, metric, label, digits) for label in ("p50", "p99")),
                 ]
             )
     return lines
@@ -112,10 +112,13 @@ def percentile_rows(stages: list[dict[str, Any]]) -> list[list[str]]:
 PERCENTILE_HEADER = (
     "provider", "stage", "region", "metric", "n",
     *(PERCENTILE_TITLES[label] for label in PERCENTILE_LABELS),
-    "p50 95% CI", "p99 95% CI",
+    "mean", "std", "p50 95% CI", "p99 95% CI",
 )  # fmt: skip
+# Of the percentile table's columns, the first are text (row keys, metric).
+PERCENTILE_KEYS = 4
 
 CAPTION = (
-    "latencies in ms, send-based unless 'from intent'; percentiles over successful requests; "
-    "rates and tok/s in each shard's steady-state window"
+    "latencies in ms, send-based unless 'from intent'; percentiles, means and standard "
+    "deviations (population, as numpy's np.std) over successful requests; rates and tok/s "
+    "in each shard's steady-state window"
 )

@@ -16,6 +16,7 @@ from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
+    PERCENTILE_KEYS,
     method_note,
     money,
     number,
@@ -79,12 +80,14 @@ def render_html(report: RunReport) -> str:
     title = f"tokenbench run {report.run_id} · {report.name} · {report.state}"
     shown = columns("summary")
     summary = _table(
-        [c.header for c in shown],
-        [[c.text(row) for c in shown] for row in report.stages],
+        [c.title(interval=True) for c in shown],
+        [[c.text(row, interval=True) for c in shown] for row in report.stages],
         [c.numeric for c in shown],
     )
     percentiles = _table(
-        PERCENTILE_HEADER, percentile_rows(report.stages), [False] * 4 + [True] * 8
+        PERCENTILE_HEADER,
+        percentile_rows(report.stages),
+        [False] * PERCENTILE_KEYS + [True] * (len(PERCENTILE_HEADER) - PERCENTILE_KEYS),
     )
     pareto = _table(
         ["provider", "stage", "region", "$/1M out", "TTFT p99 (ms)", "Pareto-optimal"],
@@ -115,7 +118,7 @@ def render_html(report: RunReport) -> str:
         f"{_comparison(report)}"
         f'<h2>Charts</h2><p class="note">Interactive: hover for values, drag to zoom, '
         f"double-click to reset, click a legend entry to hide it.</p>{charts}"
-        f"<h2>Latency percentiles (ms)</h2>{percentiles}"
+        f"<h2>Latency percentiles, mean and standard deviation (ms)</h2>{percentiles}"
         + (f"<h2>Cost vs p99 TTFT</h2>{pareto}" if report.pareto else "")
         + "</body></html>\n"
     )

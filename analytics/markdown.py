@@ -10,6 +10,7 @@ from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
+    PERCENTILE_KEYS,
     method_note,
     money,
     number,
@@ -51,13 +52,19 @@ def render_markdown(report: RunReport) -> str:
     summary = columns("summary")
     out.append(
         table(
-            [c.header for c in summary],
-            [[c.text(row) for c in summary] for row in report.stages],
+            [c.title(interval=True) for c in summary],
+            [[c.text(row, interval=True) for c in summary] for row in report.stages],
             [c.numeric for c in summary],
         )
     )
-    out += ["", f"_{CAPTION}_", "", "## Latency percentiles (ms)", ""]
-    out.append(table(PERCENTILE_HEADER, percentile_rows(report.stages), [False] * 4 + [True] * 8))
+    out += ["", f"_{CAPTION}_", "", "## Latency percentiles, mean and standard deviation (ms)", ""]
+    out.append(
+        table(
+            PERCENTILE_HEADER,
+            percentile_rows(report.stages),
+            [False] * PERCENTILE_KEYS + [True] * (len(PERCENTILE_HEADER) - PERCENTILE_KEYS),
+        )
+    )
     out += ["", LOW_SAMPLE_NOTE, ""]
     if note := method_note(report.percentiles):
         out += [note, ""]

@@ -8,8 +8,8 @@ from typing import Any
 
 import duckdb
 from rich.console import Console
-from rich.table import Table
 
+from analytics.fitted_tables import Column, fit, print_tables
 from analytics.shadow import comparison
 
 
@@ -30,44 +30,43 @@ def _usd(value: Any) -> str:
 
 
 def print_comparison(console: Console, session_id: str, rows: list[dict[str, Any]]) -> None:
-    """One table: each shadow × region against the primary on the same requests."""
-    table = Table(
-        title=f"shadow session {session_id}: shadow − primary over the same requests",
+    """Each shadow × region against the primary on the same requests, in as many tables
+    as the console's width needs (analytics/fitted_tables.py)."""
+
+    def few(row: dict[str, Any]) -> str:
+        return "*" if row["few_pairs"] else ""
+
+    values = {
+        "pairs": [str(r["pairs"]) for r in rows],
+        "err\nprimary/shadow": [
+            f"{_pct(r['primary_error_rate'])} / {_pct(r['shadow_error_rate'])}" for r in rows
+        ],
+        "TTFT Δ\np50 ms": [_ms(r["ttft_delta_p50_ms"]) for r in rows],
+        "TTFT Δ\np99 ms": [_ms(r["ttft_delta_p99_ms"]) + few(r) for r in rows],
+        "TTFT shadow\nfaster": [_pct(r["ttft_shadow_faster_share"]) for r in rows],
+        "E2E Δ\np50 ms": [_ms(r["e2e_delta_p50_ms"]) for r in rows],
+        "E2E Δ\np99 ms": [_ms(r["e2e_delta_p99_ms"]) + few(r) for r in rows],
+        "E2E shadow\nfaster": [_pct(r["e2e_shadow_faster_share"]) for r in rows],
+        "out tokens\nprimary/shadow": [
+            f"{_num(r['primary_completion_tokens_mean'])} / "
+            f"{_num(r['shadow_completion_tokens_mean'])}"
+            for r in rows
+        ],
+        "$/1M tok\nprimary/shadow": [
+            f"{_usd(r['primary_usd_per_mtok'])} / {_usd(r['shadow_usd_per_mtok'])}" for r in rows
+        ],
+    }
+    tables = fit(
+        f"shadow session {session_id}: shadow − primary over the same requests",
+        [
+            Column("shadow", [str(r["shadow_provider"]) for r in rows], numeric=False),
+            Column("region", [str(r["shadow_region"]) for r in rows], numeric=False),
+        ],
+        [Column(header, cells) for header, cells in values.items()],
+        console.width,
         caption="deltas < 0: the shadow was faster · p99 over < 100 pairs is marked *",
     )
-    for header in (
-        "shadow",
-        "region",
-        "pairs",
-        "err primary/shadow",
-        "TTFT Δ p50 ms",
-        "TTFT Δ p99 ms",
-        "TTFT shadow faster",
-        "E2E Δ p50 ms",
-        "E2E Δ p99 ms",
-        "E2E shadow faster",
-        "out tokens primary/shadow",
-        "$/1M tok primary/shadow",
-    ):
-        table.add_column(header, justify="left" if header in ("shadow", "region") else "right")
-    for row in rows:
-        few = "*" if row["few_pairs"] else ""
-        table.add_row(
-            str(row["shadow_provider"]),
-            str(row["shadow_region"]),
-            str(row["pairs"]),
-            f"{_pct(row['primary_error_rate'])} / {_pct(row['shadow_error_rate'])}",
-            _ms(row["ttft_delta_p50_ms"]),
-            _ms(row["ttft_delta_p99_ms"]) + few,
-            _pct(row["ttft_shadow_faster_share"]),
-            _ms(row["e2e_delta_p50_ms"]),
-            _ms(row["e2e_delta_p99_ms"]) + few,
-            _pct(row["e2e_shadow_faster_share"]),
-            f"{_num(row['primary_completion_tokens_mean'])} / "
-            f"{_num(row['shadow_completion_tokens_mean'])}",
-            f"{_usd(row['primary_usd_per_mtok'])} / {_usd(row['shadow_usd_per_mtok'])}",
-        )
-    console.print(table)
+    print_tables(console, tables)
 
 
 def print_shadow_report(

@@ -12,6 +12,11 @@ statistic by its bucket's representative. Both are within α of the true ones an
 interpolation is a convex combination, so for positive data the result is within
 α·(exact value) of the exact percentile: |approx − exact| ≤ α·exact. The same holds for
 every rank the bootstrap reads (:func:`window`), so intervals carry the same bound.
+
+The mean and standard deviation are those of the representatives. Each value moves by at
+most α·v, so the mean by at most α·mean; the (population) standard deviation is a norm of
+the centred values, which moves by at most the norm of the moves: |Δstd| ≤ α·√(mean² +
+std²), i.e. within α of the root mean square (relative to std itself, α·√(1 + 1/cv²)).
 """
 
 from __future__ import annotations
@@ -47,6 +52,15 @@ class Histogram:
         reps = 2.0 * np.exp(self.buckets.astype(np.float64) * LOG_GAMMA) / (GAMMA + 1.0)
         reps[self.buckets == ZERO_BUCKET] = 0.0
         return reps
+
+    def mean_std(self) -> tuple[float, float]:
+        """Mean and population standard deviation of the representatives (module doc:
+        the mean is within α of the exact one, the deviation within α·√(mean² + std²))."""
+        reps = self.representatives()
+        n = self.n
+        mean = float((reps * self.counts).sum() / n)
+        variance = float((self.counts * (reps - mean) ** 2).sum() / n)
+        return mean, math.sqrt(variance)
 
     def order_statistics(self, ranks: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """Approximate values of the given 0-based ranks (each clipped to [0, n − 1])."""

@@ -5,8 +5,9 @@ as tests compare them with numpy. Above that, reading 10M requests and 80M ITL g
 report cannot fit a 2 s budget on two cores, so the report reads the stored per-shard
 sums (``stored_summary.sql``) and histograms (``stored_histograms.sql``): counts, rates,
 goodput and cost are the same arithmetic on stored sums; percentiles, their bootstrap
-intervals and the TTFT and ITL CDFs come from the log-bucketed histograms, within a relative
-error of ``RELATIVE_ERROR`` (analytics/sketch.py), and the report says so.
+intervals, the means and standard deviations and the TTFT and ITL CDFs come from the
+log-bucketed histograms, within a relative error of ``RELATIVE_ERROR`` (analytics/sketch.py;
+the deviation relative to the root mean square), and the report says so.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ EXACT: dict[str, Any] = {"method": "exact"}
 HISTOGRAM: dict[str, Any] = {
     "method": "log_histogram",
     "relative_error": RELATIVE_ERROR,
-    "note": f"percentiles, intervals and CDF within {RELATIVE_ERROR:.2%} of the exact value "
+    "note": f"percentiles, intervals, means and CDF within {RELATIVE_ERROR:.2%} of the exact "
+    f"value, standard deviations within {RELATIVE_ERROR:.2%} of the root mean square "
     "(log-bucketed histograms stored per shard)",
 }
 
@@ -108,6 +110,8 @@ def stored_summary_rows(
                 points = list(hist.quantiles([q for _, q in QUANTILES]))
             for (label, _), value in zip(QUANTILES, points, strict=True):
                 stored[f"{metric}_{label}_ms"] = value
+            mean, std = hist.mean_std() if hist and hist.n else (None, None)
+            stored[f"{metric}_mean_ms"], stored[f"{metric}_std_ms"] = mean, std
         decode = hists.get("decode_tok_s")
         stored["decode_tok_s_p50"] = decode.quantiles([0.5])[0] if decode and decode.n else None
         rows.append({column: stored.get(column) for column in view_columns})

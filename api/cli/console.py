@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -16,23 +18,41 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
-from analytics.columns import columns
+from analytics.columns import ROW_KEYS, ReportColumn, UnknownColumnError, select
+from analytics.fitted_tables import Column, fit, print_tables
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
+    PERCENTILE_KEYS,
     method_note,
     percentile_rows,
 )
 from analytics.report import RunReport
 from analytics.report_formats import REPORT_FORMATS
+from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
+from scenarios.errors import BadInput
 from scenarios.wire import ShardState
 
-# Reports are wide; when output is not a terminal (CI logs, pipes) do not wrap at 80.
-stdout = Console(width=None if Console().is_terminal else 200)
-stderr = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 200)
+# Where output is not a terminal (CI logs, pipes) and COLUMNS does not say, tables are
+# laid out for this width: wide enough that a report splits little, and nothing is cut
+# at any width (analytics/fitted_tables.py).
+PIPE_WIDTH = 200
+
+
+def console_width(stderr: bool = False) -> int | None:
+    """The width to lay tables out for: None (rich's own: the terminal's, or COLUMNS)
+    on a terminal or when COLUMNS is set, else :data:`PIPE_WIDTH`."""
+    if Console(stderr=stderr).is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return PIPE_WIDTH
+
+
+stdout = Console(width=console_width())
+stderr = Console(stderr=True, width=console_width(stderr=True))
 
 
 class OutputFormat(StrEnum):
@@ -43,6 +63,38 @@ class OutputFormat(StrEnum):
     markdown = "markdown"
     html = "html"
     csv = "csv"
+
+
+ColumnsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        help="Table columns by key, comma-separated (e.g. ttft_p50_ms,itl_p99_ms,e2e_mean_ms); "
+        "provider, stage and region always come first. An unknown key lists them all.",
+    ),
+]
+WideOption = Annotated[
+    bool, typer.Option("--wide", help="Every column in the table (it splits to fit the width).")
+]
+
+
+def table_columns(
+    fmt: OutputFormat, keys: str | None, wide: bool
+) -> tuple[ReportColumn, ...] | None:
+    """The terminal table's columns that ``--columns``/``--wide`` ask for (None: the
+    compact default), or exit 2 naming what is wrong."""
+    if keys is None and not wide:
+        return None
+    if keys is not None and wide:
+        raise exit_for(BadInput("give --columns or --wide, not both"))
+    if fmt is not OutputFormat.table:
+        raise exit_for(
+            BadInput(f"--columns and --wide shape the table; --format {fmt.value} has every column")
+        )
+    try:
+        return select(keys, wide)
+    except UnknownColumnError as exc:
+        raise exit_for(exc) from None
 
 
 class StageProgress:
@@ -137,75 +189,109 @@ class StageProgress:
             self.progress.update(task, completed=done, total=total, detail=detail)
 
 
-def report_table(report: RunReport) -> Table:
-    """The per provider × stage × region summary table of a report."""
-    table = Table(title=f"tokenbench run {report.run_id} · {report.name} · {report.state}")
-    shown = columns("terminal")
-    for column in shown:
-        # Names and error classes stay on one line so they can be read (and grepped) whole.
-        table.add_column(
-            column.header,
-            justify="right" if column.numeric else "left",
-            no_wrap=not column.numeric,
-        )
-    for row in report.stages:
-        table.add_row(*(column.text(row) for column in shown))
+def report_tables(
+    report: RunReport, width: int, shown: Sequence[ReportColumn] | None = None
+) -> list[Table | Text]:
+    """The per provider × stage × region summary: ``shown`` (default: the compact set),
+    in as many tables as ``width`` needs, each starting with the row keys."""
+    chosen = select() if shown is None else shown
+
+    def column(c: ReportColumn) -> Column:
+        cells = [c.text(row) for row in report.stages]
+        return Column(c.stacked, cells, numeric=c.numeric, wraps=c.key not in ROW_KEYS)
+
     notes = [CAPTION, LOW_SAMPLE_NOTE, method_note(report.percentiles)]
-    table.caption = "\n".join(note for note in notes if note)
-    return table
+    return fit(
+        f"tokenbench run {report.run_id} · {report.name} · {report.state}",
+        [column(c) for c in chosen if c.key in ROW_KEYS],
+        [column(c) for c in chosen if c.key not in ROW_KEYS],
+        width,
+        caption="\n".join(note for note in notes if note),
+    )
 
 
-def percentile_table(report: RunReport) -> Table:
-    """p50 … p99.9 of every latency metric with a sample."""
-    table = Table(title="latency percentiles (ms)")
-    for i, title in enumerate(PERCENTILE_HEADER):
-        table.add_column(title, justify="left" if i < 4 else "right", no_wrap=True)
+def percentile_tables(report: RunReport, width: int) -> list[Table | Text]:
+    """Per latency metric with a sample: its percentiles, mean, standard deviation and
+    intervals per row (an interval column that no row has is left out)."""
+    by_metric: dict[str, list[list[str]]] = {}
     for line in percentile_rows(report.stages):
-        table.add_row(*line)
-    return table
+        by_metric.setdefault(line[3], []).append(line)
+    tables: list[Table | Text] = []
+    keys = range(3)
+    values = range(PERCENTILE_KEYS, len(PERCENTILE_HEADER))
+    for metric, lines in by_metric.items():
+        columns = [[line[i] for line in lines] for i in range(len(PERCENTILE_HEADER))]
+        shown = [
+            i
+            for i in values
+            if "CI" not in PERCENTILE_HEADER[i] or any(cell != "–" for cell in columns[i])
+        ]
+        tables += fit(
+            f"{metric} latency (ms)",
+            [Column(PERCENTILE_HEADER[i], columns[i], numeric=i == 1) for i in keys],
+            [Column(_stack(PERCENTILE_HEADER[i]), columns[i]) for i in shown],
+            width,
+        )
+    return tables
 
 
-def comparison_table(comparison: dict[str, Any]) -> Table:
+def _stack(header: str) -> str:
+    # "p50 95% CI" on two lines: "p50\n95% CI".
+    head, _, tail = header.partition(" ")
+    return f"{head}\n{tail}" if tail else head
+
+
+def comparison_tables(comparison: dict[str, Any], width: int) -> list[Table | Text]:
     """A comparison's ratios and verdicts."""
-    table = Table(title=f"{comparison['b']} vs {comparison['a']}")
-    for title in ("stage", "region", "metric", "B/A", "95% CI", "verdict"):
-        table.add_column(title)
-    for row in comparison["rows"]:
-        ci = "–" if row["ci_low"] is None else f"{row['ci_low']:.2f}–{row['ci_high']:.2f}"
-        table.add_row(
-            str(row["stage"]), row["region"], row["metric"], f"{row['ratio']:.2f}×", ci,
-            row["verdict"],
-        )  # fmt: skip
-    return table
+    rows = comparison["rows"]
+    ci = [
+        "–" if row["ci_low"] is None else f"{row['ci_low']:.2f}–{row['ci_high']:.2f}"
+        for row in rows
+    ]
+    return fit(
+        f"{comparison['b']} vs {comparison['a']}",
+        [
+            Column("stage", [str(row["stage"]) for row in rows]),
+            Column("region", [str(row["region"]) for row in rows], numeric=False),
+            Column("metric", [str(row["metric"]) for row in rows], numeric=False),
+        ],
+        [
+            Column("B/A", [f"{row['ratio']:.2f}×" for row in rows]),
+            Column("95% CI", ci),
+            Column("verdict", [str(row["verdict"]) for row in rows], numeric=False, wraps=True),
+        ],
+        width,
+    )
 
 
-def roofline_table(report: RunReport) -> Table | None:
-    """Self-hosted providers against the roofline at the observed batch (None if none)."""
+def roofline_tables(report: RunReport, width: int) -> list[Table | Text]:
+    """Self-hosted providers against the roofline at the observed batch (none if none)."""
     rows = [r for r in report.stages if r.get("roofline_per_stream_tok_s") is not None]
     if not rows:
-        return None
-    table = Table(title="self-hosted vs roofline ceiling (docs/roofline.md)")
-    for name in (
-        "provider", "stage", "region", "batch", "ceiling tok/s/stream", "measured",
-        "efficiency", "ceiling agg tok/s", "measured agg", "bound", "$/1M out",
-    ):  # fmt: skip
-        table.add_column(
-            name, justify="left" if name in ("provider", "region", "bound") else "right"
-        )
-    for r in rows:
-        cost = r.get("cost_per_mtok_output")
-        table.add_row(
-            r["provider"], str(r["stage"]), r["region"], f"{r['roofline_batch']:.1f}",
-            f"{r['roofline_per_stream_tok_s']:.1f}", _number(r.get("decode_tok_s_p50")),
-            _percent(r.get("efficiency_pct")), f"{r['roofline_aggregate_tok_s']:,.0f}",
-            _number(r.get("output_tok_s"), 0), r["roofline_bound"] or "–",
-            "–" if cost is None else f"${cost:,.2f}",
-        )  # fmt: skip
-    table.caption = (
-        "ceiling at efficiency 1 for the observed batch (achieved concurrency, capped by "
-        "memory) and mean resident KV; efficiency = measured per-stream decode ÷ ceiling"
+        return []
+    cost = [r.get("cost_per_mtok_output") for r in rows]
+    values = {
+        "batch": [f"{r['roofline_batch']:.1f}" for r in rows],
+        "ceiling\ntok/s/stream": [f"{r['roofline_per_stream_tok_s']:.1f}" for r in rows],
+        "measured": [_number(r.get("decode_tok_s_p50")) for r in rows],
+        "efficiency": [_percent(r.get("efficiency_pct")) for r in rows],
+        "ceiling\nagg tok/s": [f"{r['roofline_aggregate_tok_s']:,.0f}" for r in rows],
+        "measured\nagg": [_number(r.get("output_tok_s"), 0) for r in rows],
+        "bound": [r["roofline_bound"] or "–" for r in rows],
+        "$/1M\nout": ["–" if c is None else f"${c:,.2f}" for c in cost],
+    }
+    return fit(
+        "self-hosted vs roofline ceiling (docs/roofline.md)",
+        [
+            Column("provider", [r["provider"] for r in rows], numeric=False),
+            Column("stage", [str(r["stage"]) for r in rows]),
+            Column("region", [r["region"] for r in rows], numeric=False),
+        ],
+        [Column(h, cells, numeric=h != "bound") for h, cells in values.items()],
+        width,
+        caption="ceiling at efficiency 1 for the observed batch (achieved concurrency, capped "
+        "by memory) and mean resident KV; efficiency = measured per-stream decode ÷ ceiling",
     )
-    return table
 
 
 def _number(value: float | None, digits: int = 1) -> str:
@@ -216,21 +302,23 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0f} %"
 
 
-def print_report(console: Console, report: RunReport, fmt: str) -> None:
-    """Print the report as the terminal table or as a document format (json, markdown,
-    html: ``analytics.report_formats``, the same bytes the REST API serves)."""
+def print_report(
+    console: Console, report: RunReport, fmt: str, shown: Sequence[ReportColumn] | None = None
+) -> None:
+    """Print the report as the terminal tables (the summary's ``shown`` columns, default
+    the compact set, fitted to the console's width) or as a document format (json,
+    markdown, html, csv: ``analytics.report_formats``, the same bytes the REST API serves)."""
     document = REPORT_FORMATS.get(fmt)
     if document is not None:
         # Raw text: rich must neither wrap nor interpret markup in it.
         console.file.write(document.render(report).rstrip("\n") + "\n")
         return
-    console.print(report_table(report))
-    console.print(percentile_table(report))
-    roofline = roofline_table(report)
-    if roofline is not None:
-        console.print(roofline)
+    width = console.width
+    print_tables(console, report_tables(report, width, shown))
+    print_tables(console, percentile_tables(report, width))
+    print_tables(console, roofline_tables(report, width))
     if report.comparison:
-        console.print(comparison_table(report.comparison))
+        print_tables(console, comparison_tables(report.comparison, width))
     realism = [
         f"{r['provider']} s{r['stage']} {r['region']}: {r['prompt_tokens_planned_mean']:.0f} → "
         f"{r['prompt_tokens_reported_mean']:.0f} ({r['prompt_length_error_pct']:+.1f} %)"

@@ -9,11 +9,13 @@ every request failed), each failing stage named on stderr.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
 from rich.console import Console
 
+from analytics.columns import ReportColumn
 from analytics.report import RunReport
 from analytics.verdict import failed_stages
 from api.cli.console import OutputFormat, print_report, stderr, stdout
@@ -22,14 +24,21 @@ from scenarios.errors import BadInput
 from scenarios.wire import RunState
 
 
-def write_report(report: RunReport, fmt: OutputFormat, out_file: Path | None) -> None:
-    """The report on stdout, or in ``out_file`` (a note on stderr says where)."""
+def write_report(
+    report: RunReport,
+    fmt: OutputFormat,
+    out_file: Path | None,
+    shown: Sequence[ReportColumn] | None = None,
+) -> None:
+    """The report on stdout, or in ``out_file`` (a note on stderr says where); the
+    table's columns are ``shown`` (default: the compact set)."""
     if out_file is None:
-        print_report(stdout, report, fmt.value)
+        print_report(stdout, report, fmt.value, shown)
         return
     try:
         with out_file.open("w", encoding="utf-8") as handle:
-            print_report(Console(file=handle, width=250, no_color=True), report, fmt.value)
+            file = Console(file=handle, width=250, no_color=True)
+            print_report(file, report, fmt.value, shown)
     except OSError as exc:
         raise exit_for(BadInput(f"cannot write {out_file}: {exc.strerror}")) from None
     stderr.print(f"report written to {out_file}", highlight=False)

@@ -40,7 +40,7 @@ from analytics.safe_sql import (
     run_query,
 )
 from analytics.shadow import comparison, is_session
-from api.cli.console import OutputFormat
+from api.cli.console import ColumnsOption, OutputFormat, WideOption, console_width, table_columns
 from api.cli.errors import exit_for
 from api.cli.local_db import database_error, open_read_only
 from api.cli.rest_client import (
@@ -66,9 +66,9 @@ class SqlFormat(StrEnum):
 
 
 def _consoles() -> tuple[Console, Console]:
-    # Reports are wide; when output is not a terminal (CI logs, pipes) do not wrap at 80.
-    out = Console(width=None if Console().is_terminal else 200)
-    err = Console(stderr=True, width=None if Console(stderr=True).is_terminal else 200)
+    # Created per command (not at import): a test's COLUMNS applies.
+    out = Console(width=console_width())
+    err = Console(stderr=True, width=console_width(stderr=True))
     return out, err
 
 
@@ -158,12 +158,17 @@ def report(
     db: Annotated[Path | None, typer.Option(help="DuckDB file.")] = None,
     server: ServerOption = None,
     token: TokenOption = None,
+    columns: ColumnsOption = None,
+    wide: WideOption = False,
 ) -> None:
     """Print a stored run's report, optionally comparing two providers or two runs. With
-    --server, read it from a control plane (while it serves, its DuckDB file is locked)."""
+    --server, read it from a control plane (while it serves, its DuckDB file is locked).
+    The table shows a compact set of columns that reads at 80 columns; --wide shows every
+    column, --columns the ones named (tables split to fit the width, never cut a figure)."""
     from api.cli.console import print_report  # noqa: PLC0415
 
     out, err = _consoles()
+    shown = table_columns(output, columns, wide)
     if compare is not None and providers is not None:
         raise exit_for(BadInput("give --compare or --providers, not both"))
     pair = None if providers is None else _provider_pair(providers)
@@ -175,12 +180,12 @@ def report(
     from analytics.shadow_report import print_comparison  # noqa: PLC0415
 
     if out_file is None:
-        print_report(out, result, output.value)
+        print_report(out, result, output.value, shown)
         if shadow_rows is not None and output.value == "table":
             print_comparison(out, result.run_id, shadow_rows)
         return
     with out_file.open("w", encoding="utf-8") as handle:
-        print_report(Console(file=handle, width=250, no_color=True), result, output.value)
+        print_report(Console(file=handle, width=250, no_color=True), result, output.value, shown)
     err.print(f"report written to {out_file}", highlight=False)
 
 

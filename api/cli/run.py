@@ -14,10 +14,11 @@ import yaml
 from celery import Celery
 from redis.asyncio import Redis
 
+from analytics.columns import ReportColumn
 from analytics.db import connect
 from analytics.report import build_report
 from analytics.verdict import ALL_FAILED
-from api.cli.console import OutputFormat, stderr
+from api.cli.console import ColumnsOption, OutputFormat, WideOption, stderr, table_columns
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.output import exit_on_verdict, write_report
 from api.cli.signals import sigterm_as_interrupt
@@ -113,6 +114,8 @@ def run(
             "(default 1.0: only a stage in which every request failed).",
         ),
     ] = ALL_FAILED,
+    columns: ColumnsOption = None,
+    wide: WideOption = False,
 ) -> None:
     """Run a scenario: start what is missing (Redis, regional workers), print the report.
 
@@ -121,6 +124,7 @@ def run(
     notes to stderr. Exit 0: every stage measured; 1: the run failed, or a stage's error
     rate is above --max-error-rate; 2: bad input; 130: interrupted.
     """
+    shown = table_columns(output, columns, wide)
     try:
         flags = AdHocFlags(
             target=target,
@@ -139,7 +143,7 @@ def run(
     except BadInput as exc:
         raise exit_for(exc) from None
     scenario = _scenario(scenario_path, flags, save)
-    _run_scenario(scenario, db, output, out_file, max_error_rate)
+    _run_scenario(scenario, db, output, out_file, max_error_rate, shown)
 
 
 def _scenario(path: Path | None, flags: AdHocFlags, save: Path | None) -> Scenario:
@@ -176,12 +180,15 @@ def demo(
     out_file: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the report to this file.")
     ] = None,
+    columns: ColumnsOption = None,
+    wide: WideOption = False,
 ) -> None:
     """Run the shipped example: simulated 8×H100 FP8 vs 8×H200 FP16 405B vs a hosted API."""
     from importlib import resources  # noqa: PLC0415
 
+    shown = table_columns(output, columns, wide)
     example = resources.files("scenarios").joinpath("examples", DEMO_SCENARIO)
-    _run_scenario(load_or_exit(Path(str(example))), db, output, out_file, ALL_FAILED)
+    _run_scenario(load_or_exit(Path(str(example))), db, output, out_file, ALL_FAILED, shown)
 
 
 def _run_scenario(
@@ -190,6 +197,7 @@ def _run_scenario(
     output: OutputFormat,
     out_file: Path | None,
     max_error_rate: float,
+    shown: tuple[ReportColumn, ...] | None = None,
 ) -> None:
     from api.local.embedded import local_stack  # noqa: PLC0415
     from workers.celery_app import app as celery_app  # noqa: PLC0415
@@ -221,7 +229,7 @@ def _run_scenario(
         raise exit_for(Unavailable(str(exc))) from None
     report = build_report(con, run_id)
     con.close()
-    write_report(report, output, out_file)
+    write_report(report, output, out_file, shown)
     exit_on_verdict(state, report, max_error_rate)
 
 

@@ -10,7 +10,15 @@ import httpx
 import typer
 from rich.console import Console
 
-from api.cli.console import OutputFormat, StageProgress, stderr, stdout
+from api.cli.console import (
+    ColumnsOption,
+    OutputFormat,
+    StageProgress,
+    WideOption,
+    stderr,
+    stdout,
+    table_columns,
+)
 from api.cli.datasets import upload_local_datasets
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.rest_client import TokenOption, fetch_report, raise_for, remote
@@ -106,10 +114,13 @@ def submit(
     output: Annotated[OutputFormat, typer.Option("--format", help="Report format.")] = (
         OutputFormat.table
     ),
+    columns: ColumnsOption = None,
+    wide: WideOption = False,
 ) -> None:
     """Submit a scenario to a control plane; with --wait, follow it and print the report."""
     from api.cli.console import print_report  # noqa: PLC0415
 
+    shown = table_columns(output, columns, wide)
     scenario = load_or_exit(scenario_path)
     try:
         chosen = None if regions is None else region_list(regions)
@@ -122,6 +133,6 @@ def submit(
             stdout.print(run_id)
             return
         view = follow_run(client, run_id, stderr)
-        print_report(stdout, fetch_report(client, run_id), output.value)
+        print_report(stdout, fetch_report(client, run_id), output.value, shown)
     if view.state != RunState.FINISHED:
         raise typer.Exit(1)

@@ -76,7 +76,7 @@ def test_run_records_one_row_per_request_with_accurate_latencies(
     assert all(float(h["loop_lag_p99_ms"]) >= 0 for h in health)
 
     # The table names the provider and both stages; `report` prints the same again.
-    assert "sim" in result.stdout and "TTFT p99" in result.stdout
+    assert "sim" in result.stdout and "TTFT latency (ms)" in result.stdout
     again = tokenbench("report", "--db", str(db), "--format", "json")
     assert again.code == 0, again.stderr
     assert '"requests": 24' in again.stdout

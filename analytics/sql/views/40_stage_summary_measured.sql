@@ -1,14 +1,17 @@
 -- Per run x stage x provider x region, as the records measure it: `concurrency` is what
 -- they carry, a part's share (`stage_summary` adds the stage's level). Percentiles:
 -- quantile_cont (numpy's default linear interpolation) over successful requests; ITL over
--- every gap of successful requests. Intent-based latencies only for open-loop load (closed
--- loop has no arrival schedule). Throughput, request rate and concurrency are measured per
--- shard in its steady-state window [first send, last send] over the requests that
--- complete inside it: after the last send no new request starts, so the drain (cool-down)
--- is excluded. A shard too short for that window falls back to its whole span [first
--- send, last end]. A shard runs in one process, whose wall-clock instants come from one
--- perf_counter anchor, so their differences are perf durations. The steady window, SLO
--- and cost formulas are macros (sql/macros.sql), shared with the stored aggregates.
+-- every gap of successful requests. Means and standard deviations over the same samples;
+-- the standard deviation is the population one (stddev_pop: numpy's np.std default, which
+-- vLLM's benchmark reports), so the figures compare like for like. Intent-based latencies
+-- only for open-loop load (closed loop has no arrival schedule). Throughput, request rate
+-- and concurrency are measured per shard in its steady-state window [first send, last
+-- send] over the requests that complete inside it: after the last send no new request
+-- starts, so the drain (cool-down) is excluded. A shard too short for that window falls
+-- back to its whole span [first send, last end]. A shard runs in one process, whose
+-- wall-clock instants come from one perf_counter anchor, so their differences are perf
+-- durations. The steady window, SLO and cost formulas are macros (sql/macros.sql), shared
+-- with the stored aggregates.
 CREATE OR REPLACE VIEW stage_summary_measured AS
 WITH req AS (
     SELECT
@@ -85,6 +88,20 @@ lat AS (
             FILTER (status = 'ok' AND load_kind = 'open')                       AS ttft_intent_q,
         quantile_cont(e2e_from_intent_ms, [0.5, 0.9, 0.95, 0.99, 0.999])
             FILTER (status = 'ok' AND load_kind = 'open')                       AS e2e_intent_q,
+        avg(ttft_ms) FILTER (status = 'ok')                                     AS ttft_mean_ms,
+        stddev_pop(ttft_ms) FILTER (status = 'ok')                              AS ttft_std_ms,
+        avg(tpot_ms) FILTER (status = 'ok')                                     AS tpot_mean_ms,
+        stddev_pop(tpot_ms) FILTER (status = 'ok')                              AS tpot_std_ms,
+        avg(e2e_ms) FILTER (status = 'ok')                                      AS e2e_mean_ms,
+        stddev_pop(e2e_ms) FILTER (status = 'ok')                               AS e2e_std_ms,
+        avg(ttft_from_intent_ms) FILTER (status = 'ok' AND load_kind = 'open')
+                                                                    AS ttft_intent_mean_ms,
+        stddev_pop(ttft_from_intent_ms) FILTER (status = 'ok' AND load_kind = 'open')
+                                                                    AS ttft_intent_std_ms,
+        avg(e2e_from_intent_ms) FILTER (status = 'ok' AND load_kind = 'open')
+                                                                    AS e2e_intent_mean_ms,
+        stddev_pop(e2e_from_intent_ms) FILTER (status = 'ok' AND load_kind = 'open')
+                                                                    AS e2e_intent_std_ms,
         quantile_cont(decode_tok_s, 0.5) FILTER (status = 'ok')                 AS decode_tok_s_p50,
         avg(decode_tok_s) FILTER (status = 'ok')                                AS decode_tok_s_mean,
         sum(prompt_tokens) FILTER (status = 'ok')                               AS input_tokens,
@@ -95,7 +112,9 @@ lat AS (
 itl AS (
     SELECT run_id, stage, provider, region,
            count(itl_ms)                                                 AS itl_n,
-           quantile_cont(itl_ms, [0.5, 0.9, 0.95, 0.99, 0.999])          AS itl_q
+           quantile_cont(itl_ms, [0.5, 0.9, 0.95, 0.99, 0.999])          AS itl_q,
+           avg(itl_ms)                                                   AS itl_mean_ms,
+           stddev_pop(itl_ms)                                            AS itl_std_ms
     FROM token_gaps
     GROUP BY run_id, stage, provider, region
 ),
@@ -125,19 +144,22 @@ SELECT
     coalesce(e.errors_by_class, '')                                AS errors_by_class,
     r.request_rate, r.achieved_concurrency, r.window_s, r.span_s, r.steady_window,
     l.ttft_n, l.ttft_q[1] AS ttft_p50_ms, l.ttft_q[2] AS ttft_p90_ms, l.ttft_q[3] AS ttft_p95_ms,
-    l.ttft_q[4] AS ttft_p99_ms, l.ttft_q[5] AS ttft_p999_ms,
+    l.ttft_q[4] AS ttft_p99_ms, l.ttft_q[5] AS ttft_p999_ms, l.ttft_mean_ms, l.ttft_std_ms,
     coalesce(i.itl_n, 0) AS itl_n, i.itl_q[1] AS itl_p50_ms, i.itl_q[2] AS itl_p90_ms,
     i.itl_q[3] AS itl_p95_ms, i.itl_q[4] AS itl_p99_ms, i.itl_q[5] AS itl_p999_ms,
+    i.itl_mean_ms, i.itl_std_ms,
     l.tpot_n, l.tpot_q[1] AS tpot_p50_ms, l.tpot_q[2] AS tpot_p90_ms, l.tpot_q[3] AS tpot_p95_ms,
-    l.tpot_q[4] AS tpot_p99_ms, l.tpot_q[5] AS tpot_p999_ms,
+    l.tpot_q[4] AS tpot_p99_ms, l.tpot_q[5] AS tpot_p999_ms, l.tpot_mean_ms, l.tpot_std_ms,
     l.e2e_n, l.e2e_q[1] AS e2e_p50_ms, l.e2e_q[2] AS e2e_p90_ms, l.e2e_q[3] AS e2e_p95_ms,
-    l.e2e_q[4] AS e2e_p99_ms, l.e2e_q[5] AS e2e_p999_ms,
+    l.e2e_q[4] AS e2e_p99_ms, l.e2e_q[5] AS e2e_p999_ms, l.e2e_mean_ms, l.e2e_std_ms,
     l.ttft_intent_n, l.ttft_intent_q[1] AS ttft_intent_p50_ms,
     l.ttft_intent_q[2] AS ttft_intent_p90_ms, l.ttft_intent_q[3] AS ttft_intent_p95_ms,
     l.ttft_intent_q[4] AS ttft_intent_p99_ms, l.ttft_intent_q[5] AS ttft_intent_p999_ms,
+    l.ttft_intent_mean_ms, l.ttft_intent_std_ms,
     l.e2e_intent_n, l.e2e_intent_q[1] AS e2e_intent_p50_ms,
     l.e2e_intent_q[2] AS e2e_intent_p90_ms, l.e2e_intent_q[3] AS e2e_intent_p95_ms,
     l.e2e_intent_q[4] AS e2e_intent_p99_ms, l.e2e_intent_q[5] AS e2e_intent_p999_ms,
+    l.e2e_intent_mean_ms, l.e2e_intent_std_ms,
     l.decode_tok_s_p50, l.decode_tok_s_mean,
     l.input_tokens, l.output_tokens, r.input_tok_s, r.output_tok_s,
     goodput_rps(a.has_slo, r.goodput_rps)                          AS goodput_rps,

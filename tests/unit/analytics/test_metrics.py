@@ -76,6 +76,13 @@ def test_sql_percentiles_match_numpy(filled_db: tuple[object, list[RequestResult
     assert row["itl_p50_ms"] == pytest.approx(np.percentile(gaps, 50))
     assert row["itl_p99_ms"] == pytest.approx(np.percentile(gaps, 99))
     assert row["tpot_p50_ms"] == pytest.approx(np.percentile(tpot, 50))
+    e2e = np.array([(r.end - r.sent) / MS for r in ok])  # type: ignore[operator]
+    # Means and standard deviations over the same samples, population std as numpy's
+    # default (ddof=0, what vLLM's benchmark reports): docs/metrics.md.
+    for metric, values in (("ttft", ttft), ("itl", gaps), ("tpot", tpot), ("e2e", e2e)):
+        assert row[f"{metric}_mean_ms"] == pytest.approx(np.mean(values)), metric
+        assert row[f"{metric}_std_ms"] == pytest.approx(np.std(values)), metric
+        assert row[f"{metric}_std_ms"] != pytest.approx(np.std(values, ddof=1)), metric
 
 
 def test_tpot_follows_the_definition_in_docs_metrics(

@@ -65,7 +65,15 @@ def test_histogram_report_matches_the_exact_one(two_stage_run: duckdb.DuckDBPyCo
     for e, a in zip(exact.stages, approx.stages, strict=True):
         assert list(e) == list(a)  # same columns in the same order
         for column, value in e.items():
-            if column.endswith("_ms") or column == "decode_tok_s_p50":
+            if column.endswith("_std_ms"):
+                # Within α of the root mean square (analytics/sketch.py).
+                mean = e[column.replace("_std_", "_mean_")]
+                if value is None:
+                    assert a[column] is None, column
+                else:
+                    bound = RELATIVE_ERROR * math.hypot(mean, value) + 1e-9
+                    assert abs(a[column] - value) <= bound, (column, a[column], value)
+            elif column.endswith("_ms") or column == "decode_tok_s_p50":
                 assert _close(a[column], value), (column, a[column], value)
             elif isinstance(value, float):
                 assert a[column] == pytest.approx(value, rel=1e-9), column
@@ -107,6 +115,24 @@ def test_histogram_quantile_error_bound_against_numpy(q: float) -> None:
     (approx,) = Histogram(ids, counts.astype(np.int64)).quantiles([q])
     exact = float(np.percentile(values, q * 100))
     assert abs(approx - exact) <= RELATIVE_ERROR * exact + 1e-12
+
+
+def test_histogram_mean_and_std_error_bounds_against_numpy() -> None:
+    rng = np.random.default_rng(5)
+    # Narrow (cv 2 %) and wide lognormals, zeros included: the deviation's bound is
+    # relative to the root mean square, which a narrow sample makes matter.
+    for values in (
+        np.concatenate([rng.normal(100.0, 2.0, 20_000), np.zeros(10)]),
+        rng.lognormal(3.0, 1.2, 50_000),
+    ):
+        gamma = (1 + RELATIVE_ERROR) / (1 - RELATIVE_ERROR)
+        positive = np.where(values > 0, values, 1.0)
+        buckets = np.where(values > 0, np.ceil(np.log(positive) / math.log(gamma)), ZERO_BUCKET)
+        ids, counts = np.unique(buckets.astype(np.int64), return_counts=True)
+        mean, std = Histogram(ids, counts.astype(np.int64)).mean_std()
+        exact_mean, exact_std = float(np.mean(values)), float(np.std(values))
+        assert abs(mean - exact_mean) <= RELATIVE_ERROR * exact_mean
+        assert abs(std - exact_std) <= RELATIVE_ERROR * math.hypot(exact_mean, exact_std)
 
 
 def test_settled_shards_store_aggregates_and_migration_back_fills(tmp_path: Path) -> None:

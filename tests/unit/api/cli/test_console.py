@@ -194,7 +194,7 @@ def test_the_table_report_with_every_warning() -> None:
     print_report(console, _report(), "table")
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "tokenbench run run-42 · console · finished" in text
-    assert "latency percentiles (ms)" in text
+    assert "TTFT latency (ms)" in text
     assert "240.0*" in text  # a percentile its sample cannot support is flagged
     assert "self-hosted vs roofline ceiling" in text and "67 %" in text
     assert "gpu vs api" in text and "1.25×" in text and "1.10–1.40" in text
@@ -206,6 +206,19 @@ def test_the_table_report_with_every_warning() -> None:
     assert "shard s0.gpu.eu: failed: no live worker" in text
     assert "shard s0.gpu.eu ran 3 attempts; attempt 2 counted" in text
     assert "s0.api.eu" not in text  # finished at its first attempt: nothing to say
+
+
+def test_every_table_fits_80_columns_with_its_figures_whole() -> None:
+    console = Console(file=io.StringIO(), width=80, force_terminal=False, color_system=None)
+    print_report(console, _report(), "table")
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in text
+    # The roofline's figures and the comparison's, on their rows' lines.
+    gpu = [line for line in lines if line.split()[:3] == ["gpu", "0", "eu"]]
+    for figure in ("3.8", "150.0", "101.0", "67 %", "570", "410", "memory", "$1.20"):
+        assert any(f" {figure}" in line for line in gpu), figure
+    assert any("1.25×" in line and "1.10–1.40" in line for line in lines)
 
 
 def test_json_is_the_report_itself() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -14,7 +15,9 @@ import typer
 from typer.testing import CliRunner
 
 from analytics.charts import CHARTS, plotly_js
+from analytics.columns import columns
 from analytics.db import connect
+from analytics.formatting import PERCENTILE_HEADER, PERCENTILE_KEYS, percentile_rows
 from analytics.markdown import render_markdown
 from analytics.report import build_report
 from api.cli.report import report, sql
@@ -58,11 +61,81 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_table_format_lists_rows_intervals_and_flags(db: Path) -> None:
     result = runner.invoke(app, ["report", "base", "--db", str(db)], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
-    assert "TTFT p99" in result.output and "latency percentiles" in result.output
+    assert "TTFT latency (ms)" in result.output and "p99.9" in result.output
     assert "http_4" in result.output  # the errors cell, possibly wrapped
     # n = 60: p99 needs 1000 samples, so it is flagged; p50 has an interval.
     assert re.search(r"\d\*", result.output)
     assert "fewer than 10 samples beyond this percentile" in result.output
+
+
+def _whole(figure: str, line: str) -> bool:
+    """Whether ``figure`` is in ``line`` as a whole cell (spaces or the line's ends round it)."""
+    return re.search(rf"(^|\s){re.escape(figure)}(\s|$)", line) is not None
+
+
+def _row_lines(text: str, row: dict[str, Any]) -> list[str]:
+    """The lines of a row's cells: they start with its provider, stage and region."""
+    keys = [str(row["provider"]), str(row["stage"]), str(row["region"])]
+    return [line for line in text.splitlines() if line.split()[:3] == keys]
+
+
+@pytest.mark.parametrize("width", [80, 120, 200])
+@pytest.mark.parametrize("wide", [False, True])
+def test_the_table_fits_the_width_and_shows_every_figure_whole(
+    db: Path, width: int, wide: bool
+) -> None:
+    args = ["report", "base", "--db", str(db), "--providers", "api,gpu"]
+    result = runner.invoke(app, [*args, *(["--wide"] if wide else [])], env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert "…" not in text
+    stages = json.loads(
+        runner.invoke(app, [*args, "--format", "json"], env={"COLUMNS": str(width)}).output
+    )["stages"]
+    shown = columns("wide" if wide else "compact")
+    for row in stages:
+        lines = _row_lines(text, row)
+        assert lines, row["provider"]
+        for column in shown:
+            figure = column.text(row)
+            assert any(_whole(figure, line) for line in lines), (column.key, figure)
+    # The percentile tables: every figure in its metric's section, on its row's lines.
+    sections = re.split(r"^\s*(\S[^\n]*?) latency \(ms\)(?: \(\d+/\d+\))?\s*$", text, flags=re.M)
+    by_metric: dict[str, str] = {}
+    for metric, body in zip(sections[1::2], sections[2::2], strict=True):
+        by_metric[metric] = by_metric.get(metric, "") + body
+    for line in percentile_rows(stages):
+        row = dict(zip(("provider", "stage", "region"), line, strict=False))
+        lines = _row_lines(by_metric[line[3]], row)
+        for header, figure in zip(
+            PERCENTILE_HEADER[PERCENTILE_KEYS:], line[PERCENTILE_KEYS:], strict=True
+        ):
+            if figure != "–":
+                assert any(_whole(figure, x) for x in lines), (line[3], header, figure)
+    # The comparison's table follows the percentiles (fitted like them: the width check).
+    assert "gpu vs api" in text and "1.00×" not in text.split("gpu vs api")[0]
+
+
+def test_columns_are_chosen_by_key_or_refused(db: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["report", "base", "--db", str(db), "--columns", "e2e_mean_ms,e2e_std_ms"],
+        env={"COLUMNS": "80"},
+    )
+    assert result.exit_code == 0, result.output
+    head = result.output.split("TTFT latency (ms)")[0]
+    assert "E2E" in head and "mean" in head and "std" in head and "TTFT" not in head
+    stages = build_report(duckdb.connect(str(db), read_only=True), "base").stages
+    for row in stages:
+        assert any(_whole(f"{row['e2e_std_ms']:,.1f}", x) for x in _row_lines(head, row))
+    unknown = runner.invoke(app, ["report", "base", "--db", str(db), "--columns", "ttft_p42_ms"])
+    assert unknown.exit_code == 2
+    assert "ttft_p42_ms" in unknown.output and "itl_mean_ms" in unknown.output
+    both = runner.invoke(app, ["report", "--db", str(db), "--columns", "ttft_p50_ms", "--wide"])
+    assert both.exit_code == 2 and "not both" in both.output
+    document = runner.invoke(app, ["report", "--db", str(db), "--wide", "--format", "json"])
+    assert document.exit_code == 2 and "--format json has every column" in document.output
 
 
 def test_json_matches_build_report(db: Path) -> None:
