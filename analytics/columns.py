@@ -102,6 +102,8 @@ COLUMNS: tuple[ReportColumn, ...] = (
     ReportColumn("requests", "requests", "", text),
     ReportColumn("errors", "errors", "", error_count, numeric=False, extra=("errors_by_class",)),
     ReportColumn("request_rate", "req/s", "req/s", decimals(2)),
+    # Every request that ended, failed ones too (request_rate counts successes only).
+    ReportColumn("attempted_request_rate", "attempted req/s", "req/s", decimals(2), CSV),
     ReportColumn(
         "ttft_p50_ms", "TTFT p50 [95% CI]", "ms", latency(interval=True), WIDE,
         extra=interval("ttft_p50_ms"),

@@ -116,6 +116,6 @@ PERCENTILE_HEADER = (
 )  # fmt: skip
 
 CAPTION = (
-    "latencies in ms, send-based unless 'from intent'; percentiles over successful requests; "
-    "rates and tok/s in each shard's steady-state window"
+    "latencies in ms, send-based unless 'from intent'; percentiles, req/s, tok/s and goodput "
+    "over successful requests only; rates in each shard's steady-state window"
 )

@@ -27,6 +27,7 @@ from analytics.formatting import (
 )
 from analytics.report import RunReport
 from analytics.report_formats import REPORT_FORMATS
+from analytics.top_errors import error_lines
 from api.schemas import RunPublic, ShardPublic
 from scenarios.wire import ShardState
 
@@ -231,6 +232,9 @@ def print_report(console: Console, report: RunReport, fmt: str) -> None:
         console.print(roofline)
     if report.comparison:
         console.print(comparison_table(report.comparison))
+    # Why requests failed, after the tables; messages are text a server wrote: no markup.
+    for line in error_lines(report.errors, report.stages):
+        console.print(line, markup=False, highlight=False)
     realism = [
         f"{r['provider']} s{r['stage']} {r['region']}: {r['prompt_tokens_planned_mean']:.0f} → "
         f"{r['prompt_tokens_reported_mean']:.0f} ({r['prompt_length_error_pct']:+.1f} %)"
