@@ -214,7 +214,15 @@ def test_sql_through_the_server_while_it_serves(
     assert "fast" in table.stdout and "2 rows" in table.stdout
 
     capped = tokenbench("sql", query, *served.cli(), "--max-rows", "1", env=_env())
-    assert capped.code == 0 and "result cut at 1 rows" in capped.stderr
+    assert capped.code == 0 and "1 rows shown; more cut at --max-rows 1" in capped.stdout
+    # An export is never cut: past its cap it fails, naming the cap, and writes nothing.
+    target = served.db.parent / "capped.csv"
+    export = tokenbench(
+        "sql", query, *served.cli(), "--max-rows", "1", "--format", "csv", "-o", str(target),
+        env=_env(),
+    )  # fmt: skip
+    assert export.code == 2 and not target.exists()
+    assert "more than 1 rows (--max-rows 1): nothing was written" in export.stderr
 
     refused = tokenbench("sql", "DROP TABLE runs", *served.cli(), env=_env())
     assert refused.code != 0
