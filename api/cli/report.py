@@ -39,6 +39,7 @@ from analytics.shadow import comparison, is_session
 from api.cli.console import OutputFormat
 from api.cli.errors import exit_for
 from api.cli.local_db import database_error, open_read_only
+from api.cli.report_requests import write_report_with_rows
 from api.cli.rest_client import (
     ServerOption,
     TokenOption,
@@ -156,6 +157,13 @@ def report(
     db: Annotated[Path | None, typer.Option(help="DuckDB file.")] = None,
     server: ServerOption = None,
     token: TokenOption = None,
+    requests: Annotated[
+        bool,
+        typer.Option(
+            "--requests",
+            help="With --format json: every request's row too (the requests view), streamed.",
+        ),
+    ] = False,
 ) -> None:
     """Print a stored run's report, optionally comparing two providers or two runs. With
     --server, read it from a control plane (while it serves, its DuckDB file is locked)."""
@@ -164,12 +172,22 @@ def report(
     out, err = _consoles()
     if compare is not None and providers is not None:
         raise exit_for(BadInput("give --compare or --providers, not both"))
+    if requests and output is not OutputFormat.json:
+        raise exit_for(BadInput("--requests needs --format json"))
     pair = None if providers is None else _provider_pair(providers)
     one_source(server, db)
+    path = db or get_settings().duckdb.path
     if server is not None:
         result, shadow_rows = _remote_report(server, token, run_id, compare, pair)
     else:
-        result, shadow_rows = _local_report(db or get_settings().duckdb.path, run_id, compare, pair)
+        result, shadow_rows = _local_report(path, run_id, compare, pair)
+    if requests:
+        rows = write_report_with_rows(
+            result, out_file, db=None if server else path, server=server, token=token
+        )
+        if out_file is not None:
+            err.print(f"report with {rows:,} requests written to {out_file}", highlight=False)
+        return
     from analytics.shadow_report import print_comparison  # noqa: PLC0415
 
     if out_file is None:
