@@ -4,7 +4,6 @@ and caps in rows and bytes that say what they left out."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import duckdb
 import pytest
