@@ -136,6 +136,8 @@ COLUMNS: tuple[ReportColumn, ...] = (
     ReportColumn("requests", "requests", "", text, label="n"),
     ReportColumn("errors", "errors", "", error_count, numeric=False, extra=("errors_by_class",)),
     ReportColumn("request_rate", "req/s", "req/s", decimals(2), SUMMARY),
+    # Every request that ended, failed ones too (request_rate counts successes only).
+    ReportColumn("attempted_request_rate", "attempted req/s", "req/s", decimals(2), CSV),
     ReportColumn(
         "ttft_p50_ms", "TTFT p50", "ms", latency(), extra=interval("ttft_p50_ms"),
         with_interval=latency(interval=True),

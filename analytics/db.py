@@ -9,7 +9,8 @@ from ``sql/macros.sql`` and ``sql/views/``, after the migrations, and records th
 
 An upgrade is one transaction: every pending migration, then the views, then the data
 steps that fill what a migration added to existing runs (v2 back-fills the run
-dimensions from the stored scenarios, v3 the per-shard pre-aggregates of settled shards).
+dimensions from the stored scenarios, v3 the per-shard pre-aggregates of settled shards,
+v8 their most frequent error messages).
 The data steps run last, so they read the current tables through the current views.
 
 A read-only open cannot write: when the file's schema is older or its views are not this
@@ -26,7 +27,7 @@ import duckdb
 from analytics.dimensions import backfill_dimensions
 from analytics.record_table import request_records_sql
 from analytics.sqlfiles import load_sql
-from analytics.summaries import backfill_summaries
+from analytics.summaries import backfill_error_messages, backfill_summaries
 from analytics.views import code_sha256, create_views, stored_sha256
 
 __all__ = [
@@ -39,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 
@@ -123,7 +124,9 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         if current < 2:
             backfill_dimensions(con)
         if current < 3:
-            backfill_summaries(con)
+            backfill_summaries(con)  # the v8 messages with the rest
+        elif current < 8:
+            backfill_error_messages(con)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")

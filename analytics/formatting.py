@@ -118,7 +118,7 @@ PERCENTILE_HEADER = (
 PERCENTILE_KEYS = 4
 
 CAPTION = (
-    "latencies in ms, send-based unless 'from intent'; percentiles, means and standard "
-    "deviations (population, as numpy's np.std) over successful requests; rates and tok/s "
-    "in each shard's steady-state window"
+    "latencies in ms, send-based unless 'from intent'; percentiles, means, standard "
+    "deviations (population, as numpy's np.std), req/s, tok/s and goodput over successful "
+    "requests only; rates in each shard's steady-state window"
 )

@@ -24,6 +24,7 @@ from analytics.formatting import (
 )
 from analytics.kpi import CARD_STYLE, kpi_cards
 from analytics.report import RunReport
+from analytics.top_errors import ERRORS_HEADER, ERRORS_NOTE, ERRORS_TITLE, error_rows
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -75,6 +76,17 @@ def _comparison(report: RunReport) -> str:
     )
 
 
+def _errors(report: RunReport) -> str:
+    if not report.errors:
+        return ""
+    rows = error_rows(report.errors, report.stages)
+    return (
+        f'<h2 id="errors">{escape(ERRORS_TITLE)}</h2>'
+        + _table(ERRORS_HEADER, rows, [False, True, False, True, False, False])
+        + f'<p class="note">{escape(ERRORS_NOTE)}</p>'
+    )
+
+
 def render_html(report: RunReport) -> str:
     """The whole report as one HTML document."""
     title = f"tokenbench run {report.run_id} · {report.name} · {report.state}"
@@ -115,6 +127,7 @@ def render_html(report: RunReport) -> str:
         f"{kpi_cards(report, palette(report))}"
         f"<h2>Summary</h2>{summary}"
         f'<p class="note">{escape(LOW_SAMPLE_NOTE)} {escape(method_note(report.percentiles))}</p>'
+        f"{_errors(report)}"
         f"{_comparison(report)}"
         f'<h2>Charts</h2><p class="note">Interactive: hover for values, drag to zoom, '
         f"double-click to reset, click a legend entry to hide it.</p>{charts}"

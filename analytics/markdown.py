@@ -17,9 +17,13 @@ from analytics.formatting import (
     percentile_rows,
 )
 from analytics.report import RunReport
+from analytics.top_errors import ERRORS_HEADER, ERRORS_NOTE, ERRORS_TITLE, error_rows
 
 
 def _escape(text: str) -> str:
+    # Cells hold text others wrote (names, servers' error messages): a viewer that renders
+    # markdown must show ``<id>`` or a tag as text, not take it for HTML.
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return text.replace("|", "\\|").replace("\n", " ")
 
 
@@ -68,6 +72,10 @@ def render_markdown(report: RunReport) -> str:
     out += ["", LOW_SAMPLE_NOTE, ""]
     if note := method_note(report.percentiles):
         out += [note, ""]
+    if report.errors:
+        out += [f"## {ERRORS_TITLE}", ""]
+        out.append(table(ERRORS_HEADER, error_rows(report.errors, report.stages), [False] * 6))
+        out += ["", ERRORS_NOTE, ""]
     out += comparison_lines(report.comparison)
     if report.pareto:
         out += ["## Cost vs p99 TTFT", ""]

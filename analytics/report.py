@@ -3,7 +3,8 @@
 ``build_report`` returns everything every output format shows (the CLI's table,
 markdown, HTML and JSON, and the REST API): per stage × provider × region summary rows
 with percentiles, bootstrap intervals, low-sample flags, throughput, goodput and cost;
-the Pareto view; chart data; and, when asked, a pairwise comparison. Field meanings:
+each row's most frequent error messages; the Pareto view; chart data; and, when asked, a
+pairwise comparison. Field meanings:
 docs/analytics.md.
 """
 
@@ -32,6 +33,7 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
+from analytics.top_errors import top_errors
 from scenarios.errors import NotFound
 
 
@@ -49,6 +51,8 @@ class RunReport:
     pareto: list[dict[str, Any]] = field(default_factory=list)
     plots: dict[str, Any] = field(default_factory=dict)
     comparison: dict[str, Any] | None = None
+    # Each row's most frequent failures, redacted (analytics/top_errors.py).
+    errors: list[dict[str, Any]] = field(default_factory=list)
     # How the percentiles were computed: exact, or from stored histograms within a bound.
     percentiles: dict[str, Any] = field(default_factory=lambda: dict(EXACT))
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
@@ -67,6 +71,7 @@ class RunReport:
             # The summary table's columns (header, unit, the fields of ``stages`` each
             # shows), as the text formats print them: analytics/columns.py.
             "columns": describe("summary"),
+            "errors": self.errors,
             "percentiles": self.percentiles,
             "pareto": self.pareto,
             "comparison": self.comparison,
@@ -154,7 +159,8 @@ def build_report(
     run = con.execute("SELECT name, state FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if run is None:
         raise UnknownRunError(run_id)
-    if use_histograms(con, run_id, exact_limits or ExactLimits()):
+    stored = use_histograms(con, run_id, exact_limits or ExactLimits())
+    if stored:
         histograms = group_histograms(con, run_id)
         stages = _with_ci_columns(stored_summary_rows(con, run_id, histograms))
         replicates = bootstrap_rows(con, run_id, stages, histograms)
@@ -197,6 +203,7 @@ def build_report(
         slo=slo_rows[0] if slo_rows else {},
         pareto=pareto(stages),
         plots=charts,
+        errors=top_errors(con, run_id, stored),
         percentiles=method,
         replicates=replicates,
     )

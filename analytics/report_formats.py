@@ -29,7 +29,7 @@ class ReportFormat:
     render: Callable[[RunReport], str]
 
 
-def _plain(value: Any) -> Any:
+def json_default(value: Any) -> Any:
     """JSON for the values DuckDB hands back beyond JSON's own (as FastAPI encodes them)."""
     if isinstance(value, dt.datetime | dt.date | dt.time):
         return value.isoformat()
@@ -40,7 +40,7 @@ def _plain(value: Any) -> Any:
 
 def render_json(report: RunReport) -> str:
     """The report as one JSON document (``RunReport.to_dict``)."""
-    return json.dumps(report.to_dict(), default=_plain, ensure_ascii=False)
+    return json.dumps(report.to_dict(), default=json_default, ensure_ascii=False)
 
 
 def _render_html(report: RunReport) -> str:

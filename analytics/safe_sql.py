@@ -13,10 +13,13 @@ Two layers, so that one mistake does not open the file system:
    calls ``read_csv('/etc/passwd')`` is stopped here.
 
 A timer interrupts a statement that runs longer than the timeout; the result is streamed
-as Arrow record batches and cut after ``max_rows`` rows (``truncated`` says so). With a
-``max_bytes`` cap, reading stops as soon as the batches read so far exceed it (and
-:func:`encode_capped` stops encoding likewise), so an answer never grows past the cap
-plus one small batch; a query that needs more memory than ``max_memory`` is refused.
+as Arrow record batches and cut after ``max_rows`` rows (``truncated`` says so, and
+``total_rows`` how many there were when asked to count them). With a ``max_bytes`` cap,
+reading stops as soon as the batches read so far exceed it (and :func:`encode_capped`
+stops encoding likewise), so an answer never grows past the cap plus one small batch; a
+query that needs more memory than ``max_memory`` is refused. An export
+(:func:`export_query`) is not cut: it writes every row to its sink batch by batch, or
+stops with :class:`SqlTooManyRows` past an explicit row cap.
 
 The connection is the caller's process's own read-only handle. DuckDB lets one process
 hold a file for writing; while a run writes to it, other processes cannot open it, and a
@@ -31,9 +34,11 @@ import io
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import duckdb
 import pyarrow as pa
@@ -62,10 +67,20 @@ class SqlLimits:
 
 @dataclass(frozen=True, slots=True)
 class QueryResult:
-    """Rows of a query (at most ``max_rows``) and whether more were cut off."""
+    """Rows of a query (at most ``max_rows``), whether more were cut off, and how many
+    rows the answer had (None when they were not all counted)."""
 
     table: pa.Table
     truncated: bool
+    elapsed_s: float
+    total_rows: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResult:
+    """How many rows an export wrote, and in how long."""
+
+    rows: int
     elapsed_s: float
 
 
@@ -105,6 +120,14 @@ class SqlTooLarge(SqlError):
 
     sql_kind = "too_large"
     http_status = 413
+
+
+class SqlTooManyRows(SqlTooLarge):
+    """An export's answer has more rows than its cap: nothing is cut silently."""
+
+    def __init__(self, max_rows: int) -> None:
+        super().__init__(f"the answer has more than {max_rows:,} rows, the export's row cap")
+        self.max_rows = max_rows
 
 
 # Rows per Arrow batch read from DuckDB: small, so the byte cap is checked often.
@@ -164,36 +187,104 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str) -> None:
         )
 
 
-def run_query(path: str | Path, sql: str, limits: SqlLimits | None = None) -> QueryResult:
-    """Run one user query against the database at ``path`` under ``limits``."""
+def run_query(
+    path: str | Path, sql: str, limits: SqlLimits | None = None, count_all: bool = False
+) -> QueryResult:
+    """Run one user query against the database at ``path`` under ``limits`` (``count_all``:
+    as :func:`run_on`)."""
     limits = limits or SqlLimits()
     con = open_locked(path, limits)
     try:
-        return run_on(con, sql, limits)
+        return run_on(con, sql, limits, count_all)
     finally:
         con.close()
 
 
-def run_on(con: duckdb.DuckDBPyConnection, sql: str, limits: SqlLimits) -> QueryResult:
-    """Run one user query on a connection from :func:`open_locked`."""
+def run_on(
+    con: duckdb.DuckDBPyConnection, sql: str, limits: SqlLimits, count_all: bool = False
+) -> QueryResult:
+    """Run one user query on a connection from :func:`open_locked`: at most
+    ``limits.max_rows`` rows. With ``count_all``, the rows past the cap are read (within
+    the timeout) and counted, not kept: ``total_rows`` says how many there were."""
     check_statement(con, sql)
     started = time.perf_counter()
+    with _guarded(con, limits):
+        reader = con.sql(sql).to_arrow_reader(min(limits.max_rows + 1, BATCH_ROWS))
+        batches: list[pa.RecordBatch] = []
+        kept = rows = size = 0
+        for batch in reader:
+            rows += batch.num_rows
+            if kept <= limits.max_rows:
+                batches.append(batch)
+                kept += batch.num_rows
+                size += batch.nbytes
+                if limits.max_bytes is not None and size > limits.max_bytes:
+                    raise SqlTooLarge(too_large_message(limits.max_bytes))
+            if rows > limits.max_rows and not count_all:
+                break
+        table = pa.Table.from_batches(batches, schema=reader.schema)
+    truncated = table.num_rows > limits.max_rows
+    if truncated:
+        table = table.slice(0, limits.max_rows)
+    total = rows if count_all or not truncated else None
+    return QueryResult(table, truncated, time.perf_counter() - started, total)
+
+
+def export_on(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    fmt: str,
+    sink: Any,
+    limits: SqlLimits,
+    max_rows: int | None = None,
+) -> ExportResult:
+    """Write every row of one user query to ``sink`` (a binary file or Arrow stream) as
+    ``fmt``, batch by batch, holding one batch at a time. With ``max_rows``, an answer
+    with more rows stops with :class:`SqlTooManyRows` instead of being cut."""
+    check_statement(con, sql)
+    started = time.perf_counter()
+    rows = 0
+    with _guarded(con, limits):
+        reader = con.sql(sql).to_arrow_reader(BATCH_ROWS)
+        encoder = BatchEncoder(sink, reader.schema, fmt)
+        try:
+            for batch in reader:
+                rows += batch.num_rows
+                if max_rows is not None and rows > max_rows:
+                    raise SqlTooManyRows(max_rows)
+                encoder.write(batch)
+        except BaseException:
+            encoder.abort()
+            raise
+        encoder.close()
+    return ExportResult(rows, time.perf_counter() - started)
+
+
+def export_query(
+    path: str | Path,
+    sql: str,
+    fmt: str,
+    sink: Any,
+    limits: SqlLimits | None = None,
+    max_rows: int | None = None,
+) -> ExportResult:
+    """:func:`export_on` on a locked connection to the database at ``path``."""
+    limits = limits or SqlLimits()
+    con = open_locked(path, limits)
+    try:
+        return export_on(con, sql, fmt, sink, limits, max_rows)
+    finally:
+        con.close()
+
+
+@contextmanager
+def _guarded(con: duckdb.DuckDBPyConnection, limits: SqlLimits) -> Iterator[None]:
+    """The statement timeout, and DuckDB's and Arrow's errors as the SqlError tree."""
     timer = threading.Timer(limits.timeout_s, con.interrupt)
     timer.daemon = True
     timer.start()
     try:
-        reader = con.sql(sql).to_arrow_reader(min(limits.max_rows + 1, BATCH_ROWS))
-        batches: list[pa.RecordBatch] = []
-        rows = size = 0
-        for batch in reader:
-            batches.append(batch)
-            rows += batch.num_rows
-            size += batch.nbytes
-            if limits.max_bytes is not None and size > limits.max_bytes:
-                raise SqlTooLarge(too_large_message(limits.max_bytes))
-            if rows > limits.max_rows:
-                break
-        table = pa.Table.from_batches(batches, schema=reader.schema)
+        yield
     except duckdb.InterruptException:
         raise SqlTimeout(
             f"query stopped after the {limits.timeout_s:g} s statement timeout"
@@ -216,10 +307,52 @@ def run_on(con: duckdb.DuckDBPyConnection, sql: str, limits: SqlLimits) -> Query
         raise SqlError(_first_line(exc)) from None
     finally:
         timer.cancel()
-    truncated = table.num_rows > limits.max_rows
-    if truncated:
-        table = table.slice(0, limits.max_rows)
-    return QueryResult(table, truncated, time.perf_counter() - started)
+
+
+class BatchEncoder:
+    """Record batches of one schema written to a binary sink as CSV, JSON (one array of
+    objects, as :func:`encode` writes it), Parquet or an Arrow IPC stream, one batch at a
+    time: an answer of any size is written without being held whole."""
+
+    def __init__(self, sink: Any, schema: pa.Schema, fmt: str) -> None:
+        self._sink = sink
+        self._fmt = fmt
+        self._first = True
+        self._writer: Any = None
+        if fmt == "csv":
+            self._writer = pa_csv.CSVWriter(sink, schema)
+        elif fmt == "parquet":
+            self._writer = pq.ParquetWriter(sink, schema)
+        elif fmt == "arrow":
+            self._writer = pa.ipc.new_stream(sink, schema)
+        elif fmt == "json":
+            sink.write(b"[")
+        else:
+            raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(OUTPUT_FORMATS)}")
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Append one batch."""
+        if self._writer is not None:
+            self._writer.write_batch(batch)
+        elif batch.num_rows:
+            rows = json.dumps(batch.to_pylist(), default=str)[1:-1]
+            self._sink.write((rows if self._first else ", " + rows).encode())
+            self._first = False
+
+    def close(self) -> None:
+        """End the document (the sink itself stays open)."""
+        if self._writer is not None:
+            self._writer.close()
+        else:
+            self._sink.write(b"]")
+
+    def abort(self) -> None:
+        """Stop without ending the document: a JSON answer stays unclosed, so that what
+        was written reads as cut short. (Arrow's writers are closed, while the sink is
+        open, so that none of them writes to it later.)"""
+        if self._writer is not None:
+            with suppress(pa.ArrowException, OSError, ValueError):
+                self._writer.close()
 
 
 def encode(table: pa.Table, fmt: str) -> bytes:
@@ -264,40 +397,16 @@ def encode_capped(table: pa.Table, fmt: str, max_bytes: int | None) -> bytes:
     if max_bytes is None:
         return encode(table, fmt)
     sink = pa.BufferOutputStream()
-    batches = table.to_batches(max_chunksize=BATCH_ROWS)
 
     def check() -> None:
         if sink.tell() > max_bytes:
             raise SqlTooLarge(too_large_message(max_bytes))
 
-    if fmt == "json":
-        sink.write(b"[")
-        first = True
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            rows = json.dumps(batch.to_pylist(), default=str)[1:-1]
-            sink.write((rows if first else ", " + rows).encode())
-            first = False
-            check()
-        sink.write(b"]")
-    elif fmt == "csv":
-        with pa_csv.CSVWriter(sink, table.schema) as csv_writer:
-            for batch in batches:
-                csv_writer.write_batch(batch)
-                check()
-    elif fmt == "parquet":
-        with pq.ParquetWriter(sink, table.schema) as parquet_writer:
-            for batch in batches:
-                parquet_writer.write_batch(batch)
-                check()
-    elif fmt == "arrow":
-        with pa.ipc.new_stream(sink, table.schema) as ipc_writer:
-            for batch in batches:
-                ipc_writer.write_batch(batch)
-                check()
-    else:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(OUTPUT_FORMATS)}")
+    encoder = BatchEncoder(sink, table.schema, fmt)
+    for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+        encoder.write(batch)
+        check()
+    encoder.close()
     check()
     return bytes(sink.getvalue().to_pybytes())
 

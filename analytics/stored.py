@@ -4,7 +4,8 @@ A run small enough (``ExactLimits``) is reported from its raw records: exact per
 as tests compare them with numpy. Above that, reading 10M requests and 80M ITL gaps per
 report cannot fit a 2 s budget on two cores, so the report reads the stored per-shard
 sums (``stored_summary.sql``) and histograms (``stored_histograms.sql``): counts, rates,
-goodput and cost are the same arithmetic on stored sums; percentiles, their bootstrap
+goodput and cost are the same arithmetic on stored sums; the most frequent error messages
+come from each shard's stored list (analytics/top_errors.py); percentiles, their bootstrap
 intervals, the means and standard deviations and the TTFT and ITL CDFs come from the
 log-bucketed histograms, within a relative error of ``RELATIVE_ERROR`` (analytics/sketch.py;
 the deviation relative to the root mean square), and the report says so.

@@ -2,9 +2,10 @@
 reads instead of the raw records.
 
 ``store_shard_summary`` (called by ``RunStore.shard_done``) replaces a shard's rows in
-``shard_summaries``, ``shard_errors`` and ``shard_histograms`` (schema_v3.sql) with those
-of its accepted attempt: the sums and counts behind every report figure, and a
-log-bucketed histogram per latency metric (analytics/sketch.py). The cost is one scan of
+``shard_summaries``, ``shard_errors`` and ``shard_histograms`` (schema_v3.sql) and
+``shard_error_messages`` (schema_v8.sql) with those of its accepted attempt: the sums and
+counts behind every report figure, a log-bucketed histogram per latency metric
+(analytics/sketch.py), and its most frequent error messages. The cost is one scan of
 the shard's own records, paid once while the run goes on, instead of a scan of the whole
 run at every report.
 """
@@ -19,8 +20,11 @@ from analytics.sqlfiles import load_sql
 # Fixed table names (never user input), one DELETE each.
 _DELETES = tuple(
     f"DELETE FROM {table} WHERE run_id = $run_id AND shard_id = $shard_id"  # noqa: S608
-    for table in ("shard_summaries", "shard_errors", "shard_histograms")
+    for table in ("shard_summaries", "shard_errors", "shard_histograms", "shard_error_messages")
 )
+# Distinct (class, message) pairs kept per shard: the report shows a stage's first few,
+# summed over its shards; a few more per shard keep those sums close when shards differ.
+MESSAGES_PER_SHARD = 20
 
 
 def store_shard_summary(con: duckdb.DuckDBPyConnection, run_id: str, shard_id: str) -> None:
@@ -33,6 +37,7 @@ def store_shard_summary(con: duckdb.DuckDBPyConnection, run_id: str, shard_id: s
         con.execute(delete, key)
     con.execute(load_sql("shard_summary"), key)
     con.execute(load_sql("shard_errors"), key)
+    con.execute(load_sql("shard_error_messages"), {**key, "keep": MESSAGES_PER_SHARD})
     con.execute(
         load_sql("shard_histograms"), {**key, "log_gamma": LOG_GAMMA, "zero_bucket": ZERO_BUCKET}
     )
@@ -45,6 +50,21 @@ def backfill_summaries(con: duckdb.DuckDBPyConnection) -> int:
     ).fetchall()
     for run_id, shard_id in rows:
         store_shard_summary(con, str(run_id), str(shard_id))
+    return len(rows)
+
+
+def backfill_error_messages(con: duckdb.DuckDBPyConnection) -> int:
+    """The stored error messages of every shard that has an accepted attempt (schema v8
+    migration of a file whose other pre-aggregates are stored already)."""
+    rows = con.execute(
+        "SELECT run_id, shard_id FROM shards WHERE accepted_attempt IS NOT NULL"
+    ).fetchall()
+    for run_id, shard_id in rows:
+        key = {"run_id": str(run_id), "shard_id": str(shard_id)}
+        con.execute(
+            "DELETE FROM shard_error_messages WHERE run_id = $run_id AND shard_id = $shard_id", key
+        )
+        con.execute(load_sql("shard_error_messages"), {**key, "keep": MESSAGES_PER_SHARD})
     return len(rows)
 
 

@@ -122,6 +122,14 @@ MAX_DOCUMENT_DEPTH: Final = 64
 # Bytes of one /v1/sql answer (TOKENBENCH__API__SQL_MAX_BYTES): a 64 MiB answer is
 # millions of rows of figures; the control plane holds at most two at once.
 DEFAULT_SQL_MAX_BYTES: Final = 64 * 1024 * 1024
+# Rows of one /v1/sql answer (its ``max_rows`` at most): with the byte cap, what one
+# answer may hold; larger results are aggregated, paged, or exported from the file.
+MAX_SQL_ANSWER_ROWS: Final = 100_000
+# Per-request rows of one REST report (``?requests=true``), in rows and in encoded bytes:
+# a report is built in memory and read whole by a browser or a script, so it stays small
+# (a row with a long answer's ITL gaps is tens of KB); the records route has every row.
+MAX_REPORT_REQUEST_ROWS: Final = 10_000
+MAX_REPORT_REQUEST_BYTES: Final = 16 * 1024 * 1024
 # Address space a query process may allocate beyond the interpreter (RLIMIT_DATA): DuckDB's
 # own 1 GB ``max_memory`` plus room for the Arrow result and its encoding.
 SQL_PROCESS_DATA_BYTES: Final = 1536 * 1024 * 1024

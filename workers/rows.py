@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 
 from scenarios.records import STAMPS
+from scenarios.redaction import redact
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest
 
@@ -104,7 +105,9 @@ def record_row(
         "status": "ok" if failure is None else "error",
         "error_class": None if failure is None else failure.error_class.value,
         "http_status": None if failure is None else failure.http_status,
-        "error_message": None if failure is None else failure.message,
+        # Every message is redacted here, whatever built it (an adapter, the gateway, a
+        # retry): the record is what leaves the worker (docs/security.md, "Error messages").
+        "error_message": None if failure is None else redact(failure.message),
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

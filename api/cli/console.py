@@ -32,6 +32,7 @@ from analytics.formatting import (
 )
 from analytics.report import RunReport
 from analytics.report_formats import REPORT_FORMATS
+from analytics.top_errors import error_lines
 from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
 from scenarios.errors import BadInput
@@ -319,6 +320,9 @@ def print_report(
     print_tables(console, roofline_tables(report, width))
     if report.comparison:
         print_tables(console, comparison_tables(report.comparison, width))
+    # Why requests failed, after the tables; messages are text a server wrote: no markup.
+    for line in error_lines(report.errors, report.stages):
+        console.print(line, markup=False, highlight=False)
     realism = [
         f"{r['provider']} s{r['stage']} {r['region']}: {r['prompt_tokens_planned_mean']:.0f} → "
         f"{r['prompt_tokens_reported_mean']:.0f} ({r['prompt_length_error_pct']:+.1f} %)"

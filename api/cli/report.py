@@ -10,7 +10,6 @@ SQL, missing ``-o`` for binary output).
 
 from __future__ import annotations
 
-import sys
 import time
 from enum import StrEnum
 from pathlib import Path
@@ -21,8 +20,6 @@ import httpx
 import pyarrow as pa
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from analytics.report import (
     RunReport,
@@ -36,13 +33,13 @@ from analytics.safe_sql import (
     QueryResult,
     SqlError,
     SqlLimits,
-    encode,
     run_query,
 )
 from analytics.shadow import comparison, is_session
 from api.cli.console import ColumnsOption, OutputFormat, WideOption, console_width, table_columns
 from api.cli.errors import exit_for
 from api.cli.local_db import database_error, open_read_only
+from api.cli.report_requests import write_report_with_rows
 from api.cli.rest_client import (
     ServerOption,
     TokenOption,
@@ -52,7 +49,9 @@ from api.cli.rest_client import (
     raise_for,
     remote,
 )
+from api.cli.sql_output import TABLE_ROWS, export_local, export_remote, print_table, remote_row_cap
 from scenarios.errors import BadInput, NotFound
+from scenarios.limits import MAX_SQL_ANSWER_ROWS
 from scenarios.settings import get_settings
 
 
@@ -160,6 +159,13 @@ def report(
     token: TokenOption = None,
     columns: ColumnsOption = None,
     wide: WideOption = False,
+    requests: Annotated[
+        bool,
+        typer.Option(
+            "--requests",
+            help="With --format json: every request's row too (the requests view), streamed.",
+        ),
+    ] = False,
 ) -> None:
     """Print a stored run's report, optionally comparing two providers or two runs. With
     --server, read it from a control plane (while it serves, its DuckDB file is locked).
@@ -171,12 +177,22 @@ def report(
     shown = table_columns(output, columns, wide)
     if compare is not None and providers is not None:
         raise exit_for(BadInput("give --compare or --providers, not both"))
+    if requests and output is not OutputFormat.json:
+        raise exit_for(BadInput("--requests needs --format json"))
     pair = None if providers is None else _provider_pair(providers)
     one_source(server, db)
+    path = db or get_settings().duckdb.path
     if server is not None:
         result, shadow_rows = _remote_report(server, token, run_id, compare, pair)
     else:
-        result, shadow_rows = _local_report(db or get_settings().duckdb.path, run_id, compare, pair)
+        result, shadow_rows = _local_report(path, run_id, compare, pair)
+    if requests:
+        rows = write_report_with_rows(
+            result, out_file, db=None if server else path, server=server, token=token
+        )
+        if out_file is not None:
+            err.print(f"report with {rows:,} requests written to {out_file}", highlight=False)
+        return
     from analytics.shadow_report import print_comparison  # noqa: PLC0415
 
     if out_file is None:
@@ -198,7 +214,15 @@ def sql(
     out_file: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write to this file (needed for parquet).")
     ] = None,
-    max_rows: Annotated[int, typer.Option(min=1, help="Row cap of the answer.")] = 10_000,
+    max_rows: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help=f"Row cap. The table shows at most this many rows (default {TABLE_ROWS:,}) "
+            "and says how many it cut; csv, json and parquet write every row, or fail when "
+            "the answer has more than this many.",
+        ),
+    ] = None,
     timeout_s: Annotated[float, typer.Option(min=0.1, help="Statement timeout.")] = 30.0,
     server: ServerOption = None,
     token: TokenOption = None,
@@ -214,26 +238,35 @@ def sql(
     out, err = _consoles()
     if output is SqlFormat.parquet and out_file is None:
         raise exit_for(BadInput("--format parquet needs -o FILE"))
-    limits = SqlLimits(max_rows=max_rows, timeout_s=timeout_s)
     one_source(server, db)
-    if server is not None:
-        result, age_s = _remote_query(server, token, query, limits, max_staleness_s)
-        if age_s >= 1:
-            err.print(
-                f"[dim]answered from the control plane's copy of the results, {age_s:.0f} s old "
-                "(--max-staleness-s 0 for fresh data)",
-                highlight=False,
-            )
+    table_cap = max_rows or TABLE_ROWS
+    if server is None:
+        path = db or get_settings().duckdb.path
+        if output is SqlFormat.table:
+            limits = SqlLimits(max_rows=table_cap, timeout_s=timeout_s)
+            print_table(_local_query(path, query, limits), table_cap, out_file, out)
+        else:
+            limits = SqlLimits(timeout_s=timeout_s)
+            export_local(path, query, output.value, out_file, limits, max_rows)
+        return
+    default = table_cap if output is SqlFormat.table else MAX_SQL_ANSWER_ROWS
+    limits = SqlLimits(max_rows=remote_row_cap(max_rows, default), timeout_s=timeout_s)
+    result, age_s = _remote_query(server, token, query, limits, max_staleness_s)
+    if age_s >= 1:
+        err.print(
+            f"[dim]answered from the control plane's copy of the results, {age_s:.0f} s old "
+            "(--max-staleness-s 0 for fresh data)",
+            highlight=False,
+        )
+    if output is SqlFormat.table:
+        print_table(result, limits.max_rows, out_file, out)
     else:
-        result = _local_query(db or get_settings().duckdb.path, query, limits)
-    if result.truncated:
-        err.print(f"[yellow]result cut at {max_rows} rows (--max-rows)", highlight=False)
-    _write_result(result, output, out_file, out)
+        export_remote(result, output.value, out_file, max_rows)
 
 
 def _local_query(path: Path, query: str, limits: SqlLimits) -> QueryResult:
     try:
-        return run_query(path, query, limits)
+        return run_query(path, query, limits, count_all=True)
     except FileNotFoundError as exc:
         raise exit_for(NotFound(str(exc))) from None
     except duckdb.IOException as exc:
@@ -267,26 +300,3 @@ def _remote_query(
         elapsed_s=time.perf_counter() - started,
     )
     return result, float(headers.get("x-tokenbench-snapshot-age-s", "0"))
-
-
-def _write_result(
-    result: QueryResult, output: SqlFormat, out_file: Path | None, out: Console
-) -> None:
-    if output is SqlFormat.table:
-        table = Table(caption=f"{result.table.num_rows} rows · {result.elapsed_s:.3f} s")
-        for name in result.table.column_names:
-            table.add_column(name)
-        for row in result.table.to_pylist():
-            table.add_row(*("NULL" if v is None else escape(str(v)) for v in row.values()))
-        if out_file is None:
-            out.print(table)
-        else:
-            with out_file.open("w", encoding="utf-8") as handle:
-                Console(file=handle, width=250, no_color=True).print(table)
-        return
-    payload = encode(result.table, output.value)
-    if out_file is None:
-        sys.stdout.buffer.write(payload)
-        sys.stdout.buffer.flush()
-    else:
-        out_file.write_bytes(payload)

@@ -71,16 +71,26 @@ def test_flags_build_a_scenario_that_runs_and_saves(
 def test_a_run_whose_every_request_failed_exits_1_naming_the_stage(
     tmp_path: Path, tokenbench: Callable[..., CliResult]
 ) -> None:
+    db = str(tmp_path / "f.duckdb")
     result = tokenbench(
         "run", "--target", f"http://127.0.0.1:{_closed_port()}", "--model", "m",
-        "--concurrency", "2", "--requests", "6", "--db", str(tmp_path / "f.duckdb"),
-        "--format", "json", env=_env(),
+        "--concurrency", "2", "--requests", "6", "--db", db, "--format", "json", env=_env(),
     )  # fmt: skip
     assert result.code == 1
     report = json.loads(result.stdout)  # the report is still written, for the record
-    assert report["stages"][0]["errors"] == 6
+    stage = report["stages"][0]
+    assert stage["errors"] == 6
+    # Refusals are not throughput: nothing was served, however fast it was refused.
+    assert stage["request_rate"] == 0 and stage["attempted_request_rate"] > 0
+    (cause,) = report["errors"]  # why, redacted, with its count
+    assert (cause["error_class"], cause["count"]) == ("connect", 6) and cause["message"]
     assert "target stage 0 (local): 6 of 6 requests failed (100.0 %)" in result.stderr
     assert "Traceback" not in result.stderr
+    table = tokenbench("report", "--db", db, env=_env())
+    assert table.code == 0, table.stderr
+    text = " ".join(table.stdout.split())
+    assert "Most frequent errors" in text
+    assert f"6 connect {' '.join(cause['message'].split())}" in text
 
 
 def test_max_error_rate_fails_a_run_above_the_limit_only(

@@ -156,6 +156,41 @@ def test_the_report_route_compares_runs_and_providers(served: Served) -> None:
     assert unknown.status_code == 404 and "nope" in unknown.json()["detail"]
 
 
+def test_the_json_report_carries_each_requests_row_when_asked(
+    served: Served, tokenbench: Callable[..., CliResult]
+) -> None:
+    client, run = served.client, served.second
+    answer = client.get(f"/v1/runs/{run}/report", params={"requests": "true"})
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-tokenbench-truncated"] == "false"
+    document = answer.json()
+    rows = document.pop("requests")
+    assert (document.pop("requests_total"), document.pop("requests_truncated")) == (20, False)
+    assert document == client.get(f"/v1/runs/{run}/report").json()  # the report, unchanged
+    assert len(rows) == 20 and {row["provider"] for row in rows} == {"fast", "slow"}
+    assert all(row["status"] == "ok" and row["ttft_ms"] > 0 for row in rows)
+    assert "run_id" not in rows[0] and rows[0]["sent_at"].endswith("+00:00")
+    refused = client.get(f"/v1/runs/{run}/report", params={"requests": "true", "format": "html"})
+    assert refused.status_code == 422 and "needs the json format" in refused.json()["detail"]
+
+    # The command line reads every row through the records route, not the capped report.
+    target = served.db.parent / "with-requests.json"
+    shown = tokenbench(
+        "report", run, *served.cli(), "--format", "json", "--requests", "-o", str(target),
+        env=_env(),
+    )  # fmt: skip
+    assert shown.code == 0, shown.stderr
+    assert f"report with 20 requests written to {target}" in shown.stderr
+    written = json.loads(target.read_text())
+    key = ("stage", "shard_id", "seq")
+    assert sorted(tuple(r[k] for k in key) for r in written["requests"]) == sorted(
+        tuple(r[k] for k in key) for r in rows
+    )
+    assert written["requests_truncated"] is False
+    not_json = tokenbench("report", run, *served.cli(), "--requests", env=_env())
+    assert not_json.code == 2 and "--requests needs --format json" in not_json.stderr
+
+
 def test_report_through_the_server_while_it_serves(
     served: Served, tokenbench: Callable[..., CliResult]
 ) -> None:
@@ -220,7 +255,15 @@ def test_sql_through_the_server_while_it_serves(
     assert "fast" in table.stdout and "2 rows" in table.stdout
 
     capped = tokenbench("sql", query, *served.cli(), "--max-rows", "1", env=_env())
-    assert capped.code == 0 and "result cut at 1 rows" in capped.stderr
+    assert capped.code == 0 and "1 rows shown; more cut at --max-rows 1" in capped.stdout
+    # An export is never cut: past its cap it fails, naming the cap, and writes nothing.
+    target = served.db.parent / "capped.csv"
+    export = tokenbench(
+        "sql", query, *served.cli(), "--max-rows", "1", "--format", "csv", "-o", str(target),
+        env=_env(),
+    )  # fmt: skip
+    assert export.code == 2 and not target.exists()
+    assert "more than 1 rows (--max-rows 1): nothing was written" in export.stderr
 
     refused = tokenbench("sql", "DROP TABLE runs", *served.cli(), env=_env())
     assert refused.code != 0

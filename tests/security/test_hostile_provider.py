@@ -65,3 +65,42 @@ def test_absurd_usage_is_not_believed_and_nothing_is_lost(
         assert row["completion_tokens"] == row["token_events"] == 2
         assert row["prompt_tokens"] == row["planned_prompt_tokens"]
     hostile_stack.assert_healthy()
+
+
+def test_an_error_body_echoing_secrets_is_stored_and_shown_redacted(
+    hostile_stack: HostileStack, catcher: Catcher
+) -> None:
+    # A provider's error answer is text it chose: keys it echoes, a signed URL, a request
+    # id, a terminal escape sequence and markup must neither be stored nor shown as sent.
+    body = (
+        '{"error": "invalid key sk-live-0123456789abcdefXYZ for Bearer eyJhbGciOi.eyJzdWIi.sig'
+        " at https://u:pw@files.example/blob?X-Amz-Signature=deadbeef request 88442211"
+        ' \u001b[2J<script>alert(1)</script>"}'
+    ).encode()
+    catcher.answer("/chat/completions", body, status=401)
+    provider = {"name": "echo", "kind": "openai", "base_url": f"{catcher.url}/v1", "model": "m"}
+    created = hostile_stack.client.post(
+        "/v1/runs", json={"scenario": scenario_with(provider, requests=5)}
+    )
+    assert created.status_code == 201, created.text
+    run_id = created.json()["id"]
+    assert hostile_stack.wait_for_run(run_id)["errors"] == 5
+
+    expected = (
+        'HTTP 401: {"error": "invalid key [redacted] for Bearer [redacted] at '
+        'https://[redacted]@files.example/blob?[redacted] request <n> [2J<script>alert(1)</script>"}'
+    )
+    records = hostile_stack.client.get(f"/v1/runs/{run_id}/records?format=parquet")
+    stored = {
+        row["error_message"] for row in pq.read_table(io.BytesIO(records.content)).to_pylist()
+    }
+    assert stored == {expected}
+    report = hostile_stack.client.get(f"/v1/runs/{run_id}/report").json()
+    assert [(e["error_class"], e["message"], e["count"]) for e in report["errors"]] == [
+        ("http_4xx", expected, 5)
+    ]
+    html = hostile_stack.client.get(f"/v1/runs/{run_id}/report", params={"format": "html"}).text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
+    for secret in ("sk-live-0123456789abcdefXYZ", "eyJhbGciOi", ":pw@", "deadbeef", "88442211"):
+        assert secret not in records.content.decode("latin-1") and secret not in html
+    hostile_stack.assert_healthy()

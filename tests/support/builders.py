@@ -156,10 +156,10 @@ def ok_result(sent: int, ttft_ms: float, gaps_ms: list[float], prompt: int = 50)
     )
 
 
-def failed_result(sent: int, error: ErrorClass) -> RequestResult:
+def failed_result(sent: int, error: ErrorClass, message: str = "x") -> RequestResult:
     """A request sent at ``sent`` (ns) that failed with ``error`` 5 ms later."""
     return RequestResult(
-        intended_start=sent, sent=sent, end=sent + 5 * MS, failure=RequestFailure(error, "x")
+        intended_start=sent, sent=sent, end=sent + 5 * MS, failure=RequestFailure(error, message)
     )
 
 

@@ -4,18 +4,29 @@
       error_class ∈ {http_4xx, http_429, http_5xx, timeout, connect, protocol, cancelled}
 
 Transport errors (httpx, aiohttp beneath it, asyncio timeouts) are classified here and
-nowhere else; messages are redacted and bounded before they leave the worker.
+nowhere else; messages are redacted and bounded (scenarios/redaction.py) before they leave
+the worker, here and again when a record is built (workers/rows.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 from enum import StrEnum
 
 import httpx
 
-MAX_MESSAGE_CHARS = 300
+from scenarios.redaction import MAX_MESSAGE_CHARS, redact
+
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "ErrorClass",
+    "ProtocolFailure",
+    "RequestFailure",
+    "class_of_status",
+    "classify_exception",
+    "http_failure",
+    "redact",
+]
 
 
 class ErrorClass(StrEnum):
@@ -96,20 +107,3 @@ def _describe(exc: BaseException) -> str:
     text = str(exc)
     name = type(exc).__name__
     return f"{name}: {text}" if text else name
-
-
-_CREDENTIAL = re.compile(
-    r"(?i)(bearer\s+|api[-_]?key[\"'=:\s]+|authorization[\"'=:\s]+)[^\s\"',}]+|sk-[A-Za-z0-9_-]{8,}"
-)
-
-
-def redact(message: str, secrets: tuple[str, ...] = ()) -> str:
-    """Remove known secret values and credential-looking strings; bound the length."""
-    for secret in secrets:
-        if secret:
-            message = message.replace(secret, "[redacted]")
-    message = _CREDENTIAL.sub(lambda m: (m.group(1) or "") + "[redacted]", message)
-    message = " ".join(message.split())
-    if len(message) > MAX_MESSAGE_CHARS:
-        message = message[: MAX_MESSAGE_CHARS - 1] + "…"
-    return message

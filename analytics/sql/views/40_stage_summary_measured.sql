@@ -3,15 +3,17 @@
 -- quantile_cont (numpy's default linear interpolation) over successful requests; ITL over
 -- every gap of successful requests. Means and standard deviations over the same samples;
 -- the standard deviation is the population one (stddev_pop: numpy's np.std default, which
--- vLLM's benchmark reports), so the figures compare like for like. Intent-based latencies
--- only for open-loop load (closed loop has no arrival schedule). Throughput, request rate
--- and concurrency are measured per shard in its steady-state window [first send, last
--- send] over the requests that complete inside it: after the last send no new request
--- starts, so the drain (cool-down) is excluded. A shard too short for that window falls
--- back to its whole span [first send, last end]. A shard runs in one process, whose
--- wall-clock instants come from one perf_counter anchor, so their differences are perf
--- durations. The steady window, SLO and cost formulas are macros (sql/macros.sql), shared
--- with the stored aggregates.
+-- vLLM's benchmark reports), so the figures compare like for like. Intent-based latencies only for open-loop load (closed
+-- loop has no arrival schedule). Throughput, request rate and concurrency are measured per
+-- shard in its steady-state window [first send, last send] over the requests that
+-- complete inside it (after the last send no new request starts, so the drain, or
+-- cool-down, is excluded); `request_rate`, tok/s and goodput count successful requests
+-- only (a server that refuses every connection at once serves nothing, however fast),
+-- `attempted_request_rate` every request that ended. A shard too short for that window
+-- falls back to its whole span [first send, last end]. A shard runs in one process,
+-- whose wall-clock instants come from one perf_counter anchor, so their differences are
+-- perf durations. The steady window, SLO
+-- and cost formulas are macros (sql/macros.sql), shared with the stored aggregates.
 CREATE OR REPLACE VIEW stage_summary_measured AS
 WITH req AS (
     SELECT
@@ -59,7 +61,7 @@ rates AS (
         bool_and(steady)                                AS steady_window,
         sum(window_us) / 1e6                            AS window_s,
         sum(span_us) / 1e6                              AS span_s,
-        sum(per_window_s(done, window_us))              AS request_rate,
+        sum(per_window_s(done, window_us))              AS attempted_request_rate,
         sum(per_window_s(ok_done, window_us))           AS ok_request_rate,
         sum(per_window_s(good_done, window_us))         AS goodput_rps,
         sum(per_window_s(in_tokens, window_us))         AS input_tok_s,
@@ -142,7 +144,8 @@ SELECT
     l.requests, l.ok, l.errors,
     l.errors / l.requests::DOUBLE                                  AS error_rate,
     coalesce(e.errors_by_class, '')                                AS errors_by_class,
-    r.request_rate, r.achieved_concurrency, r.window_s, r.span_s, r.steady_window,
+    r.ok_request_rate AS request_rate, r.attempted_request_rate,
+    r.achieved_concurrency, r.window_s, r.span_s, r.steady_window,
     l.ttft_n, l.ttft_q[1] AS ttft_p50_ms, l.ttft_q[2] AS ttft_p90_ms, l.ttft_q[3] AS ttft_p95_ms,
     l.ttft_q[4] AS ttft_p99_ms, l.ttft_q[5] AS ttft_p999_ms, l.ttft_mean_ms, l.ttft_std_ms,
     coalesce(i.itl_n, 0) AS itl_n, i.itl_q[1] AS itl_p50_ms, i.itl_q[2] AS itl_p90_ms,

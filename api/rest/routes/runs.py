@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated
 
+import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fastapi import APIRouter, Header, Query, Response
 
 from analytics.datasets import DatasetStore
-from analytics.report import UnknownRunError, build_report
+from analytics.report import RunReport, UnknownRunError, build_report
 from analytics.report_formats import REPORT_FORMATS, ReportFormat
+from analytics.request_rows import request_batches, write_report_with_requests
 from api.control.plane import live_worker_count
 from api.control.run_views import live_view, stored_view
 from api.rest.deps import (
@@ -32,7 +34,7 @@ from api.rest.validation import (
 )
 from api.schemas import RunCreate, RunCreated, RunPublic
 from scenarios.errors import BadInput
-from scenarios.limits import MAX_ID_CHARS
+from scenarios.limits import MAX_ID_CHARS, MAX_REPORT_REQUEST_BYTES, MAX_REPORT_REQUEST_ROWS
 from scenarios.loader import Problem, ScenarioError
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Authenticated])
@@ -171,13 +173,25 @@ def get_report(
             description="A,B: ratios of provider B to provider A in this run.",
         ),
     ] = None,
+    requests: Annotated[
+        bool,
+        Query(
+            description="JSON only: each request's row too (`requests`), at most "
+            f"{MAX_REPORT_REQUEST_ROWS:,} rows and {MAX_REPORT_REQUEST_BYTES // 2**20} MiB "
+            "of them; `requests_truncated` says when rows were left out, and "
+            "`/v1/runs/{run_id}/records` has every row.",
+        ),
+    ] = False,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     """The run's report as JSON, markdown or HTML, by ``?format=`` or ``Accept`` (the
-    same content as `tokenbench report --format ...`), with a comparison if asked."""
+    same content as `tokenbench report --format ...`), with a comparison if asked, and
+    with its per-request rows if asked (JSON)."""
     fmt = report_format(output, accept)
     if compare is not None and providers is not None:
         raise BadInput("give compare or providers, not both")
+    if requests and fmt.name != "json":
+        raise BadInput(f"requests=true needs the json format, not {fmt.name}")
     report = build_report(cursor, run_id)
     if providers is not None:
         report = report.with_provider_comparison(*_provider_pair(providers))
@@ -185,7 +199,28 @@ def get_report(
         report = report.with_run_comparison(build_report(cursor, compare))
     headers = {"x-content-type-options": "nosniff", "vary": "Accept"}
     headers.update(_REPORT_HEADERS.get(fmt.name, {}))
+    if requests:
+        return _report_with_requests(cursor, report, headers)
     return Response(fmt.render(report), media_type=fmt.media_type, headers=headers)
+
+
+def _report_with_requests(
+    cursor: duckdb.DuckDBPyConnection, report: RunReport, headers: dict[str, str]
+) -> Response:
+    # Held in memory, so capped in rows and bytes (docs/security.md, Bounds): one request
+    # holds at most MAX_REPORT_REQUEST_BYTES of rows, whatever the run's size.
+    parts: list[str] = []
+    written = write_report_with_requests(
+        report,
+        request_batches(cursor, report.run_id),
+        parts.append,
+        max_rows=MAX_REPORT_REQUEST_ROWS,
+        max_bytes=MAX_REPORT_REQUEST_BYTES,
+        cut_note=f"GET /v1/runs/{report.run_id}/records (Arrow or Parquet) or "
+        "`tokenbench report --format json --requests` has every row",
+    )
+    headers = {**headers, "x-tokenbench-truncated": "true" if written.truncated else "false"}
+    return Response("".join(parts), media_type="application/json", headers=headers)
 
 
 @router.get(

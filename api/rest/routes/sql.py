@@ -28,6 +28,7 @@ from analytics.safe_sql import SqlLimits
 from analytics.snapshot import SnapshotInfo, SqlSnapshot
 from analytics.sql_process import ChildResult, run_in_child
 from api.rest.deps import Authenticated, SettingsDep, WriterDep
+from scenarios.limits import MAX_SQL_ANSWER_ROWS
 
 router = APIRouter(prefix="/v1/sql", tags=["sql"], dependencies=[Authenticated])
 
@@ -51,7 +52,9 @@ class SqlQuery(BaseModel):
     format: Literal["json", "csv", "arrow", "parquet"] | None = Field(
         None, description="Answer format; default: from the Accept header, else JSON."
     )
-    max_rows: int = Field(10_000, ge=1, le=100_000, description="Row cap of the answer.")
+    max_rows: int = Field(
+        10_000, ge=1, le=MAX_SQL_ANSWER_ROWS, description="Row cap of the answer."
+    )
     timeout_s: float = Field(30.0, gt=0, le=300, description="Statement timeout (seconds).")
     max_staleness_s: float = Field(
         30.0,

@@ -273,7 +273,8 @@ def test_a_v6_database_gets_each_stage_level_back_filled(tmp_path: Path) -> None
     from analytics.db import SCHEMA_VERSION
 
     con = split_stage_run(tmp_path)
-    # As v6 stored it: no plan, the parts' shares only.
+    # As v6 stored it: no plan, the parts' shares only (and no stored messages: v8).
+    con.execute("DROP TABLE shard_error_messages")
     con.execute("DROP VIEW stage_summary")
     con.execute("ALTER VIEW stage_summary_measured RENAME TO stage_summary")
     for column in ("stage_concurrency", "plan_position", "spec"):

@@ -145,6 +145,7 @@ def test_settled_shards_store_aggregates_and_migration_back_fills(tmp_path: Path
     con.execute("DROP TABLE shard_summaries")
     con.execute("DROP TABLE shard_errors")
     con.execute("DROP TABLE shard_histograms")
+    con.execute("DROP TABLE shard_error_messages")  # added by v8
     con.execute("ALTER TABLE shard_attempts DROP COLUMN health")  # added by v4
     # v7: the stored plan and the views reading the stage's level.
     con.execute("DROP VIEW stage_summary")

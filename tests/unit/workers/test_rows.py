@@ -34,3 +34,21 @@ def test_failed_request_row_keeps_class_and_status() -> None:
         500,
         None,
     )
+
+
+def test_the_recorded_message_is_redacted_whoever_built_the_failure() -> None:
+    # An adapter's own message quoting a server (not passed through redact) is redacted
+    # when it becomes a record, the only form in which it leaves the worker.
+    failed = RequestResult(
+        intended_start=0,
+        sent=5,
+        end=9,
+        failure=RequestFailure(
+            ErrorClass.PROTOCOL,
+            "bad frame from https://h.example/v1?key=k1 for Bearer sk-abcdefghijkl, id 98765432",
+        ),
+    )
+    row = record_row(ROW_CONTEXT, PlannedRequest(0, 10, 3, "p"), failed)
+    assert row["error_message"] == (
+        "bad frame from https://h.example/v1?[redacted] for Bearer [redacted], id <n>"
+    )

@@ -211,4 +211,16 @@ def test_sql_command_formats_and_refusals(db: Path, tmp_path: Path) -> None:
     capped = runner.invoke(
         app, ["sql", "SELECT * FROM requests", "--db", str(db), "--max-rows", "5"]
     )
-    assert capped.exit_code == 0 and "result cut at 5 rows" in capped.output
+    # 2 runs × 3 providers × (60 + 63) requests: the table says how many it cut.
+    assert capped.exit_code == 0
+    assert "5 of 738 rows shown; 733 cut at --max-rows 5" in capped.output
+
+
+def test_the_table_report_ends_with_why_requests_failed(db: Path) -> None:
+    result = runner.invoke(app, ["report", "base", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = lines.index("Most frequent errors (redacted: docs/security.md)")
+    assert lines[start + 1].startswith("  api · stage 1 · local: 3 of 63 requests failed")
+    assert lines[start + 2].split() == ["3", "http_429", "x"]
+    assert "percentiles, req/s, tok/s and goodput over successful requests only" in result.output
