@@ -1,17 +1,27 @@
-"""A shard's measurement of its own client: is the load generator the bottleneck?
+"""A shard's measurement of its own client: did the load generator distort its figures?
 
 While a shard runs, a probe task wakes on an absolute 20 ms grid and records how late
-each wake-up was (event-loop lag: every stamp the loop takes is late by as much), the
-event-loop thread's and the process's CPU utilisation are sampled from the OS, and each
-request's schedule lag (sent − intended start) is kept. ``summary()`` turns them into the
-``shard_finished`` fields of docs/load.md, including the ``client-bound`` verdict of
-``scenarios.calibration``. Shards sharing a worker process share its loop, so each sees
-the load of all of them, which is the point: a saturated loop spoils every shard on it.
+each wake-up was (event-loop lag) and, for wake-ups at least ``STALL_MIN_NS`` late, the
+stretch of time in which the loop was not seen running (a stall). Each request adds its
+schedule lag (sent − intended start) and its token stamps. ``summary()`` turns them into
+the ``shard_finished`` fields of docs/load.md and the ``client-bound`` verdict of
+``scenarios.calibration``.
+
+Why stalls and token stamps: arrival stamps are the kernel's receive times
+(``workers/client/transport/arrival.py``), so a late read by itself costs nothing. It
+costs when a stream's next write lands while its previous one is still unread: the
+kernel merges them and both tokens get the later stamp. Two token events of one stream
+with the same stamp are such a merge, or a server that wrote them together; only those
+whose stamp falls in a loop stall are counted as the client's (``merged_tokens``).
+
+Shards sharing a worker process share its loop, so each sees the load of all of them,
+which is the point: a saturated loop spoils every shard on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import threading
 import time
@@ -19,11 +29,21 @@ from dataclasses import dataclass
 
 import psutil
 
-from scenarios.calibration import ClientHealth, client_bound_reasons
+from scenarios.calibration import ClientHealth, client_bound_note, client_bound_reasons
+from workers.client.result import RequestResult
+from workers.client.transport.arrival import SO_TIMESTAMPNS
 
-__all__ = ["PROBE_INTERVAL_NS", "ShardHealth", "percentile"]
+__all__ = ["KERNEL_STAMPS", "PROBE_INTERVAL_NS", "STALL_MIN_NS", "ShardHealth", "percentile"]
 
 PROBE_INTERVAL_NS = 20_000_000
+# A wake-up at least this late marks a stall; merges in shorter ones err by less than
+# the client's own stated accuracy (docs/load.md) and are not counted.
+STALL_MIN_NS = 5_000_000
+# Reads of a stall's backlog run just after the probe's own wake-up: a merged stamp this
+# long after it still belongs to the stall.
+_STALL_TAIL_NS = 5_000_000
+# Whether the worker's client (the arrival transport) gets kernel receive stamps here.
+KERNEL_STAMPS = SO_TIMESTAMPNS is not None
 
 
 def percentile(values: list[int], q: float) -> float:
@@ -44,13 +64,32 @@ class _CpuMark:
     thread_s: float | None
 
 
-class ShardHealth:
-    """Collects the health figures of one shard attempt; use as an async context."""
+@dataclass(frozen=True, slots=True)
+class _Merge:
+    """A token stamp shared with the stream's next token event."""
 
-    def __init__(self) -> None:
+    stamp: int
+    gap_ns: int  # since the stream's previous distinct stamp (or the send): bounds the error
+    first: bool  # the stream's first token (its TTFT)
+
+
+class ShardHealth:
+    """Collects the health figures of one shard attempt; use as an async context.
+
+    ``kernel_stamps`` says whether arrival stamps are the kernel's receive times (the
+    arrival transport on Linux); without them every stamp is late by the loop's lag.
+    """
+
+    def __init__(self, *, kernel_stamps: bool = KERNEL_STAMPS) -> None:
+        self.kernel_stamps = kernel_stamps
         self.loop_lags_ns: list[int] = []
+        self.stalls: list[tuple[int, int]] = []  # (last seen running, woke), in order
         self.schedule_lags_ns: list[int] = []
         self.sent_stamps: list[int] = []
+        self.token_events = 0
+        self.first_tokens = 0
+        self.merges: list[_Merge] = []
+        self._busy_ns = 0  # closed loop: requests' time from send to end
         self._stop = asyncio.Event()
         self._probe: asyncio.Task[None] | None = None
         self._process = psutil.Process()
@@ -70,23 +109,44 @@ class ShardHealth:
             await self._probe
         self._end = self._cpu_mark()
 
-    def add(self, intended_start: int, sent: int) -> None:
-        """Account for one request's start."""
-        self.schedule_lags_ns.append(sent - intended_start)
-        self.sent_stamps.append(sent)
+    def add(self, result: RequestResult) -> None:
+        """Account for one request: its start and its token stamps."""
+        self.schedule_lags_ns.append(result.sent - result.intended_start)
+        self.sent_stamps.append(result.sent)
+        self._busy_ns += max(0, (result.end or result.sent) - result.sent)
+        stamps = result.token_stamps
+        if not stamps:
+            return
+        self.token_events += len(stamps)
+        self.first_tokens += 1
+        if len(set(stamps)) == len(stamps):
+            return  # every token in its own read: the usual case, checked in C
+        before = result.sent
+        for i in range(len(stamps) - 1):
+            stamp = stamps[i]
+            if i and stamp != stamps[i - 1]:
+                before = stamps[i - 1]
+            if stamp == stamps[i + 1]:
+                self.merges.append(_Merge(stamp, stamp - before, i == 0))
 
     async def _run_probe(self) -> None:
         # Absolute deadlines: a late wake-up is measured, then the grid re-anchors so one
         # long stall counts once rather than as a burst of catch-up samples.
         now = time.perf_counter_ns
-        deadline = now() + PROBE_INTERVAL_NS
+        seen = now()
+        deadline = seen + PROBE_INTERVAL_NS
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), (deadline - now()) / 1e9)
             if self._stop.is_set():
                 return
             woke = now()
-            self.loop_lags_ns.append(max(0, woke - deadline))
+            lag = max(0, woke - deadline)
+            self.loop_lags_ns.append(lag)
+            if lag >= STALL_MIN_NS:
+                # Running at ``seen``, then not until ``woke``: the stall lies in between.
+                self.stalls.append((seen, woke))
+            seen = woke
             deadline += PROBE_INTERVAL_NS
             if deadline <= woke:
                 deadline = woke + PROBE_INTERVAL_NS
@@ -100,6 +160,20 @@ class ShardHealth:
                     thread_s = thread.user_time + thread.system_time
         return _CpuMark(time.perf_counter_ns(), times.user + times.system, thread_s)
 
+    def client_merges(self) -> list[tuple[_Merge, int]]:
+        """The merges whose stamp lies in a loop stall, each with its error bound (ns):
+        the shorter of the stall and the gap the merged token closed."""
+        starts = [start for start, _ in self.stalls]
+        found = []
+        for merge in self.merges:
+            index = bisect.bisect_right(starts, merge.stamp) - 1
+            if index < 0:
+                continue
+            start, woke = self.stalls[index]
+            if merge.stamp <= woke + _STALL_TAIL_NS:
+                found.append((merge, min(merge.gap_ns, woke - start)))
+        return found
+
     def summary(
         self,
         *,
@@ -107,8 +181,13 @@ class ShardHealth:
         scheduled_rps: float | None = None,
         cap_waits: int = 0,
         not_sent: int = 0,
+        send_lags_ns: list[int] | None = None,
     ) -> dict[str, str | int | float]:
-        """The shard's health fields (names documented in docs/load.md)."""
+        """The shard's health fields (names documented in docs/load.md).
+
+        ``send_lags_ns`` is an open loop's lateness of each send beyond any cap wait;
+        without it (a closed loop) the schedule lag is the client's own lateness.
+        """
         start, end = self._start, self._end or self._cpu_mark()
         assert start is not None, "summary() of a monitor that never ran"
         wall_s = max((end.wall_ns - start.wall_ns) / 1e9, 1e-9)
@@ -118,28 +197,55 @@ class ShardHealth:
             else -1.0
         )
         achieved = _rate(self.sent_stamps)
+        open_loop = send_lags_ns is not None
+        send_lags = self.schedule_lags_ns if send_lags_ns is None else send_lags_ns
+        waited = sum(max(0, lag) for lag in send_lags)
+        merges = self.client_merges()
         health = ClientHealth(
+            load_kind="open" if open_loop else "closed",
             loop_lag_p99_ms=percentile(self.loop_lags_ns, 0.99) / 1e6,
             loop_cpu_util=loop_cpu,
             schedule_lag_p99_ms=percentile(self.schedule_lags_ns, 0.99) / 1e6,
+            send_lag_p99_ms=percentile(send_lags, 0.99) / 1e6,
+            # Closed loop: a user's cycle is the client's delay, then the request.
+            send_lag_share=0.0 if open_loop else waited / max(1, waited + self._busy_ns),
             scheduled_rps=scheduled_rps,
             achieved_rps=achieved,
             cap_waits=cap_waits,
+            requests_sent=len(self.sent_stamps),
             not_sent=not_sent,
+            token_events=self.token_events,
+            merged_tokens=len(merges),
+            first_tokens=self.first_tokens,
+            merged_first_tokens=sum(1 for merge, _ in merges if merge.first),
+            merge_error_p99_ms=percentile([bound for _, bound in merges], 0.99) / 1e6,
+            kernel_stamps=self.kernel_stamps,
         )
         reasons = client_bound_reasons(health)
         fields: dict[str, str | int | float] = {
             "loop_lag_p50_ms": round(percentile(self.loop_lags_ns, 0.5) / 1e6, 3),
             "loop_lag_p99_ms": round(health.loop_lag_p99_ms, 3),
             "loop_lag_max_ms": round(max(self.loop_lags_ns, default=0) / 1e6, 3),
+            "loop_stalls": len(self.stalls),
             "loop_cpu_util": round(loop_cpu, 3),
             "process_cpu_util": round((end.process_s - start.process_s) / wall_s, 3),
             "schedule_lag_p50_ms": round(percentile(self.schedule_lags_ns, 0.5) / 1e6, 3),
             "schedule_lag_p99_ms": round(health.schedule_lag_p99_ms, 3),
+            "send_lag_p99_ms": round(health.send_lag_p99_ms, 3),
+            "send_lag_share": round(health.send_lag_share, 4),
             "cap_waits": cap_waits,
+            "requests_sent": health.requests_sent,
             "not_sent": not_sent,
+            "token_events": health.token_events,
+            "first_tokens": health.first_tokens,
+            "shared_stamps": len(self.merges),
+            "merged_tokens": health.merged_tokens,
+            "merged_first_tokens": health.merged_first_tokens,
+            "merge_error_p99_ms": round(health.merge_error_p99_ms, 3),
+            "kernel_stamps": int(self.kernel_stamps),
             "client_bound": int(bool(reasons)),
             "client_bound_reasons": ",".join(reasons),
+            "client_bound_note": client_bound_note(health),
         }
         for name, value in (
             ("target_rps", target_rps),
