@@ -2,17 +2,21 @@
 
 While a shard runs, a probe task wakes on an absolute 20 ms grid and records how late
 each wake-up was (event-loop lag) and, for wake-ups at least ``STALL_MIN_NS`` late, the
-stretch of time in which the loop was not seen running (a stall). Each request adds its
-schedule lag (sent − intended start) and its token stamps. ``summary()`` turns them into
-the ``shard_finished`` fields of docs/load.md and the ``client-bound`` verdict of
-``scenarios.calibration``.
+stretch since its previous wake-up (the loop was busy or not running: a late window).
+The transport reports the stretches in which the client did not read its sockets
+(``READ_GAPS``). Each request adds its schedule lag (sent − intended start) and its token
+stamps. ``summary()`` turns them into the ``shard_finished`` fields of docs/load.md and
+the ``client-bound`` verdict of ``scenarios.calibration``.
 
-Why stalls and token stamps: arrival stamps are the kernel's receive times
+Why gaps and token stamps: arrival stamps are the kernel's receive times
 (``workers/client/transport/arrival.py``), so a late read by itself costs nothing. It
 costs when a stream's next write lands while its previous one is still unread: the
 kernel merges them and both tokens get the later stamp. Two token events of one stream
-with the same stamp are such a merge, or a server that wrote them together; only those
-whose stamp falls in a loop stall are counted as the client's (``merged_tokens``).
+with the same stamp are such a merge, or a server that wrote them together. A merge is
+counted as the client's (``merged_tokens``) when its stamp lies in a read stall — a read
+gap in a late window, so not an idle loop — at least as long as the stream's cadence
+(mean gap between its tokens): a shorter stall cannot keep two writes made on cadence
+apart, so a merge in it is the server's burst.
 
 Shards sharing a worker process share its loop, so each sees the load of all of them,
 which is the point: a saturated loop spoils every shard on it.
@@ -31,16 +35,16 @@ import psutil
 
 from scenarios.calibration import ClientHealth, client_bound_note, client_bound_reasons
 from workers.client.result import RequestResult
-from workers.client.transport.arrival import SO_TIMESTAMPNS
+from workers.client.transport.arrival import READ_GAP_MIN_NS, READ_GAPS, SO_TIMESTAMPNS
 
 __all__ = ["KERNEL_STAMPS", "PROBE_INTERVAL_NS", "STALL_MIN_NS", "ShardHealth", "percentile"]
 
 PROBE_INTERVAL_NS = 20_000_000
-# A wake-up at least this late marks a stall; merges in shorter ones err by less than
-# the client's own stated accuracy (docs/load.md) and are not counted.
-STALL_MIN_NS = 5_000_000
-# Reads of a stall's backlog run just after the probe's own wake-up: a merged stamp this
-# long after it still belongs to the stall.
+# A wake-up at least this late opens a late window; shorter stalls err by less than the
+# client's stated accuracy (docs/load.md), as shorter read gaps do.
+STALL_MIN_NS = READ_GAP_MIN_NS
+# The backlog of a stall is read in the moments after the first read that ended it: a
+# merged stamp this long after the gap still belongs to it.
 _STALL_TAIL_NS = 5_000_000
 # Whether the worker's client (the arrival transport) gets kernel receive stamps here.
 KERNEL_STAMPS = SO_TIMESTAMPNS is not None
@@ -70,6 +74,7 @@ class _Merge:
 
     stamp: int
     gap_ns: int  # since the stream's previous distinct stamp (or the send): bounds the error
+    cadence_ns: int  # the stream's mean gap between token events
     first: bool  # the stream's first token (its TTFT)
 
 
@@ -83,7 +88,8 @@ class ShardHealth:
     def __init__(self, *, kernel_stamps: bool = KERNEL_STAMPS) -> None:
         self.kernel_stamps = kernel_stamps
         self.loop_lags_ns: list[int] = []
-        self.stalls: list[tuple[int, int]] = []  # (last seen running, woke), in order
+        self.late_windows: list[tuple[int, int]] = []  # (probe last ran, woke late), in order
+        self.read_gaps: list[tuple[int, int]] = []  # (last read, next read), in order
         self.schedule_lags_ns: list[int] = []
         self.sent_stamps: list[int] = []
         self.token_events = 0
@@ -100,6 +106,7 @@ class ShardHealth:
     async def __aenter__(self) -> ShardHealth:
         self._thread_id = threading.get_native_id()  # the event loop's thread
         self._start = self._cpu_mark()
+        READ_GAPS.sinks.append(self.read_gaps)
         self._probe = asyncio.create_task(self._run_probe())
         return self
 
@@ -108,6 +115,10 @@ class ShardHealth:
         if self._probe is not None:
             await self._probe
         self._end = self._cpu_mark()
+        if self._end.wall_ns - READ_GAPS.last >= READ_GAPS.min_ns:
+            self.read_gaps.append((READ_GAPS.last, self._end.wall_ns))  # still open
+        # By identity: another shard's (equal, e.g. empty) list must stay registered.
+        READ_GAPS.sinks[:] = [sink for sink in READ_GAPS.sinks if sink is not self.read_gaps]
 
     def add(self, result: RequestResult) -> None:
         """Account for one request: its start and its token stamps."""
@@ -121,13 +132,14 @@ class ShardHealth:
         self.first_tokens += 1
         if len(set(stamps)) == len(stamps):
             return  # every token in its own read: the usual case, checked in C
+        cadence = (stamps[-1] - stamps[0]) // (len(stamps) - 1)
         before = result.sent
         for i in range(len(stamps) - 1):
             stamp = stamps[i]
             if i and stamp != stamps[i - 1]:
                 before = stamps[i - 1]
             if stamp == stamps[i + 1]:
-                self.merges.append(_Merge(stamp, stamp - before, i == 0))
+                self.merges.append(_Merge(stamp, stamp - before, cadence, i == 0))
 
     async def _run_probe(self) -> None:
         # Absolute deadlines: a late wake-up is measured, then the grid re-anchors so one
@@ -144,8 +156,8 @@ class ShardHealth:
             lag = max(0, woke - deadline)
             self.loop_lags_ns.append(lag)
             if lag >= STALL_MIN_NS:
-                # Running at ``seen``, then not until ``woke``: the stall lies in between.
-                self.stalls.append((seen, woke))
+                # Ran at ``seen``, then not when due: busy or descheduled in between.
+                self.late_windows.append((seen, woke))
             seen = woke
             deadline += PROBE_INTERVAL_NS
             if deadline <= woke:
@@ -160,18 +172,36 @@ class ShardHealth:
                     thread_s = thread.user_time + thread.system_time
         return _CpuMark(time.perf_counter_ns(), times.user + times.system, thread_s)
 
+    def read_stalls(self) -> list[tuple[int, int, int]]:
+        """``(start, end, length)`` of every read gap that overlaps a late window (so the
+        loop was busy or descheduled, not idle): its length is the shorter of the gap and
+        the window, which bounds how long bytes can have waited unread."""
+        wokes = [woke for _, woke in self.late_windows]
+        stalls = []
+        for start, end in self.read_gaps:
+            longest = 0
+            index = bisect.bisect_left(wokes, start)
+            while index < len(self.late_windows) and self.late_windows[index][0] <= end:
+                seen, woke = self.late_windows[index]
+                longest = max(longest, woke - seen)
+                index += 1
+            if longest:
+                stalls.append((start, end, min(end - start, longest)))
+        return stalls
+
     def client_merges(self) -> list[tuple[_Merge, int]]:
-        """The merges whose stamp lies in a loop stall, each with its error bound (ns):
-        the shorter of the stall and the gap the merged token closed."""
-        starts = [start for start, _ in self.stalls]
+        """The merges the client caused, each with its error bound (ns): the shorter of
+        the read stall and the gap the merged token closed."""
+        stalls = self.read_stalls()
+        starts = [start for start, _, _ in stalls]
         found = []
         for merge in self.merges:
             index = bisect.bisect_right(starts, merge.stamp) - 1
             if index < 0:
                 continue
-            start, woke = self.stalls[index]
-            if merge.stamp <= woke + _STALL_TAIL_NS:
-                found.append((merge, min(merge.gap_ns, woke - start)))
+            _, end, length = stalls[index]
+            if merge.stamp <= end + _STALL_TAIL_NS and length >= merge.cadence_ns:
+                found.append((merge, min(merge.gap_ns, length)))
         return found
 
     def summary(
@@ -226,7 +256,8 @@ class ShardHealth:
             "loop_lag_p50_ms": round(percentile(self.loop_lags_ns, 0.5) / 1e6, 3),
             "loop_lag_p99_ms": round(health.loop_lag_p99_ms, 3),
             "loop_lag_max_ms": round(max(self.loop_lags_ns, default=0) / 1e6, 3),
-            "loop_stalls": len(self.stalls),
+            "loop_stalls": len(self.late_windows),
+            "read_stalls": len(self.read_stalls()),
             "loop_cpu_util": round(loop_cpu, 3),
             "process_cpu_util": round((end.process_s - start.process_s) / wall_s, 3),
             "schedule_lag_p50_ms": round(percentile(self.schedule_lags_ns, 0.5) / 1e6, 3),

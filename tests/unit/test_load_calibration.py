@@ -173,23 +173,55 @@ def _result(sent: int, stamps: list[int]) -> RequestResult:
     return RequestResult(intended_start=sent, sent=sent, end=stamps[-1], token_stamps=stamps)
 
 
-def test_only_shared_stamps_inside_a_loop_stall_count_as_the_clients() -> None:
+def _merging_shard() -> ShardHealth:
     health = ShardHealth(kernel_stamps=True)
-    health.stalls = [(1000 * MS, 1080 * MS)]  # the loop ran at 1000 ms, then not until 1080
-    # Tokens every 10 ms; three of them read together at 1075 ms, after the stall.
+    # Tokens every 10 ms; three of them read together at 1075 ms.
     health.add(_result(900 * MS, [1040 * MS, 1050 * MS, 1075 * MS, 1075 * MS, 1075 * MS]))
-    # A server that wrote two events at once, while the loop ran: not the client's.
+    # A server that wrote two events at once, much later.
     health.add(_result(1100 * MS, [1200 * MS, 1200 * MS, 1210 * MS]))
-    # A first token read together with the second one inside the stall: TTFT too.
+    # A first token read together with the second one at 1070 ms: TTFT too.
     health.add(_result(990 * MS, [1070 * MS, 1070 * MS, 1090 * MS]))
+    return health
+
+
+def test_shared_stamps_in_a_read_stall_count_as_the_clients() -> None:
+    health = _merging_shard()
     assert health.token_events == 11 and health.first_tokens == 3
     assert len(health.merges) == 4
+    # The probe ran at 1000 ms, then woke 60 ms late; no socket was read from 1002 to 1080.
+    health.late_windows = [(1000 * MS, 1080 * MS)]
+    health.read_gaps = [(1002 * MS, 1080 * MS), (1130 * MS, 1200 * MS)]
+    assert health.read_stalls() == [(1002 * MS, 1080 * MS, 78 * MS)]
     merges = health.client_merges()
     assert [(m.stamp // MS, bound // MS, m.first) for m, bound in merges] == [
         (1075, 25, False),  # the gap it closed (since 1050) is shorter than the stall
         (1075, 25, False),
-        (1070, 80, True),  # since the send 80 ms, the stall 80 ms
+        (1070, 78, True),  # since the send 80 ms, the stall 78 ms
     ]
+
+
+def test_a_busy_loop_that_kept_reading_and_an_idle_one_cause_no_merge() -> None:
+    health = _merging_shard()
+    # Late windows but reads every millisecond throughout (the transport's sweeps).
+    health.late_windows = [(1000 * MS, 1080 * MS), (1180 * MS, 1205 * MS)]
+    health.read_gaps = []
+    assert health.client_merges() == []
+    # Stretches without reads but the probe on time: an idle loop, no bytes waiting.
+    health.late_windows = []
+    health.read_gaps = [(1002 * MS, 1080 * MS), (1130 * MS, 1200 * MS)]
+    assert health.client_merges() == []
+
+
+def test_a_stall_shorter_than_the_streams_cadence_is_the_servers_burst() -> None:
+    health = ShardHealth(kernel_stamps=True)
+    # 30 ms between tokens; two arrive together in a 12 ms read stall: written together.
+    health.add(_result(0, [100 * MS, 130 * MS, 160 * MS, 160 * MS, 220 * MS]))
+    health.late_windows = [(150 * MS, 162 * MS)]
+    health.read_gaps = [(150 * MS, 162 * MS)]
+    assert len(health.merges) == 1 and health.client_merges() == []
+    health.late_windows = [(120 * MS, 162 * MS)]
+    health.read_gaps = [(125 * MS, 162 * MS)]  # 37 ms: long enough to keep two apart
+    assert len(health.client_merges()) == 1
 
 
 def test_a_blocked_loop_shows_as_loop_lag_and_a_stall() -> None:
@@ -205,7 +237,7 @@ def test_a_blocked_loop_shows_as_loop_lag_and_a_stall() -> None:
 
     summary = asyncio.run(main())
     assert float(summary["loop_lag_max_ms"]) >= 50
-    assert int(summary["loop_stalls"]) >= 1
+    assert int(summary["loop_stalls"]) >= 1  # a late window; no reads were due in it
     assert summary["loop_cpu_util"] != -1.0
     assert "target_rps" not in summary
     # A merge long after the stall is a server's write, not the client's.
