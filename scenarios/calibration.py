@@ -212,11 +212,14 @@ def client_bound_note(health: ClientHealth) -> str:
     if "send_lag" in reasons:
         if health.open_loop:
             lag = health.send_lag_p99_ms
-            clauses.append(
+            clause = (
                 f"p99 send lag {lag:.0f} ms: TTFT and E2E from intent include up to "
                 f"{lag:.0f} ms of the client's own delay (timed from the actual send they "
                 "do not)"
             )
+            if health.rate_shortfall >= 0.005 and "rate" not in reasons:
+                clause += f", rates are lower than planned by {health.rate_shortfall:.0%}"
+            clauses.append(clause)
         else:
             share = health.send_lag_share
             clauses.append(

@@ -98,8 +98,11 @@ def test_the_note_states_the_expected_error() -> None:
     late = replace(OPEN, send_lag_p99_ms=35.2, scheduled_rps=50.0, achieved_rps=48.5)
     assert client_bound_note(late) == (
         "p99 send lag 35 ms: TTFT and E2E from intent include up to 35 ms of the client's "
-        "own delay (timed from the actual send they do not)"
+        "own delay (timed from the actual send they do not), rates are lower than planned "
+        "by 3%"
     )
+    on_rate = replace(late, achieved_rps=50.0)
+    assert client_bound_note(on_rate).endswith("(timed from the actual send they do not)")
     slow = replace(late, achieved_rps=40.0)
     assert "sent 40.0 of 50.0 req/s scheduled: rates are lower than planned by 20%" in (
         client_bound_note(slow)
