@@ -16,8 +16,9 @@ reason         figure                                                 threshold
 ``not_sent``   open loop: arrivals never sent (the cap was full       > 1 % of arrivals
                when the stage ended)
 ``read_lag``   token stamps that took a later token's arrival: the    > 1 % of tokens
-               loop was stalled while two writes of a stream landed,  or of first tokens
-               and the kernel merged them under the later stamp
+               client read nothing while two writes of a stream       (ITL p99), or
+               landed, and the kernel merged them under the later     > 10 % of the TTFT
+               stamp                                                  p99 tail
                without kernel stamps (read time): loop lag p99        > 10 ms
 =============  =====================================================  =================
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 __all__ = [
     "LOOP_LAG_P99_MS_MAX",
     "MERGED_SHARE_MAX",
+    "MERGED_TTFT_TAIL_MAX",
     "NOT_SENT_SHARE_MAX",
     "RATE_RATIO_MIN",
     "SEND_LAG_P99_MS_MAX",
@@ -51,6 +53,7 @@ SEND_LAG_SHARE_MAX = 0.05
 RATE_RATIO_MIN = 0.95
 NOT_SENT_SHARE_MAX = 0.01
 MERGED_SHARE_MAX = 0.01
+MERGED_TTFT_TAIL_MAX = 0.10
 LOOP_LAG_P99_MS_MAX = 10.0
 
 
@@ -62,7 +65,10 @@ class ClientHealth:
     ``send_lag_p99_ms`` is the client's own lateness (cap waits excluded);
     ``send_lag_share`` is, in a closed loop, the fraction of the users' time spent waiting
     for the client to send. ``merged_tokens`` counts token stamps that took a later
-    token's arrival during a loop stall, ``merge_error_p99_ms`` bounds their error.
+    token's arrival while the client read nothing, ``merge_error_p99_ms`` bounds their
+    error; ``merged_ttft_tail`` counts the first tokens among them whose TTFT is in the
+    tail that sets the TTFT p99 (``ttft_tail`` first tokens at or above it), and
+    ``merge_error_ttft_ms`` bounds their error.
     ``loop_cpu_util`` is CPU seconds of the loop thread per wall second (−1: unknown).
     """
 
@@ -82,6 +88,9 @@ class ClientHealth:
     first_tokens: int = 0
     merged_first_tokens: int = 0
     merge_error_p99_ms: float = 0.0
+    ttft_tail: int = 0
+    merged_ttft_tail: int = 0
+    merge_error_ttft_ms: float = 0.0
     kernel_stamps: bool = True
 
     @classmethod
@@ -115,6 +124,9 @@ class ClientHealth:
             first_tokens=count("first_tokens"),
             merged_first_tokens=count("merged_first_tokens"),
             merge_error_p99_ms=number("merge_error_p99_ms") or 0.0,
+            ttft_tail=count("ttft_tail"),
+            merged_ttft_tail=count("merged_ttft_tail"),
+            merge_error_ttft_ms=number("merge_error_ttft_ms") or 0.0,
             kernel_stamps=kernel is None or kernel != 0,  # stored before the field: kernel
         )
 
@@ -147,6 +159,9 @@ class ClientHealth:
             first_tokens=sum(p.first_tokens for p in parts),
             merged_first_tokens=sum(p.merged_first_tokens for p in parts),
             merge_error_p99_ms=max(p.merge_error_p99_ms for p in parts),
+            ttft_tail=sum(p.ttft_tail for p in parts),
+            merged_ttft_tail=sum(p.merged_ttft_tail for p in parts),
+            merge_error_ttft_ms=max(p.merge_error_ttft_ms for p in parts),
             kernel_stamps=all(p.kernel_stamps for p in parts),
         )
 
@@ -174,9 +189,16 @@ class ClientHealth:
         return self.merged_tokens / self.token_events if self.token_events else 0.0
 
     @property
-    def merged_first_share(self) -> float:
-        """Fraction of the first-token stamps (TTFT) that took a later token's arrival."""
-        return self.merged_first_tokens / self.first_tokens if self.first_tokens else 0.0
+    def itl_distorted(self) -> bool:
+        """More than 1 % of the token stamps merged: as many ITL gaps closed to zero and
+        as many inflated, which moves the ITL p99."""
+        return self.merged_share > MERGED_SHARE_MAX
+
+    @property
+    def ttft_distorted(self) -> bool:
+        """Merged first tokens make up more than a tenth of the TTFT tail (the first tokens
+        at or above the TTFT p99): the p99 moves by up to their error."""
+        return self.merged_ttft_tail > MERGED_TTFT_TAIL_MAX * self.ttft_tail
 
 
 def client_bound_reasons(health: ClientHealth) -> list[str]:
@@ -192,7 +214,7 @@ def client_bound_reasons(health: ClientHealth) -> list[str]:
     if health.not_sent_share > NOT_SENT_SHARE_MAX:
         reasons.append("not_sent")
     if health.kernel_stamps:
-        if max(health.merged_share, health.merged_first_share) > MERGED_SHARE_MAX:
+        if health.itl_distorted or health.ttft_distorted:
             reasons.append("read_lag")
     elif health.loop_lag_p99_ms > LOOP_LAG_P99_MS_MAX:
         reasons.append("read_lag")
@@ -241,12 +263,21 @@ def client_bound_note(health: ClientHealth) -> str:
         )
     if "read_lag" in reasons:
         if health.kernel_stamps:
-            error = health.merge_error_p99_ms
+            effects = []
+            if health.itl_distorted:
+                effects.append(
+                    f"{health.merged_share:.1%} of token stamps took a later token's arrival "
+                    f"(ITL p99 off by up to {health.merge_error_p99_ms:.0f} ms)"
+                )
+            if health.ttft_distorted:
+                effects.append(
+                    f"{health.merged_ttft_tail} of the {health.ttft_tail} first tokens at or "
+                    f"above the TTFT p99 took the next token's arrival (TTFT p99 off by up to "
+                    f"{health.merge_error_ttft_ms:.0f} ms)"
+                )
             clauses.append(
-                f"{health.merged_share:.1%} of token stamps "
-                f"({health.merged_first_share:.1%} of first tokens) took a later token's "
-                f"arrival because reads waited out a loop stall: their ITL and TTFT are "
-                f"off by up to {error:.0f} ms (p99)"
+                "reads waited out a stall of the client, so the kernel merged writes under "
+                "the later stamp: " + " and ".join(effects)
             )
         else:
             lag = health.loop_lag_p99_ms

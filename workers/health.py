@@ -75,7 +75,7 @@ class _Merge:
     stamp: int
     gap_ns: int  # since the stream's previous distinct stamp (or the send): bounds the error
     cadence_ns: int  # the stream's mean gap between token events
-    first: bool  # the stream's first token (its TTFT)
+    ttft_ns: int | None  # the stream's TTFT (from the send) when this is its first token
 
 
 class ShardHealth:
@@ -93,7 +93,7 @@ class ShardHealth:
         self.schedule_lags_ns: list[int] = []
         self.sent_stamps: list[int] = []
         self.token_events = 0
-        self.first_tokens = 0
+        self.ttfts_ns: list[int] = []  # from the send
         self.merges: list[_Merge] = []
         self._busy_ns = 0  # closed loop: requests' time from send to end
         self._stop = asyncio.Event()
@@ -129,7 +129,8 @@ class ShardHealth:
         if not stamps:
             return
         self.token_events += len(stamps)
-        self.first_tokens += 1
+        ttft = stamps[0] - result.sent
+        self.ttfts_ns.append(ttft)
         if len(set(stamps)) == len(stamps):
             return  # every token in its own read: the usual case, checked in C
         cadence = (stamps[-1] - stamps[0]) // (len(stamps) - 1)
@@ -139,7 +140,7 @@ class ShardHealth:
             if i and stamp != stamps[i - 1]:
                 before = stamps[i - 1]
             if stamp == stamps[i + 1]:
-                self.merges.append(_Merge(stamp, stamp - before, cadence, i == 0))
+                self.merges.append(_Merge(stamp, stamp - before, cadence, None if i else ttft))
 
     async def _run_probe(self) -> None:
         # Absolute deadlines: a late wake-up is measured, then the grid re-anchors so one
@@ -231,6 +232,13 @@ class ShardHealth:
         send_lags = self.schedule_lags_ns if send_lags_ns is None else send_lags_ns
         waited = sum(max(0, lag) for lag in send_lags)
         merges = self.client_merges()
+        # The TTFT tail: first tokens at or above the p99, which set it.
+        ttft_p99 = percentile(self.ttfts_ns, 0.99)
+        tail_merges = [
+            bound
+            for merge, bound in merges
+            if merge.ttft_ns is not None and merge.ttft_ns >= ttft_p99
+        ]
         health = ClientHealth(
             load_kind="open" if open_loop else "closed",
             loop_lag_p99_ms=percentile(self.loop_lags_ns, 0.99) / 1e6,
@@ -246,9 +254,12 @@ class ShardHealth:
             not_sent=not_sent,
             token_events=self.token_events,
             merged_tokens=len(merges),
-            first_tokens=self.first_tokens,
-            merged_first_tokens=sum(1 for merge, _ in merges if merge.first),
+            first_tokens=len(self.ttfts_ns),
+            merged_first_tokens=sum(1 for merge, _ in merges if merge.ttft_ns is not None),
             merge_error_p99_ms=percentile([bound for _, bound in merges], 0.99) / 1e6,
+            ttft_tail=sum(1 for ttft in self.ttfts_ns if ttft >= ttft_p99),
+            merged_ttft_tail=len(tail_merges),
+            merge_error_ttft_ms=max(tail_merges, default=0) / 1e6,
             kernel_stamps=self.kernel_stamps,
         )
         reasons = client_bound_reasons(health)
@@ -273,6 +284,9 @@ class ShardHealth:
             "merged_tokens": health.merged_tokens,
             "merged_first_tokens": health.merged_first_tokens,
             "merge_error_p99_ms": round(health.merge_error_p99_ms, 3),
+            "ttft_tail": health.ttft_tail,
+            "merged_ttft_tail": health.merged_ttft_tail,
+            "merge_error_ttft_ms": round(health.merge_error_ttft_ms, 3),
             "kernel_stamps": int(self.kernel_stamps),
             "client_bound": int(bool(reasons)),
             "client_bound_reasons": ",".join(reasons),

@@ -58,7 +58,7 @@ def test_loop_lag_and_cpu_alone_are_no_reason_with_kernel_stamps(healthy: Client
         (OPEN, {"achieved_rps": 45.0}, "rate"),
         (OPEN, {"not_sent": 20, "cap_waits": 60}, "not_sent"),
         (CLOSED, {"merged_tokens": 400}, "read_lag"),
-        (CLOSED, {"merged_first_tokens": 5, "merged_tokens": 5}, "read_lag"),
+        (CLOSED, {"merged_tokens": 1, "ttft_tail": 2, "merged_ttft_tail": 1}, "read_lag"),
         (CLOSED, {"kernel_stamps": False, "loop_lag_p99_ms": 15.0}, "read_lag"),
     ],
 )
@@ -76,7 +76,8 @@ def test_each_distortion_flags_the_shard(
         (OPEN, {"achieved_rps": 47.6}),
         (OPEN, {"not_sent": 2, "cap_waits": 30}),  # 2 of 202: under 1 %
         (CLOSED, {"merged_tokens": int(MERGED_SHARE_MAX * 12_800)}),
-        (CLOSED, {"merged_first_tokens": 2, "merged_tokens": 2}),  # 2 of 200 first tokens
+        (CLOSED, {"merged_first_tokens": 9, "merged_tokens": 9, "ttft_tail": 2}),  # not in it
+        (CLOSED, {"merged_tokens": 2, "ttft_tail": 20, "merged_ttft_tail": 2}),  # a tenth
         (CLOSED, {"kernel_stamps": False, "loop_lag_p99_ms": 9.0}),
     ],
 )
@@ -112,10 +113,16 @@ def test_the_note_states_the_expected_error() -> None:
         "370 of 400 arrivals not sent (max_in_flight still full when the stage ended): "
         "rates are lower than planned by 92%"
     )
-    merged = replace(CLOSED, merged_tokens=256, merged_first_tokens=4, merge_error_p99_ms=44.4)
+    merged = replace(CLOSED, merged_tokens=256, merge_error_p99_ms=44.4)
     assert client_bound_note(merged) == (
-        "2.0% of token stamps (2.0% of first tokens) took a later token's arrival because "
-        "reads waited out a loop stall: their ITL and TTFT are off by up to 44 ms (p99)"
+        "reads waited out a stall of the client, so the kernel merged writes under the "
+        "later stamp: 2.0% of token stamps took a later token's arrival (ITL p99 off by up "
+        "to 44 ms)"
+    )
+    first = replace(merged, ttft_tail=2, merged_ttft_tail=1, merge_error_ttft_ms=27.3)
+    assert client_bound_note(first).endswith(
+        "(ITL p99 off by up to 44 ms) and 1 of the 2 first tokens at or above the TTFT p99 "
+        "took the next token's arrival (TTFT p99 off by up to 27 ms)"
     )
     users = replace(CLOSED, send_lag_share=0.12, send_lag_p99_ms=60.0)
     assert client_bound_note(users).startswith(
@@ -189,18 +196,45 @@ def _merging_shard() -> ShardHealth:
 
 def test_shared_stamps_in_a_read_stall_count_as_the_clients() -> None:
     health = _merging_shard()
-    assert health.token_events == 11 and health.first_tokens == 3
+    assert health.token_events == 11 and health.ttfts_ns == [140 * MS, 100 * MS, 80 * MS]
     assert len(health.merges) == 4
     # The probe ran at 1000 ms, then woke 60 ms late; no socket was read from 1002 to 1080.
     health.late_windows = [(1000 * MS, 1080 * MS)]
     health.read_gaps = [(1002 * MS, 1080 * MS), (1130 * MS, 1200 * MS)]
     assert health.read_stalls() == [(1002 * MS, 1080 * MS, 78 * MS)]
     merges = health.client_merges()
-    assert [(m.stamp // MS, bound // MS, m.first) for m, bound in merges] == [
-        (1075, 25, False),  # the gap it closed (since 1050) is shorter than the stall
-        (1075, 25, False),
-        (1070, 78, True),  # since the send 80 ms, the stall 78 ms
+    assert [(m.stamp // MS, bound // MS, m.ttft_ns) for m, bound in merges] == [
+        (1075, 25, None),  # the gap it closed (since 1050) is shorter than the stall
+        (1075, 25, None),
+        (1070, 78, 80 * MS),  # a first token: since the send 80 ms, the stall 78 ms
     ]
+
+
+def test_a_merged_first_token_counts_for_ttft_only_in_the_tail_that_sets_the_p99() -> None:
+    async def measured() -> ShardHealth:
+        health = ShardHealth(kernel_stamps=True)
+        async with health:
+            pass
+        return health
+
+    health = asyncio.run(measured())
+    health.late_windows = [(1000 * MS, 1080 * MS)]
+    health.read_gaps = [(1002 * MS, 1080 * MS)]
+    for sent in range(900, 930):  # thirty streams, first tokens after 100 ms, none merged
+        health.add(_result(sent * MS, [(sent + 100 + 10 * i) * MS for i in range(5)]))
+    # The first token of the slowest request, read with the second one after the stall.
+    health.add(_result(900 * MS, [1070 * MS, 1070 * MS, 1090 * MS]))
+    summary = health.summary()
+    assert summary["first_tokens"] == 31 and summary["ttft_tail"] == 1
+    assert summary["merged_ttft_tail"] == 1 and summary["merge_error_ttft_ms"] == 78.0
+    assert summary["client_bound_reasons"] == "read_lag"
+    # 1 of 153 token stamps merged: the ITL p99 is spared, the note names TTFT alone.
+    assert "ITL" not in str(summary["client_bound_note"])
+    assert str(summary["client_bound_note"]).endswith("(TTFT p99 off by up to 78 ms)")
+    # The same merge on a fast first token leaves the TTFT p99 alone.
+    health.ttfts_ns[-1] = 90 * MS
+    health.merges = [replace(m, ttft_ns=90 * MS) for m in health.merges]
+    assert health.summary()["client_bound"] == 0
 
 
 def test_a_busy_loop_that_kept_reading_and_an_idle_one_cause_no_merge() -> None:
