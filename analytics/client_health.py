@@ -1,23 +1,25 @@
-"""Was the client the bottleneck? Per stage × provider × region, from the shards' own
-self-measurement (stored with each accepted attempt) and the thresholds of
+"""Did the client distort the figures? Per stage × provider × region, from the shards'
+own self-measurement (stored with each accepted attempt) and the rule of
 ``scenarios.calibration`` (docs/load.md), so nobody mistakes a client limit for a
-server limit."""
+server limit, and the note says how large the error is."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 import duckdb
 
-from scenarios.calibration import ClientHealth, client_bound_reasons
+from scenarios.calibration import ClientHealth, client_bound_note, client_bound_reasons
 
 StageKey = tuple[str, int, str]  # provider, stage, region
 
 
 def stage_health(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[StageKey, dict[str, Any]]:
-    """The client's figures per stage: worst shard for lags and CPU, summed rates, and the
-    ``client_bound`` flag with the thresholds crossed (any shard crossing one flags it)."""
+    """The client's figures per stage (its shards' combined: counts and rates summed,
+    lags the worst shard's), the ``client_bound`` verdict on them, the reasons and the
+    note stating the expected error."""
     rows = con.execute(
         """
         SELECT s.provider, s.stage, s.region, a.health
@@ -25,35 +27,26 @@ def stage_health(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[StageKey, 
         JOIN shard_attempts AS a
           ON a.run_id = s.run_id AND a.shard_id = s.shard_id AND a.attempt = s.accepted_attempt
         WHERE s.run_id = ? AND a.health IS NOT NULL
+        ORDER BY s.shard_id
         """,
         [run_id],
     ).fetchall()
-    stages: dict[StageKey, dict[str, Any]] = {}
+    shards: dict[StageKey, list[ClientHealth]] = {}
     for provider, stage, region, raw in rows:
-        fields = json.loads(raw)
-        health = ClientHealth.from_fields(fields)
-        entry = stages.setdefault(
-            (provider, stage, region),
-            {
-                "client_bound": False,
-                "client_bound_reasons": [],
-                "loop_lag_p99_ms": 0.0,
-                "loop_cpu_util": 0.0,
-                "schedule_lag_p99_ms": 0.0,
-                "scheduled_rps": None,
-                "achieved_rps": None,
-            },
-        )
+        health = ClientHealth.from_fields(json.loads(raw))
+        shards.setdefault((provider, stage, region), []).append(health)
+    stages: dict[StageKey, dict[str, Any]] = {}
+    for key, parts in shards.items():
+        health = ClientHealth.combine(parts)
         reasons = client_bound_reasons(health)
-        entry["client_bound"] = entry["client_bound"] or bool(reasons)
-        entry["client_bound_reasons"] = sorted({*entry["client_bound_reasons"], *reasons})
-        entry["loop_lag_p99_ms"] = max(entry["loop_lag_p99_ms"], health.loop_lag_p99_ms)
-        entry["loop_cpu_util"] = max(entry["loop_cpu_util"], health.loop_cpu_util)
-        entry["schedule_lag_p99_ms"] = max(entry["schedule_lag_p99_ms"], health.schedule_lag_p99_ms)
-        for rate in ("scheduled_rps", "achieved_rps"):
-            value = getattr(health, rate)
-            if value is not None:
-                entry[rate] = (entry[rate] or 0.0) + value
+        stages[key] = {
+            **asdict(health),
+            "merged_share": health.merged_share,
+            "not_sent_share": health.not_sent_share,
+            "client_bound": bool(reasons),
+            "client_bound_reasons": reasons,
+            "client_bound_note": client_bound_note(health),
+        }
     return stages
 
 

@@ -76,7 +76,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     )
     adapter = chat_adapter(args.url)
     ttft, ttft_all, itl, events, ok, errors = [], [], [], 0, 0, {}
-    health = ShardHealth()
+    health = ShardHealth(kernel_stamps=args.client == "httpx-arrival")
     process = psutil.Process()
     async with make_http(args.client) as http:
         source = RequestSource(request_planner(workload, 0, 0), 0, None, args.duration)
@@ -87,7 +87,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
         def record(request, result):  # type: ignore[no-untyped-def]
             nonlocal events, ok
-            health.add(result.intended_start, result.sent)
+            health.add(result)
             if result.failure is not None:
                 key = result.failure.error_class.value
                 errors[key] = errors.get(key, 0) + 1

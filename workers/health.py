@@ -1,17 +1,31 @@
-"""A shard's measurement of its own client: is the load generator the bottleneck?
+"""A shard's measurement of its own client: did the load generator distort its figures?
 
 While a shard runs, a probe task wakes on an absolute 20 ms grid and records how late
-each wake-up was (event-loop lag: every stamp the loop takes is late by as much), the
-event-loop thread's and the process's CPU utilisation are sampled from the OS, and each
-request's schedule lag (sent − intended start) is kept. ``summary()`` turns them into the
-``shard_finished`` fields of docs/load.md, including the ``client-bound`` verdict of
-``scenarios.calibration``. Shards sharing a worker process share its loop, so each sees
-the load of all of them, which is the point: a saturated loop spoils every shard on it.
+each wake-up was (event-loop lag) and, for wake-ups at least ``STALL_MIN_NS`` late, the
+stretch since its previous wake-up (the loop was busy or not running: a late window).
+The transport reports the stretches in which the client did not read its sockets
+(``READ_GAPS``). Each request adds its schedule lag (sent − intended start) and its token
+stamps. ``summary()`` turns them into the ``shard_finished`` fields of docs/load.md and
+the ``client-bound`` verdict of ``scenarios.calibration``.
+
+Why gaps and token stamps: arrival stamps are the kernel's receive times
+(``workers/client/transport/arrival.py``), so a late read by itself costs nothing. It
+costs when a stream's next write lands while its previous one is still unread: the
+kernel merges them and both tokens get the later stamp. Two token events of one stream
+with the same stamp are such a merge, or a server that wrote them together. A merge is
+counted as the client's (``merged_tokens``) when its stamp lies in a read stall — a read
+gap in a late window, so not an idle loop — at least as long as the stream's cadence
+(mean gap between its tokens): a shorter stall cannot keep two writes made on cadence
+apart, so a merge in it is the server's burst.
+
+Shards sharing a worker process share its loop, so each sees the load of all of them,
+which is the point: a saturated loop spoils every shard on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import threading
 import time
@@ -19,11 +33,21 @@ from dataclasses import dataclass
 
 import psutil
 
-from scenarios.calibration import ClientHealth, client_bound_reasons
+from scenarios.calibration import ClientHealth, client_bound_note, client_bound_reasons
+from workers.client.result import RequestResult
+from workers.client.transport.arrival import READ_GAP_MIN_NS, READ_GAPS, SO_TIMESTAMPNS
 
-__all__ = ["PROBE_INTERVAL_NS", "ShardHealth", "percentile"]
+__all__ = ["KERNEL_STAMPS", "PROBE_INTERVAL_NS", "STALL_MIN_NS", "ShardHealth", "percentile"]
 
 PROBE_INTERVAL_NS = 20_000_000
+# A wake-up at least this late opens a late window; shorter stalls err by less than the
+# client's stated accuracy (docs/load.md), as shorter read gaps do.
+STALL_MIN_NS = READ_GAP_MIN_NS
+# The backlog of a stall is read in the moments after the first read that ended it: a
+# merged stamp this long after the gap still belongs to it.
+_STALL_TAIL_NS = 5_000_000
+# Whether the worker's client (the arrival transport) gets kernel receive stamps here.
+KERNEL_STAMPS = SO_TIMESTAMPNS is not None
 
 
 def percentile(values: list[int], q: float) -> float:
@@ -44,13 +68,34 @@ class _CpuMark:
     thread_s: float | None
 
 
-class ShardHealth:
-    """Collects the health figures of one shard attempt; use as an async context."""
+@dataclass(frozen=True, slots=True)
+class _Merge:
+    """A token stamp shared with the stream's next token event."""
 
-    def __init__(self) -> None:
+    stamp: int
+    gap_ns: int  # since the stream's previous distinct stamp (or the send): bounds the error
+    cadence_ns: int  # the stream's mean gap between token events
+    ttft_ns: int | None  # the stream's TTFT (from the send) when this is its first token
+
+
+class ShardHealth:
+    """Collects the health figures of one shard attempt; use as an async context.
+
+    ``kernel_stamps`` says whether arrival stamps are the kernel's receive times (the
+    arrival transport on Linux); without them every stamp is late by the loop's lag.
+    """
+
+    def __init__(self, *, kernel_stamps: bool = KERNEL_STAMPS) -> None:
+        self.kernel_stamps = kernel_stamps
         self.loop_lags_ns: list[int] = []
+        self.late_windows: list[tuple[int, int]] = []  # (probe last ran, woke late), in order
+        self.read_gaps: list[tuple[int, int]] = []  # (last read, next read), in order
         self.schedule_lags_ns: list[int] = []
         self.sent_stamps: list[int] = []
+        self.token_events = 0
+        self.ttfts_ns: list[int] = []  # from the send
+        self.merges: list[_Merge] = []
+        self._busy_ns = 0  # closed loop: requests' time from send to end
         self._stop = asyncio.Event()
         self._probe: asyncio.Task[None] | None = None
         self._process = psutil.Process()
@@ -61,6 +106,7 @@ class ShardHealth:
     async def __aenter__(self) -> ShardHealth:
         self._thread_id = threading.get_native_id()  # the event loop's thread
         self._start = self._cpu_mark()
+        READ_GAPS.sinks.append(self.read_gaps)
         self._probe = asyncio.create_task(self._run_probe())
         return self
 
@@ -69,24 +115,51 @@ class ShardHealth:
         if self._probe is not None:
             await self._probe
         self._end = self._cpu_mark()
+        if self._end.wall_ns - READ_GAPS.last >= READ_GAPS.min_ns:
+            self.read_gaps.append((READ_GAPS.last, self._end.wall_ns))  # still open
+        # By identity: another shard's (equal, e.g. empty) list must stay registered.
+        READ_GAPS.sinks[:] = [sink for sink in READ_GAPS.sinks if sink is not self.read_gaps]
 
-    def add(self, intended_start: int, sent: int) -> None:
-        """Account for one request's start."""
-        self.schedule_lags_ns.append(sent - intended_start)
-        self.sent_stamps.append(sent)
+    def add(self, result: RequestResult) -> None:
+        """Account for one request: its start and its token stamps."""
+        self.schedule_lags_ns.append(result.sent - result.intended_start)
+        self.sent_stamps.append(result.sent)
+        self._busy_ns += max(0, (result.end or result.sent) - result.sent)
+        stamps = result.token_stamps
+        if not stamps:
+            return
+        self.token_events += len(stamps)
+        ttft = stamps[0] - result.sent
+        self.ttfts_ns.append(ttft)
+        if len(set(stamps)) == len(stamps):
+            return  # every token in its own read: the usual case, checked in C
+        cadence = (stamps[-1] - stamps[0]) // (len(stamps) - 1)
+        before = result.sent
+        for i in range(len(stamps) - 1):
+            stamp = stamps[i]
+            if i and stamp != stamps[i - 1]:
+                before = stamps[i - 1]
+            if stamp == stamps[i + 1]:
+                self.merges.append(_Merge(stamp, stamp - before, cadence, None if i else ttft))
 
     async def _run_probe(self) -> None:
         # Absolute deadlines: a late wake-up is measured, then the grid re-anchors so one
         # long stall counts once rather than as a burst of catch-up samples.
         now = time.perf_counter_ns
-        deadline = now() + PROBE_INTERVAL_NS
+        seen = now()
+        deadline = seen + PROBE_INTERVAL_NS
         while not self._stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), (deadline - now()) / 1e9)
             if self._stop.is_set():
                 return
             woke = now()
-            self.loop_lags_ns.append(max(0, woke - deadline))
+            lag = max(0, woke - deadline)
+            self.loop_lags_ns.append(lag)
+            if lag >= STALL_MIN_NS:
+                # Ran at ``seen``, then not when due: busy or descheduled in between.
+                self.late_windows.append((seen, woke))
+            seen = woke
             deadline += PROBE_INTERVAL_NS
             if deadline <= woke:
                 deadline = woke + PROBE_INTERVAL_NS
@@ -100,6 +173,38 @@ class ShardHealth:
                     thread_s = thread.user_time + thread.system_time
         return _CpuMark(time.perf_counter_ns(), times.user + times.system, thread_s)
 
+    def read_stalls(self) -> list[tuple[int, int, int]]:
+        """``(start, end, length)`` of every read gap that overlaps a late window (so the
+        loop was busy or descheduled, not idle): its length is the shorter of the gap and
+        the window, which bounds how long bytes can have waited unread."""
+        wokes = [woke for _, woke in self.late_windows]
+        stalls = []
+        for start, end in self.read_gaps:
+            longest = 0
+            index = bisect.bisect_left(wokes, start)
+            while index < len(self.late_windows) and self.late_windows[index][0] <= end:
+                seen, woke = self.late_windows[index]
+                longest = max(longest, woke - seen)
+                index += 1
+            if longest:
+                stalls.append((start, end, min(end - start, longest)))
+        return stalls
+
+    def client_merges(self) -> list[tuple[_Merge, int]]:
+        """The merges the client caused, each with its error bound (ns): the shorter of
+        the read stall and the gap the merged token closed."""
+        stalls = self.read_stalls()
+        starts = [start for start, _, _ in stalls]
+        found = []
+        for merge in self.merges:
+            index = bisect.bisect_right(starts, merge.stamp) - 1
+            if index < 0:
+                continue
+            _, end, length = stalls[index]
+            if merge.stamp <= end + _STALL_TAIL_NS and length >= merge.cadence_ns:
+                found.append((merge, min(merge.gap_ns, length)))
+        return found
+
     def summary(
         self,
         *,
@@ -107,8 +212,13 @@ class ShardHealth:
         scheduled_rps: float | None = None,
         cap_waits: int = 0,
         not_sent: int = 0,
+        send_lags_ns: list[int] | None = None,
     ) -> dict[str, str | int | float]:
-        """The shard's health fields (names documented in docs/load.md)."""
+        """The shard's health fields (names documented in docs/load.md).
+
+        ``send_lags_ns`` is an open loop's lateness of each send beyond any cap wait;
+        without it (a closed loop) the schedule lag is the client's own lateness.
+        """
         start, end = self._start, self._end or self._cpu_mark()
         assert start is not None, "summary() of a monitor that never ran"
         wall_s = max((end.wall_ns - start.wall_ns) / 1e9, 1e-9)
@@ -118,28 +228,69 @@ class ShardHealth:
             else -1.0
         )
         achieved = _rate(self.sent_stamps)
+        open_loop = send_lags_ns is not None
+        send_lags = self.schedule_lags_ns if send_lags_ns is None else send_lags_ns
+        waited = sum(max(0, lag) for lag in send_lags)
+        merges = self.client_merges()
+        # The TTFT tail: first tokens at or above the p99, which set it.
+        ttft_p99 = percentile(self.ttfts_ns, 0.99)
+        tail_merges = [
+            bound
+            for merge, bound in merges
+            if merge.ttft_ns is not None and merge.ttft_ns >= ttft_p99
+        ]
         health = ClientHealth(
+            load_kind="open" if open_loop else "closed",
             loop_lag_p99_ms=percentile(self.loop_lags_ns, 0.99) / 1e6,
             loop_cpu_util=loop_cpu,
             schedule_lag_p99_ms=percentile(self.schedule_lags_ns, 0.99) / 1e6,
+            send_lag_p99_ms=percentile(send_lags, 0.99) / 1e6,
+            # Closed loop: a user's cycle is the client's delay, then the request.
+            send_lag_share=0.0 if open_loop else waited / max(1, waited + self._busy_ns),
             scheduled_rps=scheduled_rps,
             achieved_rps=achieved,
             cap_waits=cap_waits,
+            requests_sent=len(self.sent_stamps),
             not_sent=not_sent,
+            token_events=self.token_events,
+            merged_tokens=len(merges),
+            first_tokens=len(self.ttfts_ns),
+            merged_first_tokens=sum(1 for merge, _ in merges if merge.ttft_ns is not None),
+            merge_error_p99_ms=percentile([bound for _, bound in merges], 0.99) / 1e6,
+            ttft_tail=sum(1 for ttft in self.ttfts_ns if ttft >= ttft_p99),
+            merged_ttft_tail=len(tail_merges),
+            merge_error_ttft_ms=max(tail_merges, default=0) / 1e6,
+            kernel_stamps=self.kernel_stamps,
         )
         reasons = client_bound_reasons(health)
         fields: dict[str, str | int | float] = {
             "loop_lag_p50_ms": round(percentile(self.loop_lags_ns, 0.5) / 1e6, 3),
             "loop_lag_p99_ms": round(health.loop_lag_p99_ms, 3),
             "loop_lag_max_ms": round(max(self.loop_lags_ns, default=0) / 1e6, 3),
+            "loop_stalls": len(self.late_windows),
+            "read_stalls": len(self.read_stalls()),
             "loop_cpu_util": round(loop_cpu, 3),
             "process_cpu_util": round((end.process_s - start.process_s) / wall_s, 3),
             "schedule_lag_p50_ms": round(percentile(self.schedule_lags_ns, 0.5) / 1e6, 3),
             "schedule_lag_p99_ms": round(health.schedule_lag_p99_ms, 3),
+            "send_lag_p99_ms": round(health.send_lag_p99_ms, 3),
+            "send_lag_share": round(health.send_lag_share, 4),
             "cap_waits": cap_waits,
+            "requests_sent": health.requests_sent,
             "not_sent": not_sent,
+            "token_events": health.token_events,
+            "first_tokens": health.first_tokens,
+            "shared_stamps": len(self.merges),
+            "merged_tokens": health.merged_tokens,
+            "merged_first_tokens": health.merged_first_tokens,
+            "merge_error_p99_ms": round(health.merge_error_p99_ms, 3),
+            "ttft_tail": health.ttft_tail,
+            "merged_ttft_tail": health.merged_ttft_tail,
+            "merge_error_ttft_ms": round(health.merge_error_ttft_ms, 3),
+            "kernel_stamps": int(self.kernel_stamps),
             "client_bound": int(bool(reasons)),
             "client_bound_reasons": ",".join(reasons),
+            "client_bound_note": client_bound_note(health),
         }
         for name, value in (
             ("target_rps", target_rps),

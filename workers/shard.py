@@ -133,7 +133,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
 
     def record(request: PlannedRequest, result: RequestResult) -> None:
         progress.add(result)
-        health.add(result.intended_start, result.sent)
+        health.add(result)
         publisher.add(record_row(rows, request, result))
 
     async with publisher:

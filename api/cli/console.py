@@ -340,10 +340,7 @@ def print_report(
             console.print(
                 f"[yellow]client-bound: {row['provider']} stage {row['stage']} "
                 f"{row['region']} ({', '.join(health['client_bound_reasons'])}): "
-                f"loop lag p99 {health['loop_lag_p99_ms']:.1f} ms, loop CPU "
-                f"{health['loop_cpu_util']:.0%}, schedule lag p99 "
-                f"{health['schedule_lag_p99_ms']:.1f} ms — its latencies include the "
-                "client's own delay (docs/load.md)",
+                f"{health['client_bound_note']} (docs/load.md)",
                 highlight=False,
             )
     failed = [s for s in report.shards if s["state"] != ShardState.FINISHED]

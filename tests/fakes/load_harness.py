@@ -80,7 +80,7 @@ def run_load(load: LoadShape, base_url: str, target_rps: float | None = None) ->
                 return await adapter.measure(http, request, intended)
 
             def record(request: PlannedRequest, result: RequestResult) -> None:
-                health.add(result.intended_start, result.sent)
+                health.add(result)
                 results.append((request, result))
 
             async with health:

@@ -26,11 +26,13 @@ from workers.simulator.process import SimulatorPool
 pytestmark = pytest.mark.integration
 
 HEALTH_FIELDS = {
-    "loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms", "loop_cpu_util",
-    "process_cpu_util", "schedule_lag_p50_ms", "schedule_lag_p99_ms", "cap_waits",
-    "not_sent", "client_bound", "client_bound_reasons", "target_rps", "scheduled_rps",
-    "achieved_rps", "window_start_at", "steady_start_at", "steady_end_at", "window_end_at",
-    "steady_requests", "load_kind",
+    "loop_lag_p50_ms", "loop_lag_p99_ms", "loop_lag_max_ms", "loop_stalls", "read_stalls",
+    "loop_cpu_util", "process_cpu_util", "schedule_lag_p50_ms", "schedule_lag_p99_ms",
+    "send_lag_p99_ms", "send_lag_share", "cap_waits", "requests_sent", "not_sent",
+    "token_events", "first_tokens", "shared_stamps", "merged_tokens", "merged_first_tokens",
+    "merge_error_p99_ms", "kernel_stamps", "client_bound", "client_bound_reasons",
+    "client_bound_note", "target_rps", "scheduled_rps", "achieved_rps", "window_start_at",
+    "steady_start_at", "steady_end_at", "window_end_at", "steady_requests", "load_kind",
 }  # fmt: skip
 
 

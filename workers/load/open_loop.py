@@ -12,6 +12,9 @@ With ``max_in_flight``, an arrival that finds the cap full waits for a slot; it 
 its intended start, so the wait shows as schedule lag and the intent-based latencies
 include it. In a stage bounded by ``duration_s`` such waits end with the stage: arrivals
 still waiting then are not sent and are counted (``not_sent``), never silently lost.
+``send_lags_ns`` keeps each request's lateness beyond the cap's waits (sent − the later
+of its intended start and the moment the latest wait ended): the client's own share of
+the lag, which the ``client-bound`` rule judges (docs/load.md).
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class OpenLoop:
         self.intended: list[int] = []  # intended starts of the arrivals sent so far
         self.cap_waits = 0
         self.not_sent = 0
+        self.send_lags_ns: list[int] = []  # sent − release (intent, or a freed slot)
+        self._slot_freed_at = 0
         self._slot_freed = asyncio.Event()
         self._active = 0  # requests in flight (a counter: task done-callbacks run late)
 
@@ -75,9 +80,10 @@ class OpenLoop:
         """Dispatch every arrival on schedule; return when all sent requests ended."""
         in_flight: set[asyncio.Task[None]] = set()
 
-        async def one(request: PlannedRequest, intended: int) -> None:
+        async def one(request: PlannedRequest, intended: int, released: int) -> None:
             try:
                 result = await send(request, intended)
+                self.send_lags_ns.append(result.sent - released)
                 record(request, result)
                 if result.failure is not None and result.failure.error_class is (
                     ErrorClass.CANCELLED
@@ -85,23 +91,31 @@ class OpenLoop:
                     self.stop()  # the shard is being torn down: send nothing more
             finally:
                 self._active -= 1
+                self._slot_freed_at = time.perf_counter_ns()
                 self._slot_freed.set()
 
         self.start_ns = time.perf_counter_ns()
         stage_end = None if self._duration_ns is None else self.start_ns + self._duration_ns
+        held_until = 0  # when the latest cap wait ended
         for seq, offset in self._arrivals:
             request = self._plan(seq)  # planned before its deadline: not in the lag
             intended = self.start_ns + offset
             await sleep_until(intended, lambda: self.stopped)
             if self.stopped:
                 break
+            waits = self.cap_waits
             if self._cap is not None and not await self._wait_for_slot(stage_end):
                 if not self.stopped:
                     self.not_sent += 1 + sum(1 for _ in self._arrivals)
                 break
+            # A request that waited for the cap is due when its slot freed, not before, and
+            # so is every arrival queued behind it (the dispatcher sends in order).
+            if self.cap_waits > waits:
+                held_until = max(held_until, self._slot_freed_at)
+            released = max(intended, held_until)
             self.intended.append(intended)
             self._active += 1
-            task = asyncio.create_task(one(request, intended))
+            task = asyncio.create_task(one(request, intended, released))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
         if in_flight:

@@ -84,7 +84,8 @@ def build_load(
 
 def rate_figures(load: LoadShape, target_rps: float | None) -> dict[str, Any]:
     """Keyword arguments of ``ShardHealth.summary`` describing an open loop's schedule:
-    its target and scheduled rates and what its ``max_in_flight`` cap did."""
+    its target and scheduled rates, what its ``max_in_flight`` cap did, and each send's
+    lateness beyond its cap wait."""
     if not isinstance(load, OpenLoop):
         return {}
     span = load.scheduled_span_ns()
@@ -94,4 +95,5 @@ def rate_figures(load: LoadShape, target_rps: float | None) -> dict[str, Any]:
         "scheduled_rps": scheduled,
         "cap_waits": load.cap_waits,
         "not_sent": load.not_sent,
+        "send_lags_ns": load.send_lags_ns,
     }

@@ -9,30 +9,42 @@ from analytics.client_health import stage_health, with_client_health
 from analytics.db import connect
 
 
-def test_a_shard_crossing_a_threshold_flags_its_stage(tmp_path: Path) -> None:
+def test_a_stage_is_judged_on_its_shards_combined_figures(tmp_path: Path) -> None:
     con = connect(tmp_path / "h.duckdb")
     con.execute(
         "INSERT INTO shards (run_id, shard_id, stage, provider, region, concurrency, state, "
         "accepted_attempt) VALUES ('r', 'a', 0, 'p', 'eu', 8, 'finished', 1), "
         "('r', 'b', 0, 'p', 'eu', 8, 'finished', 2), ('r', 'c', 1, 'p', 'eu', 8, 'finished', 1)"
     )
-    healthy = {"loop_lag_p99_ms": "1.5", "loop_cpu_util": "0.3", "schedule_lag_p99_ms": "0.4"}
-    saturated = {**healthy, "loop_lag_p99_ms": "42", "loop_cpu_util": "0.97"}
+    healthy = {
+        "load_kind": "closed", "loop_lag_p99_ms": "1.5", "loop_cpu_util": "0.3",
+        "schedule_lag_p99_ms": "0.4", "send_lag_p99_ms": "0.4", "send_lag_share": "0.001",
+        "requests_sent": "100", "token_events": "6400", "first_tokens": "100",
+        "merged_tokens": "0", "kernel_stamps": "1",
+    }  # fmt: skip
+    # Busy (loop lag and CPU) but no stamp merged: no reason on its own.
+    busy = {**healthy, "loop_lag_p99_ms": "150", "loop_cpu_util": "0.97"}
+    merging = {**healthy, "merged_tokens": "200", "merge_error_p99_ms": "44.4"}
     for shard, attempt, health in (
-        ("a", 1, healthy),
-        ("b", 1, healthy),
-        ("b", 2, saturated),
-        ("c", 1, healthy),
+        ("a", 1, busy),
+        ("b", 1, merging),  # a superseded attempt: not judged
+        ("b", 2, merging),
+        ("c", 1, busy),
     ):
         con.execute(
             "INSERT INTO shard_attempts (run_id, shard_id, attempt, state, health) VALUES ('r', ?, ?, 'finished', ?)",
             [shard, attempt, json.dumps(health)],
         )
     health = stage_health(con, "r")
-    assert health[("p", 0, "eu")]["client_bound"] is True
-    assert health[("p", 0, "eu")]["client_bound_reasons"] == ["loop_cpu", "loop_lag"]
-    assert health[("p", 0, "eu")]["loop_lag_p99_ms"] == 42.0
+    stage0 = health[("p", 0, "eu")]
+    # 200 of 12,800 stamps merged (1.6 %): the stage is flagged, and the note says by how much.
+    assert stage0["client_bound"] is True
+    assert stage0["client_bound_reasons"] == ["read_lag"]
+    assert stage0["token_events"] == 12_800 and stage0["loop_lag_p99_ms"] == 150.0
+    assert "1.6% of token stamps" in stage0["client_bound_note"]
+    assert "ITL p99 off by up to 44 ms" in stage0["client_bound_note"]
     assert health[("p", 1, "eu")]["client_bound"] is False
+    assert health[("p", 1, "eu")]["client_bound_note"] == ""
     rows = with_client_health(
         [
             {"provider": "p", "stage": 1, "region": "eu"},

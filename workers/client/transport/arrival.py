@@ -4,7 +4,8 @@ The kernel's receive time of each read (``SO_TIMESTAMPNS`` on Linux, the read ti
 elsewhere) is converted to the ``perf_counter_ns`` clock of every other stamp and kept
 with the bytes in an :class:`ArrivalStream`, the response body that
 the transport (``pool.py``) hands to httpx; ``arrival_of(response).last`` is the
-stamp of the chunk just read (docs/load.md, decision 22).
+stamp of the chunk just read (docs/load.md, decision 22). ``READ_GAPS`` records when the
+client went without reading its sockets, for the ``client-bound`` rule (docs/load.md).
 """
 
 from __future__ import annotations
@@ -60,6 +61,40 @@ class BodySource(Protocol):
     def abandon(self) -> None:
         """Give up the body: the connection cannot be reused."""
         ...
+
+
+# The shortest stretch without a read that counts as a gap: merges in shorter ones err by
+# less than the client's stated accuracy (docs/load.md, "The measurement client").
+READ_GAP_MIN_NS = 5_000_000
+
+
+class ReadGaps:
+    """The stretches in which this process's client did not look at its sockets.
+
+    Every read of a socket (the loop reporting it readable, or a sweep) and every sweep
+    is a look; a stretch of at least ``min_ns`` without one is a gap, handed to every
+    sink registered meanwhile (``workers/health.py`` registers one per shard). Bytes that
+    arrive in a gap wait unread, and the kernel merges a stream's writes that land
+    there under the later stamp: how a late read still distorts kernel-stamped figures.
+    An idle loop makes gaps too, but nothing arrives in them (it would have been read).
+    """
+
+    __slots__ = ("last", "min_ns", "sinks")
+
+    def __init__(self, min_ns: int = READ_GAP_MIN_NS) -> None:
+        self.min_ns = min_ns
+        self.last = perf_counter_ns()
+        self.sinks: list[list[tuple[int, int]]] = []
+
+    def looked(self, now: int) -> None:
+        """The client looked at its sockets at ``now`` (perf_counter_ns)."""
+        if now - self.last >= self.min_ns:
+            for sink in self.sinks:
+                sink.append((self.last, now))
+        self.last = now
+
+
+READ_GAPS = ReadGaps()
 
 
 def kernel_arrival(ancillary: list[tuple[int, int, bytes]]) -> int:

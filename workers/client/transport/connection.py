@@ -21,6 +21,7 @@ import httpx
 from workers.client.transport.arrival import (
     ANCILLARY_SIZE,
     NO_BODY_STATUS,
+    READ_GAPS,
     READ_SIZE,
     SO_TIMESTAMPNS,
     ArrivalStream,
@@ -174,6 +175,7 @@ class Connection:
         # the loop reads them before the next write lands. Once queued unread, the kernel
         # merges segments and keeps the newest stamp, so writes that wait together for
         # a busy loop share the arrival of the last one (still never later than it).
+        READ_GAPS.looked(perf_counter_ns())
         try:
             data, ancillary, _, _ = self._sock.recvmsg(READ_SIZE, ANCILLARY_SIZE)
         except (BlockingIOError, InterruptedError):

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from scenarios.egress import EgressDenied, EgressGuard
-from workers.client.transport.arrival import ARRIVAL_EXTENSION
+from workers.client.transport.arrival import ARRIVAL_EXTENSION, READ_GAPS
 from workers.client.transport.connection import (
     Connection,
     Origin,
@@ -76,6 +76,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         if (now < self._next_sweep and not force) or self._poller is None:
             return
         self._next_sweep = now + _SWEEP_NS
+        READ_GAPS.looked(now)
         for fd, _ in self._poller.poll(0):
             connection = self._watched.get(fd)
             if connection is not None and not connection.paused:

@@ -162,7 +162,9 @@ def _report() -> RunReport:
                 efficiency_pct=67.0,
                 client_bound=True,
                 client_health={
-                    "client_bound_reasons": ["loop lag"],
+                    "client_bound_reasons": ["send_lag"],
+                    "client_bound_note": "p99 send lag 40.0 ms: TTFT of late requests is "
+                    "measured from the actual send",
                     "loop_lag_p99_ms": 55.0,
                     "loop_cpu_util": 0.97,
                     "schedule_lag_p99_ms": 40.0,
@@ -202,7 +204,7 @@ def test_the_table_report_with_every_warning() -> None:
         "prompt tokens, planned → server-reported (mean error): api s0 eu: 100 → 104 (+4.0 %)"
         in text
     )
-    assert "client-bound: gpu stage 0 eu (loop lag): loop lag p99 55.0 ms, loop CPU 97%" in text
+    assert "client-bound: gpu stage 0 eu (send_lag): p99 send lag 40.0 ms" in " ".join(text.split())
     assert "shard s0.gpu.eu: failed: no live worker" in text
     assert "shard s0.gpu.eu ran 3 attempts; attempt 2 counted" in text
     assert "s0.api.eu" not in text  # finished at its first attempt: nothing to say
