@@ -95,7 +95,10 @@ class ShardHealth:
         self.token_events = 0
         self.ttfts_ns: list[int] = []  # from the send
         self.merges: list[_Merge] = []
-        self._busy_ns = 0  # closed loop: requests' time from send to end
+        # Closed loop, successful requests only (the rates are theirs): the client's delay
+        # before each send, and the time from send to end.
+        self._waited_ns = 0
+        self._busy_ns = 0
         self._stop = asyncio.Event()
         self._probe: asyncio.Task[None] | None = None
         self._process = psutil.Process()
@@ -124,7 +127,9 @@ class ShardHealth:
         """Account for one request: its start and its token stamps."""
         self.schedule_lags_ns.append(result.sent - result.intended_start)
         self.sent_stamps.append(result.sent)
-        self._busy_ns += max(0, (result.end or result.sent) - result.sent)
+        if result.ok:
+            self._waited_ns += max(0, result.sent - result.intended_start)
+            self._busy_ns += max(0, (result.end or result.sent) - result.sent)
         stamps = result.token_stamps
         if not stamps:
             return
@@ -230,7 +235,6 @@ class ShardHealth:
         achieved = _rate(self.sent_stamps)
         open_loop = send_lags_ns is not None
         send_lags = self.schedule_lags_ns if send_lags_ns is None else send_lags_ns
-        waited = sum(max(0, lag) for lag in send_lags)
         merges = self.client_merges()
         # The TTFT tail: first tokens at or above the p99, which set it.
         ttft_p99 = percentile(self.ttfts_ns, 0.99)
@@ -246,7 +250,9 @@ class ShardHealth:
             schedule_lag_p99_ms=percentile(self.schedule_lags_ns, 0.99) / 1e6,
             send_lag_p99_ms=percentile(send_lags, 0.99) / 1e6,
             # Closed loop: a user's cycle is the client's delay, then the request.
-            send_lag_share=0.0 if open_loop else waited / max(1, waited + self._busy_ns),
+            send_lag_share=(
+                0.0 if open_loop else self._waited_ns / max(1, self._waited_ns + self._busy_ns)
+            ),
             scheduled_rps=scheduled_rps,
             achieved_rps=achieved,
             cap_waits=cap_waits,

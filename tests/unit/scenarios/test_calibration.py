@@ -19,6 +19,7 @@ from scenarios.calibration import (
     client_bound_reasons,
     is_client_bound,
 )
+from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
 from workers.health import ShardHealth, percentile
 
@@ -235,6 +236,34 @@ def test_a_merged_first_token_counts_for_ttft_only_in_the_tail_that_sets_the_p99
     health.ttfts_ns[-1] = 90 * MS
     health.merges = [replace(m, ttft_ns=90 * MS) for m in health.merges]
     assert health.summary()["client_bound"] == 0
+
+
+def test_users_waiting_for_the_client_count_on_successful_requests_only() -> None:
+    async def measured() -> ShardHealth:
+        health = ShardHealth(kernel_stamps=True)
+        async with health:
+            pass
+        return health
+
+    refused = RequestFailure(ErrorClass.CONNECT, "connection refused")
+    health = asyncio.run(measured())
+    for start in range(0, 100, 2):  # refused in 0.1 ms, the next sent 0.05 ms later
+        health.add(
+            RequestResult(
+                start * MS, sent=start * MS + 50_000, end=start * MS + 150_000, failure=refused
+            )
+        )
+    # Every request failed at once: no throughput to understate, however the times compare.
+    assert health.summary()["send_lag_share"] == 0.0
+    assert health.summary()["client_bound"] == 0
+    # Successful requests of 100 ms, each sent 10 ms after its user's slot freed: 9 %.
+    for freed in range(0, 1100, 110):
+        sent = (freed + 10) * MS
+        stamps = [sent + 50 * MS, sent + 100 * MS]
+        health.add(RequestResult(freed * MS, sent=sent, end=stamps[-1], token_stamps=stamps))
+    summary = health.summary()
+    assert summary["send_lag_share"] == pytest.approx(10 / 110, abs=1e-3)
+    assert summary["client_bound_reasons"] == "send_lag"
 
 
 def test_a_busy_loop_that_kept_reading_and_an_idle_one_cause_no_merge() -> None:
