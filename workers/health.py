@@ -34,8 +34,11 @@ from dataclasses import dataclass
 import psutil
 
 from scenarios.calibration import ClientHealth, client_bound_note, client_bound_reasons
+from workers import gc_tuning
+from workers.client.prewarm import Prewarmed
 from workers.client.result import RequestResult
 from workers.client.transport.arrival import READ_GAP_MIN_NS, READ_GAPS, SO_TIMESTAMPNS
+from workers.quantiles import LogHistogram
 
 __all__ = ["KERNEL_STAMPS", "PROBE_INTERVAL_NS", "STALL_MIN_NS", "ShardHealth", "percentile"]
 
@@ -87,13 +90,16 @@ class ShardHealth:
 
     def __init__(self, *, kernel_stamps: bool = KERNEL_STAMPS) -> None:
         self.kernel_stamps = kernel_stamps
-        self.loop_lags_ns: list[int] = []
+        # Per-request and per-probe figures in bounded histograms (workers/quantiles.py):
+        # a shard of any length holds the same memory (docs/load.md, "Memory").
+        self.loop_lags_ns = LogHistogram()
         self.late_windows: list[tuple[int, int]] = []  # (probe last ran, woke late), in order
         self.read_gaps: list[tuple[int, int]] = []  # (last read, next read), in order
-        self.schedule_lags_ns: list[int] = []
-        self.sent_stamps: list[int] = []
+        self.schedule_lags_ns = LogHistogram()
+        self.sent_stamps = LogHistogram()  # count, first and last (the achieved rate)
         self.token_events = 0
-        self.ttfts_ns: list[int] = []  # from the send
+        self.ttfts_ns = LogHistogram()  # from the send
+        self.prewarmed = Prewarmed(0, 0.0)  # set by the shard before the window opens
         self.merges: list[_Merge] = []
         # Closed loop, successful requests only (the rates are theirs): the client's delay
         # before each send, and the time from send to end.
@@ -125,8 +131,8 @@ class ShardHealth:
 
     def add(self, result: RequestResult) -> None:
         """Account for one request: its start and its token stamps."""
-        self.schedule_lags_ns.append(result.sent - result.intended_start)
-        self.sent_stamps.append(result.sent)
+        self.schedule_lags_ns.add(result.sent - result.intended_start)
+        self.sent_stamps.add(result.sent)
         if result.ok:
             self._waited_ns += max(0, result.sent - result.intended_start)
             self._busy_ns += max(0, (result.end or result.sent) - result.sent)
@@ -135,7 +141,7 @@ class ShardHealth:
             return
         self.token_events += len(stamps)
         ttft = stamps[0] - result.sent
-        self.ttfts_ns.append(ttft)
+        self.ttfts_ns.add(ttft)
         if len(set(stamps)) == len(stamps):
             return  # every token in its own read: the usual case, checked in C
         cadence = (stamps[-1] - stamps[0]) // (len(stamps) - 1)
@@ -160,7 +166,7 @@ class ShardHealth:
                 return
             woke = now()
             lag = max(0, woke - deadline)
-            self.loop_lags_ns.append(lag)
+            self.loop_lags_ns.add(lag)
             if lag >= STALL_MIN_NS:
                 # Ran at ``seen``, then not when due: busy or descheduled in between.
                 self.late_windows.append((seen, woke))
@@ -217,7 +223,7 @@ class ShardHealth:
         scheduled_rps: float | None = None,
         cap_waits: int = 0,
         not_sent: int = 0,
-        send_lags_ns: list[int] | None = None,
+        send_lags_ns: LogHistogram | None = None,
     ) -> dict[str, str | int | float]:
         """The shard's health fields (names documented in docs/load.md).
 
@@ -237,7 +243,7 @@ class ShardHealth:
         send_lags = self.schedule_lags_ns if send_lags_ns is None else send_lags_ns
         merges = self.client_merges()
         # The TTFT tail: first tokens at or above the p99, which set it.
-        ttft_p99 = percentile(self.ttfts_ns, 0.99)
+        ttft_p99 = self.ttfts_ns.percentile(0.99)
         tail_merges = [
             bound
             for merge, bound in merges
@@ -245,10 +251,10 @@ class ShardHealth:
         ]
         health = ClientHealth(
             load_kind="open" if open_loop else "closed",
-            loop_lag_p99_ms=percentile(self.loop_lags_ns, 0.99) / 1e6,
+            loop_lag_p99_ms=self.loop_lags_ns.percentile(0.99) / 1e6,
             loop_cpu_util=loop_cpu,
-            schedule_lag_p99_ms=percentile(self.schedule_lags_ns, 0.99) / 1e6,
-            send_lag_p99_ms=percentile(send_lags, 0.99) / 1e6,
+            schedule_lag_p99_ms=self.schedule_lags_ns.percentile(0.99) / 1e6,
+            send_lag_p99_ms=send_lags.percentile(0.99) / 1e6,
             # Closed loop: a user's cycle is the client's delay, then the request.
             send_lag_share=(
                 0.0 if open_loop else self._waited_ns / max(1, self._waited_ns + self._busy_ns)
@@ -263,21 +269,21 @@ class ShardHealth:
             first_tokens=len(self.ttfts_ns),
             merged_first_tokens=sum(1 for merge, _ in merges if merge.ttft_ns is not None),
             merge_error_p99_ms=percentile([bound for _, bound in merges], 0.99) / 1e6,
-            ttft_tail=sum(1 for ttft in self.ttfts_ns if ttft >= ttft_p99),
+            ttft_tail=self.ttfts_ns.count_at_least(ttft_p99),
             merged_ttft_tail=len(tail_merges),
             merge_error_ttft_ms=max(tail_merges, default=0) / 1e6,
             kernel_stamps=self.kernel_stamps,
         )
         reasons = client_bound_reasons(health)
         fields: dict[str, str | int | float] = {
-            "loop_lag_p50_ms": round(percentile(self.loop_lags_ns, 0.5) / 1e6, 3),
+            "loop_lag_p50_ms": round(self.loop_lags_ns.percentile(0.5) / 1e6, 3),
             "loop_lag_p99_ms": round(health.loop_lag_p99_ms, 3),
-            "loop_lag_max_ms": round(max(self.loop_lags_ns, default=0) / 1e6, 3),
+            "loop_lag_max_ms": round((self.loop_lags_ns.max or 0) / 1e6, 3),
             "loop_stalls": len(self.late_windows),
             "read_stalls": len(self.read_stalls()),
             "loop_cpu_util": round(loop_cpu, 3),
             "process_cpu_util": round((end.process_s - start.process_s) / wall_s, 3),
-            "schedule_lag_p50_ms": round(percentile(self.schedule_lags_ns, 0.5) / 1e6, 3),
+            "schedule_lag_p50_ms": round(self.schedule_lags_ns.percentile(0.5) / 1e6, 3),
             "schedule_lag_p99_ms": round(health.schedule_lag_p99_ms, 3),
             "send_lag_p99_ms": round(health.send_lag_p99_ms, 3),
             "send_lag_share": round(health.send_lag_share, 4),
@@ -297,6 +303,8 @@ class ShardHealth:
             "client_bound": int(bool(reasons)),
             "client_bound_reasons": ",".join(reasons),
             "client_bound_note": client_bound_note(health),
+            **self.prewarmed.fields(),
+            **gc_tuning.pauses.window(start.wall_ns, end.wall_ns),
         }
         for name, value in (
             ("target_rps", target_rps),
@@ -308,9 +316,9 @@ class ShardHealth:
         return fields
 
 
-def _rate(stamps: list[int]) -> float | None:
+def _rate(stamps: LogHistogram) -> float | None:
     """Events per second over the span of ``stamps`` (None with fewer than two)."""
-    if len(stamps) < 2:
+    if stamps.count < 2 or stamps.max is None or stamps.min is None:
         return None
-    span = max(stamps) - min(stamps)
-    return (len(stamps) - 1) / (span / 1e9) if span > 0 else None
+    span = stamps.max - stamps.min
+    return (stamps.count - 1) / (span / 1e9) if span > 0 else None

@@ -32,6 +32,12 @@ __all__ = ["ArrivalTransport", "EgressRefused"]
 _SWEEP_NS = 1_000_000
 
 
+def _origin_of(url: httpx.URL) -> Origin:
+    """The pool key of ``url`` (no SNI override: that comes with a request)."""
+    scheme = url.raw_scheme
+    return (scheme, url.raw_host, url.port or (443 if scheme == b"https" else 80), None)
+
+
 class EgressRefused(httpx.ConnectError):
     """The egress policy refused the host or an address it resolved to; nothing was sent."""
 
@@ -150,6 +156,16 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
                 ARRIVAL_EXTENSION: stream,
             },
         )
+
+    def idle_count(self, url: httpx.URL) -> int:
+        """Idle connections to ``url``'s origin (each may serve the next request)."""
+        return sum(1 for c in self._idle.get(_origin_of(url), {}) if not c.closed)
+
+    async def open_idle(self, url: httpx.URL, connect_timeout_s: float | None) -> None:
+        """Open one connection to ``url``'s origin and leave it idle in the pool (a
+        pre-warm: nothing is sent). Raises as a request's connect would."""
+        connection = await self._connect(_origin_of(url), connect_timeout_s)
+        self.release(connection)
 
     def _idle_connection(self, origin: Origin) -> Connection | None:
         idle = self._idle.get(origin)
