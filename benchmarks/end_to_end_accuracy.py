@@ -96,8 +96,8 @@ def worker_pid(parent: int) -> int | None:
     ps = ["ps", "-eo", "pid,ppid,args"]
     out = subprocess.run(ps, capture_output=True, text=True, check=False).stdout
     for line in out.splitlines()[1:]:
-        pid, _, args = line.strip().split(None, 2)
-        if "worker" in args and "tokenbench" in args and int(pid) != parent:
+        pid, ppid, args = line.strip().split(None, 2)
+        if int(ppid) == parent and " worker " in f" {args} ":
             return int(pid)
     return None
 
