@@ -137,19 +137,26 @@ def run_once(
     plan = request_planner(scenario.workload, scenario.seed, 0)
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute(
-            "SELECT seq, ttft_ns FROM requests WHERE status = 'ok' AND ttft_ns IS NOT NULL"
+            "SELECT seq, ttft_ns, epoch_ns(sent_at), epoch_ns(first_token_at) FROM requests "
+            "WHERE status = 'ok' AND ttft_ns IS NOT NULL"
         ).fetchall()
-    errors = []
-    for seq, ttft_ns in rows:
+    errors, outbound, inbound = [], [], []
+    for seq, ttft_ns, sent_at, first_at in rows:
         stamps = server.get(prompt_key(plan(seq).prompt))
         if stamps is not None:
             errors.append((ttft_ns - stamps["ttft_ns"]) / 1e6)
+            # The error's two halves, by wall clock (one machine; the conversions of the
+            # two processes' monotonic stamps to wall clock differ by microseconds).
+            outbound.append((stamps["arrived_at_ns"] - sent_at) / 1e6)
+            inbound.append((first_at - stamps["first_token_at_ns"]) / 1e6)
     report = json.loads(report_path.read_text())
     health = [s.get("client_health") or {} for s in report.get("stages", [])]
     return {
         "requests": len(rows),
         "joined": len(errors),
         "errors_ms": np.array(errors),
+        "outbound_ms": np.array(outbound),
+        "inbound_ms": np.array(inbound),
         "cpu_s": cpu_s,
         "wall_s": wall_s,
         "prewarmed": sum(int(h.get("prewarmed_connections") or 0) for h in health),
@@ -202,6 +209,13 @@ def quantiles(errors: Any) -> list[str]:
     return [f"{np.percentile(errors, p):+.1f}" for p in (50, 99, 100)]
 
 
+def halves(values: Any) -> str:
+    """p50 / p99 of one half of the error (ms)."""
+    if not len(values):
+        return "-"
+    return f"{np.percentile(values, 50):+.1f} / {np.percentile(values, 99):+.1f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[256, 1000])
@@ -221,7 +235,8 @@ def main() -> None:
     timing = f"TTFT {args.ttft_ms:.0f} ms, ITL {args.itl_ms:.0f} ms, {args.tokens} tokens"
     table = Table(title=f"end to end: tokenbench run vs the server's stamps ({timing})")
     for name in ("streams", "variant", "ok req", "joined", "TTFT err p50", "p99", "max",
-                 "CPU s", "wall s", "prewarmed", "prewarm ms", "GC n", "GC max ms",
+                 "sent→parsed p50/p99", "written→stamped p50/p99", "CPU s", "wall s",
+                 "prewarmed", "prewarm ms", "GC n", "GC max ms",
                  "loop lag p99", "sched lag p99", "client-bound", "load avg"):  # fmt: skip
         table.add_column(name, justify="left" if name == "variant" else "right")
     with tempfile.TemporaryDirectory(prefix="tb-e2e-") as tmp:
@@ -237,18 +252,20 @@ def main() -> None:
                     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
                     if "failed" in row:
                         reason = re.sub(r"\s+", " ", row["failed"])[-80:]
-                        table.add_row(str(streams), variant, "-", reason, *["-"] * 12, load)
+                        table.add_row(str(streams), variant, "-", reason, *["-"] * 14, load)
                         continue
                     errors = row["errors_ms"]
                     table.add_row(
                         str(streams), variant, str(row["requests"]), str(row["joined"]),
                         *quantiles(errors),
+                        halves(row["outbound_ms"]),
+                        halves(row["inbound_ms"]),
                         f"{row['cpu_s']:.1f}", f"{row['wall_s']:.1f}", str(row["prewarmed"]),
                         f"{row['prewarm_ms']:.0f}", str(row["gc_collections"]),
                         f"{row['gc_pause_max_ms']:.1f}", f"{row['loop_lag_p99_ms']:.1f}",
                         f"{row['schedule_lag_p99_ms']:.1f}", str(row["client_bound"]), load,
                     )  # fmt: skip
-    Console(width=220).print(table)
+    Console(width=260).print(table)
     print("TTFT error = client TTFT (stored record) − server TTFT (first token written − request "
           "parsed), ms; CPU s = tokenbench run's whole process tree")  # fmt: skip
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()}")
