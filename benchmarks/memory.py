@@ -185,7 +185,7 @@ def control_plane_per_records(records: int, work: Path) -> dict[str, Any]:
     if out.returncode != 0:
         return {"failed": out.stderr[-300:]}
     points = [(int(p[1]), int(p[2])) for p in (line.split() for line in out.stdout.splitlines())
-              if p[0] == "rss"]  # fmt: skip
+              if p and p[0] == "rss"]  # fmt: skip
     peak = next(int(line.split()[1]) for line in out.stdout.splitlines() if line.startswith("peak"))
     (_, start), (stored, end) = points[0], points[-1]
     return {
