@@ -31,7 +31,7 @@ from scenarios.wire import (
 )
 from scenarios.workload_files import WorkloadFileError
 from workers.client.adapters import ProviderSetupError, build_adapter
-from workers.client.prewarm import prewarm
+from workers.client.prewarm import prewarmed
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
 from workers.datasets import dataset_cache
@@ -148,15 +148,15 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         try:
             # Before the stage clock (load.run) and the health window start: recorded.
             warm_url = adapter_context.endpoint or next(iter(spec.provider.endpoint_urls()), None)
-            if context.settings.worker.prewarm and warm_url is not None:
-                health.prewarmed = await prewarm(
-                    context.http,
-                    warm_url,
-                    connections_needed(spec),
-                    connect_timeout_s=spec.provider.connect_timeout_s,
-                )
-            async with health:
-                await load.run(send, record)
+            async with prewarmed(
+                context.http,
+                warm_url,
+                connections_needed(spec) if context.settings.worker.prewarm else 0,
+                connect_timeout_s=spec.provider.connect_timeout_s,
+            ) as warmed:
+                health.prewarmed = warmed
+                async with health:
+                    await load.run(send, record)
         finally:
             stop_reporting.set()
             stopped = await reporter

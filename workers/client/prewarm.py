@@ -5,20 +5,26 @@ each of them first connects, so the stage's first round is N simultaneous connec
 over TLS, handshakes) on one event loop, which delays the sends of that round and the
 reads of every stream already answered (measured in benchmarks/end_to_end_accuracy.py).
 A real client reuses its connections for the whole stage, so the first round measured
-the connect burst, not the endpoint. :func:`prewarm` opens the connections the stage
+the connect burst, not the endpoint. :func:`prewarmed` opens the connections the stage
 will use beforehand, ``batch`` at a time so the warm-up itself is no burst, and leaves
-them idle in the pool. The count is per origin and shared: connections already idle to
-the origin (a previous stage's, another shard's) count towards it, so only the missing
-ones are opened. What it did is reported, never hidden: ``prewarmed_connections`` and
-``prewarm_ms`` are in the shard's client health (docs/load.md). A connect that fails
-stops the warm-up quietly: the stage's own requests then meet the same failure and
-record it as their error.
+them idle in the pool.
+
+The count is per origin and shared. Every stage registers its count with the pool for
+as long as it runs, and a warm-up opens only what the connections open to the origin
+(idle, such as a previous stage's, or busy) leave uncovered of everything registered:
+the two shards of a 1,000-stream stage warm 512 + 488 connections, not 512 each, nor
+512 in all because each counted the other's as its own. What it did is reported, never
+hidden: ``prewarmed_connections`` and ``prewarm_ms`` are in the shard's client health
+(docs/load.md). A connect that fails stops the warm-up quietly: the stage's own
+requests then meet the same failure and record it as their error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from time import perf_counter_ns
 
@@ -26,7 +32,7 @@ import httpx
 
 from workers.client.transport import ArrivalTransport
 
-__all__ = ["BATCH", "MAX_PREWARM_S", "Prewarmed", "prewarm"]
+__all__ = ["BATCH", "MAX_PREWARM_S", "Prewarmed", "prewarmed"]
 
 # Connections opened at once: enough to warm 1,000 streams in a few batches, few enough
 # that a server's accept backlog and this loop never see a burst.
@@ -47,26 +53,43 @@ class Prewarmed:
         return {"prewarmed_connections": self.connections, "prewarm_ms": round(self.ms, 3)}
 
 
-async def prewarm(
+@asynccontextmanager
+async def prewarmed(
     http: httpx.AsyncClient,
-    url: str,
+    url: str | None,
     count: int,
     *,
     connect_timeout_s: float | None = None,
     batch: int = BATCH,
-) -> Prewarmed:
-    """Leave ``count`` idle connections to ``url``'s origin in ``http``'s pool, opening
-    only the missing ones, ``batch`` at a time. Only the arrival transport pools this
-    way; with any other client nothing is opened."""
+) -> AsyncIterator[Prewarmed]:
+    """For the stage run inside: ``count`` connections to ``url``'s origin open in
+    ``http``'s pool, the missing ones opened first, ``batch`` at a time. Only the
+    arrival transport pools this way; with any other client, a ``url`` of None or a
+    ``count`` of 0, nothing is opened."""
     transport = getattr(http, "_transport", None)  # httpx keeps its transport private
-    if not isinstance(transport, ArrivalTransport) or count <= 0:
-        return Prewarmed(0, 0.0)
+    if not isinstance(transport, ArrivalTransport) or url is None or count <= 0:
+        yield Prewarmed(0, 0.0)
+        return
     target = httpx.URL(url)
     start = perf_counter_ns()
+    missing = transport.want(target, count)
+    try:
+        opened = await _open(transport, target, missing, connect_timeout_s, batch)
+        yield Prewarmed(opened, (perf_counter_ns() - start) / 1e6)
+    finally:
+        transport.want(target, -count)
+
+
+async def _open(
+    transport: ArrivalTransport,
+    target: httpx.URL,
+    missing: int,
+    connect_timeout_s: float | None,
+    batch: int,
+) -> int:
     opened = 0
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(MAX_PREWARM_S):
-            missing = count - transport.idle_count(target)
             while missing > 0:
                 size = min(batch, missing)
                 outcomes = await asyncio.gather(
@@ -78,4 +101,4 @@ async def prewarm(
                 missing -= size
                 if ok < size:
                     break  # refused, unreachable or egress-denied: the requests will say so
-    return Prewarmed(opened, (perf_counter_ns() - start) / 1e6)
+    return opened

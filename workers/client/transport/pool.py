@@ -64,6 +64,8 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         # Idle connections per origin; a dict keeps release order, popitem() is LIFO.
         self._idle: dict[Origin, dict[Connection, None]] = {}
         self._open: set[Connection] = set()
+        # Connections the stages running now want open to each origin (pre-warm).
+        self._wanted: dict[Origin, int] = {}
         # Every open socket, watched a second time for sweep(); Linux only (epoll), made
         # with the first connection, on the loop (and in the process) that uses it.
         self._poller: Any = None
@@ -157,9 +159,19 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             },
         )
 
-    def idle_count(self, url: httpx.URL) -> int:
-        """Idle connections to ``url``'s origin (each may serve the next request)."""
-        return sum(1 for c in self._idle.get(_origin_of(url), {}) if not c.closed)
+    def want(self, url: httpx.URL, count: int) -> int:
+        """Register ``count`` more connections wanted at once to ``url``'s origin (a
+        stage about to start); returns how many to open so that the open ones, idle or
+        busy, cover everything wanted by the stages registered now. ``count`` < 0 ends
+        a registration."""
+        origin = _origin_of(url)
+        wanted = self._wanted.get(origin, 0) + count
+        if wanted > 0:
+            self._wanted[origin] = wanted
+        else:
+            self._wanted.pop(origin, None)
+        opened = sum(1 for c in self._open if c.origin == origin and not c.closed)
+        return max(0, wanted - opened) if count > 0 else 0
 
     async def open_idle(self, url: httpx.URL, connect_timeout_s: float | None) -> None:
         """Open one connection to ``url``'s origin and leave it idle in the pool (a

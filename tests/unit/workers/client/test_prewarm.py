@@ -8,7 +8,7 @@ import socket
 import httpx
 
 from workers.client.http import make_client
-from workers.client.prewarm import prewarm
+from workers.client.prewarm import prewarmed
 from workers.event_loop import new_loop
 
 
@@ -31,16 +31,20 @@ def test_prewarm_opens_the_missing_connections_in_batches_and_requests_reuse_the
         server, accepted, url = await _serve()
         http = make_client()
         try:
-            first = await prewarm(http, url, 10, batch=4)
-            await asyncio.sleep(0.05)  # let the server's accept callbacks run
-            assert first.connections == 10 and len(accepted) == 10
-            assert first.fields()["prewarmed_connections"] == 10
-            # The count is per origin and shared: what is idle already counts.
-            again = await prewarm(http, url + "/other", 12, batch=4)
-            assert again.connections == 2
-            answers = await asyncio.gather(*(http.get(url) for _ in range(12)))
-            assert all(answer.status_code == 200 for answer in answers)
-            assert len(accepted) == 12  # every request found a warm connection
+            async with prewarmed(http, url, 10, batch=4) as first:
+                await asyncio.sleep(0.05)  # let the server's accept callbacks run
+                assert first.connections == 10 and len(accepted) == 10
+                assert first.fields()["prewarmed_connections"] == 10
+                # A second stage running at the same time wants its own: the count is
+                # shared per origin, so only its 12 are opened, the first's stay its own.
+                async with prewarmed(http, url + "/other", 12, batch=4) as second:
+                    assert second.connections == 12
+                answers = await asyncio.gather(*(http.get(url) for _ in range(22)))
+                assert all(answer.status_code == 200 for answer in answers)
+                assert len(accepted) == 22  # every request found a warm connection
+            # A later stage finds them open (idle): nothing more to open.
+            async with prewarmed(http, url, 20) as later:
+                assert later.connections == 0
         finally:
             await http.aclose()
             server.close()
@@ -56,8 +60,8 @@ def test_a_refused_endpoint_stops_the_warm_up_without_raising() -> None:
     async def main() -> None:
         http = make_client()
         try:
-            result = await prewarm(http, f"http://127.0.0.1:{port}", 100, batch=8)
-            assert result.connections == 0
+            async with prewarmed(http, f"http://127.0.0.1:{port}", 100, batch=8) as result:
+                assert result.connections == 0
         finally:
             await http.aclose()
 
@@ -66,7 +70,10 @@ def test_a_refused_endpoint_stops_the_warm_up_without_raising() -> None:
 
 def test_other_clients_are_left_alone() -> None:
     async def main() -> None:
-        async with httpx.AsyncClient() as http:
-            assert (await prewarm(http, "http://127.0.0.1:9", 10)).connections == 0
+        async with (
+            httpx.AsyncClient() as http,
+            prewarmed(http, "http://127.0.0.1:9", 10) as result,
+        ):
+            assert result.connections == 0
 
     asyncio.Runner(loop_factory=new_loop).run(main())
