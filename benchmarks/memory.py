@@ -12,7 +12,9 @@ Run: ``python benchmarks/memory.py`` (``--help``; ``--minutes 10`` is the defaul
    1,024-row batches (the publisher's default), 64 per call, into a fresh DuckDB file, in
    a child process; RSS after set-up, after every 250k records and at the end (and the
    peak), per 1M.
-3. *Soak*: an open loop at ``--rps`` (500) for ``--minutes`` (10), once as one long stage
+3. *Soak*: an open loop at ``--rps`` (500) for ``--minutes`` (10), at most ``--cap``
+   (1,024) requests in flight (bounded: a machine too busy to keep up waits for slots
+   and counts what it could not send, ``not_sent``), once as one long stage
    and once as ``--stages`` (5) stages of equal length in one run, against the same
    loopback endpoint (answers of ``--tokens`` tokens, 16, so the client's CPU stays
    below saturation on 2 cores). RSS of the worker and of the control plane (the
@@ -27,6 +29,7 @@ Everything targets loopback only and every loop is bounded in count and time.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -198,21 +201,34 @@ def control_plane_per_records(records: int, work: Path) -> dict[str, Any]:
 
 
 def soak(
-    url: str, rps: float, minutes: float, stages: int, tokens: int, work: Path
+    url: str, rps: float, minutes: float, stages: int, tokens: int, cap: int, work: Path
 ) -> dict[str, Any]:
-    """An open loop at ``rps`` for ``minutes`` in ``stages`` equal stages; RSS per minute."""
+    """An open loop at ``rps`` for ``minutes`` in ``stages`` equal stages, at most ``cap``
+    requests in flight (a machine too busy to keep up counts arrivals ``not_sent`` rather
+    than piling up tasks); RSS per minute."""
     seconds = minutes * 60 / stages
     db = work / f"soak-{stages}.duckdb"
-    sampler, code, err = run_tokenbench(
-        ["--target", url, "--model", "fake", "--rate", ",".join([str(rps)] * stages),
-         "--duration", str(seconds), "--requests", str(int(rps * seconds * 2)),
-         "--prompt-tokens", "32", "--output-tokens", str(tokens)],
-        db, 1.0, minutes * 60 * 2 + 300,
+    scenario = work / f"soak-{stages}.yaml"
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": f"soak-{stages}",
+                "providers": [{"name": "sse", "kind": "openai", "base_url": url, "model": "fake"}],
+                "workload": {"mix": [{"prompt_tokens": {"dist": "fixed", "value": 32},
+                                      "output_tokens": {"dist": "fixed", "value": tokens}}]},
+                "load": {"rate": {"rps": [rps] * stages, "arrival": "poisson",
+                                  "max_in_flight": cap},
+                         "duration_s": seconds, "requests_per_level": int(rps * seconds * 2)},
+            }
+        )
     )  # fmt: skip
+    sampler, code, err = run_tokenbench([str(scenario)], db, 1.0, minutes * 60 * 2 + 600)
     if code != 0:
         return {"failed": err}
     with duckdb.connect(str(db), read_only=True) as con:
         (records,) = con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
+        healths = [json.loads(h) for (h,) in con.execute(
+            "SELECT health FROM shard_attempts WHERE health IS NOT NULL").fetchall()]  # fmt: skip
     start = min(t for t, w, _ in sampler.samples if w is not None)
     per_minute: list[tuple[int, float, float]] = []
     for minute in range(int(minutes) + 1):
@@ -234,6 +250,8 @@ def soak(
 
     return {
         "records": int(records),
+        "not_sent": sum(int(h.get("not_sent") or 0) for h in healths),
+        "cap_waits": sum(int(h.get("cap_waits") or 0) for h in healths),
         "per_minute": per_minute,
         "worker_slope": slope(lambda row: row[1]),
         "plane_slope": slope(lambda row: row[2]),
@@ -249,6 +267,7 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--stages", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--cap", type=int, default=1024, help="soak's max_in_flight")
     parser.add_argument("--parts", nargs="+", default=["streams", "records", "soak"],
                         choices=["streams", "records", "soak"])  # fmt: skip
     args = parser.parse_args()
@@ -288,7 +307,9 @@ def main() -> None:
                 console.print(f"[dim]soak: {args.rps:.0f} req/s open loop, {args.minutes:g} min "
                               f"in {stages} stage(s) ...[/dim]")  # fmt: skip
                 with sse_server(50.0, 20.0) as url:
-                    results[stages] = soak(url, args.rps, args.minutes, stages, args.tokens, work)
+                    results[stages] = soak(
+                        url, args.rps, args.minutes, stages, args.tokens, args.cap, work
+                    )
             title = (
                 f"soak: {args.rps:.0f} req/s open loop for {args.minutes:g} min, "
                 f"{args.tokens} tokens, RSS MB per minute (worker / control plane)"
@@ -307,7 +328,8 @@ def main() -> None:
             table.add_row("slope MB/min (min 2..)", *[
                 f"{r['worker_slope']:+.2f} / {r['plane_slope']:+.2f}" if "failed" not in r
                 else r["failed"][-40:] for r in results.values()])  # fmt: skip
-            table.add_row("records", *[str(r.get("records", "-")) for r in results.values()])
+            for key in ("records", "not_sent", "cap_waits"):
+                table.add_row(key, *[str(r.get(key, "-")) for r in results.values()])
             console.print(table)
             console.print(f"load average {os.getloadavg()}")
 
