@@ -92,13 +92,14 @@ async def _open(
         async with asyncio.timeout(MAX_PREWARM_S):
             while missing > 0:
                 size = min(batch, missing)
+                missing -= size  # each attempt releases its own reservation
                 outcomes = await asyncio.gather(
                     *(transport.open_idle(target, connect_timeout_s) for _ in range(size)),
                     return_exceptions=True,
                 )
                 ok = sum(1 for outcome in outcomes if not isinstance(outcome, BaseException))
                 opened += ok
-                missing -= size
                 if ok < size:
                     break  # refused, unreachable or egress-denied: the requests will say so
+    transport.opened_or_given_up(target, missing)  # the reservations never tried
     return opened

@@ -66,6 +66,7 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         self._open: set[Connection] = set()
         # Connections the stages running now want open to each origin (pre-warm).
         self._wanted: dict[Origin, int] = {}
+        self._opening: dict[Origin, int] = {}  # of those, being opened now
         # Every open socket, watched a second time for sweep(); Linux only (epoll), made
         # with the first connection, on the loop (and in the process) that uses it.
         self._poller: Any = None
@@ -170,13 +171,31 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             self._wanted[origin] = wanted
         else:
             self._wanted.pop(origin, None)
+        if count <= 0:
+            return 0
         opened = sum(1 for c in self._open if c.origin == origin and not c.closed)
-        return max(0, wanted - opened) if count > 0 else 0
+        missing = max(0, wanted - opened - self._opening.get(origin, 0))
+        # Reserved until opened (or given up), so that a stage registering meanwhile
+        # does not open them a second time.
+        self._opening[origin] = self._opening.get(origin, 0) + missing
+        return missing
+
+    def opened_or_given_up(self, url: httpx.URL, count: int = 1) -> None:
+        """``count`` connections reserved by :meth:`want` were opened or will not be."""
+        origin = _origin_of(url)
+        left = self._opening.get(origin, 0) - count
+        if left > 0:
+            self._opening[origin] = left
+        else:
+            self._opening.pop(origin, None)
 
     async def open_idle(self, url: httpx.URL, connect_timeout_s: float | None) -> None:
         """Open one connection to ``url``'s origin and leave it idle in the pool (a
         pre-warm: nothing is sent). Raises as a request's connect would."""
-        connection = await self._connect(_origin_of(url), connect_timeout_s)
+        try:
+            connection = await self._connect(_origin_of(url), connect_timeout_s)
+        finally:
+            self.opened_or_given_up(url)
         self.release(connection)
 
     def _idle_connection(self, origin: Origin) -> Connection | None:

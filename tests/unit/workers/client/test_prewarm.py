@@ -42,6 +42,22 @@ def test_prewarm_opens_the_missing_connections_in_batches_and_requests_reuse_the
                 answers = await asyncio.gather(*(http.get(url) for _ in range(22)))
                 assert all(answer.status_code == 200 for answer in answers)
                 assert len(accepted) == 22  # every request found a warm connection
+            # Two stages warming at the same time: between them they open what the 22
+            # open connections leave uncovered of their 35, none of it twice.
+            release = asyncio.Event()
+            opened: list[int] = []
+
+            async def stage(count: int) -> None:
+                async with prewarmed(http, url, count, batch=4) as warmed:
+                    opened.append(warmed.connections)
+                    await release.wait()
+
+            tasks = [asyncio.create_task(stage(30)), asyncio.create_task(stage(5))]
+            while len(opened) < 2:
+                await asyncio.sleep(0.01)
+            release.set()
+            await asyncio.gather(*tasks)
+            assert sum(opened) == 35 - 22
             # A later stage finds them open (idle): nothing more to open.
             async with prewarmed(http, url, 20) as later:
                 assert later.connections == 0
