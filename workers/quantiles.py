@@ -43,6 +43,13 @@ class LogHistogram:
         if self.max is None or value > self.max:
             self.max = value
 
+    def copy(self) -> LogHistogram:
+        """An independent histogram with the same counts."""
+        twin = LogHistogram()
+        twin._counts = dict(self._counts)
+        twin.count, twin.min, twin.max = self.count, self.min, self.max
+        return twin
+
     def __len__(self) -> int:
         return self.count
 
