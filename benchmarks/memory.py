@@ -3,6 +3,8 @@ soak that shows whether either grows.
 
 Run: ``python benchmarks/memory.py`` (``--help``; ``--minutes 10`` is the default soak).
 
+0. *Per-request state* of a shard in one long stage (tracemalloc, in this process): the
+   previous per-request int lists against the structures the shard keeps now.
 1. *Worker per 1,000 streams*: ``tokenbench run`` (embedded Redis, worker, DuckDB)
    against ``tests/fakes/sse_server.py`` with two closed-loop stages, 1 stream then
    ``--streams`` (1,000); the worker's RSS is sampled every 0.2 s and the figure is the
@@ -258,6 +260,43 @@ def soak(
     }
 
 
+def per_request_state(requests: int) -> dict[str, float]:
+    """Bytes a shard keeps per request in a long stage (tracemalloc, this process): the
+    previous per-request int lists (five values a request: schedule lag, send stamp and
+    TTFT in the health monitor, intended start and send lag in the open loop) against
+    what the shard keeps now (the real ``ShardHealth`` and open-loop structures)."""
+    import tracemalloc  # noqa: PLC0415
+    from array import array  # noqa: PLC0415
+
+    from workers.client.result import RequestResult  # noqa: PLC0415
+    from workers.health import ShardHealth  # noqa: PLC0415
+    from workers.quantiles import LogHistogram  # noqa: PLC0415
+
+    rng = np.random.default_rng(5)
+    sent = (1_700_000_000_000_000_000 + np.cumsum(rng.exponential(2e6, requests))).astype(int)
+    lag = rng.lognormal(12, 1, requests).astype(int)
+    ttft = rng.lognormal(18, 0.3, requests).astype(int)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    lists: list[list[int]] = [[], [], [], [], []]
+    for i in range(requests):
+        values = (int(lag[i]), int(sent[i]), int(ttft[i]), int(sent[i] - lag[i]), int(lag[i]))
+        for kept, value in zip(lists, values, strict=True):
+            kept.append(value)
+    old = tracemalloc.get_traced_memory()[0] - before
+    del lists
+    before = tracemalloc.get_traced_memory()[0]
+    health, intended, send_lags = ShardHealth(), array("q"), LogHistogram()
+    for i in range(requests):
+        start, s, t = int(sent[i] - lag[i]), int(sent[i]), int(ttft[i])
+        health.add(RequestResult(intended_start=start, sent=s, end=s + t, token_stamps=[s + t]))
+        intended.append(start)
+        send_lags.add(int(lag[i]))
+    new = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return {"old_b": old / requests, "new_b": new / requests}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=1000)
@@ -268,12 +307,27 @@ def main() -> None:
     parser.add_argument("--stages", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--cap", type=int, default=1024, help="soak's max_in_flight")
-    parser.add_argument("--parts", nargs="+", default=["streams", "records", "soak"],
-                        choices=["streams", "records", "soak"])  # fmt: skip
+    parser.add_argument("--parts", nargs="+", default=["state", "streams", "records", "soak"],
+                        choices=["state", "streams", "records", "soak"])  # fmt: skip
     args = parser.parse_args()
     console = Console(width=160)
     with tempfile.TemporaryDirectory(prefix="tb-mem-") as tmp:
         work = Path(tmp)
+        if "state" in args.parts:
+            requests = round(args.rps * args.minutes * 60)
+            row = per_request_state(requests)
+            title = (
+                f"a shard's per-request state, {requests:,} requests "
+                f"({args.rps:.0f} req/s for {args.minutes:g} min, one stage)"
+            )
+            table = Table(title=title)
+            for name in ("kept", "bytes per request", "MB per minute at the rate", "MB in all"):
+                table.add_column(name, justify="right")
+            for name, key in (("before: int lists", "old_b"), ("now", "new_b")):
+                per = row[key]
+                table.add_row(name, f"{per:.1f}", f"{per * args.rps * 60 / MB:.2f}",
+                              f"{per * requests / MB:.1f}")  # fmt: skip
+            console.print(table)
         if "streams" in args.parts:
             with sse_server(50.0, 20.0) as url:
                 row = worker_per_streams(url, args.streams, args.stage_s, work)
