@@ -15,6 +15,26 @@ from scenarios.calibration import ClientHealth, client_bound_note, client_bound_
 
 StageKey = tuple[str, int, str]  # provider, stage, region
 
+# Figures of what the worker did around the measurement (docs/load.md): connections
+# opened before the stage clock started, and the garbage collector's pauses in it.
+# Summed over a stage's shards, except the ``_max_`` ones and prewarm_ms (the slowest).
+_AROUND_SUMMED = ("prewarmed_connections", "gc_collections", "gc_pause_total_ms")
+_AROUND_MAX = ("prewarm_ms", "gc_pause_max_ms")
+
+
+def _around(parts: list[dict[str, Any]]) -> dict[str, float]:
+    """The pre-warm and GC figures of a stage's shards, where they were measured."""
+    found: dict[str, float] = {}
+    for name in _AROUND_SUMMED + _AROUND_MAX:
+        values = [float(p[name]) for p in parts if p.get(name) not in (None, "")]
+        if values:
+            found[name] = max(values) if name in _AROUND_MAX else sum(values)
+    if "prewarmed_connections" in found:
+        found["prewarmed_connections"] = int(found["prewarmed_connections"])
+    if "gc_collections" in found:
+        found["gc_collections"] = int(found["gc_collections"])
+    return found
+
 
 def stage_health(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[StageKey, dict[str, Any]]:
     """The client's figures per stage (its shards' combined: counts and rates summed,
@@ -32,9 +52,12 @@ def stage_health(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[StageKey, 
         [run_id],
     ).fetchall()
     shards: dict[StageKey, list[ClientHealth]] = {}
+    raws: dict[StageKey, list[dict[str, Any]]] = {}
     for provider, stage, region, raw in rows:
-        health = ClientHealth.from_fields(json.loads(raw))
+        fields = json.loads(raw)
+        health = ClientHealth.from_fields(fields)
         shards.setdefault((provider, stage, region), []).append(health)
+        raws.setdefault((provider, stage, region), []).append(fields)
     stages: dict[StageKey, dict[str, Any]] = {}
     for key, parts in shards.items():
         health = ClientHealth.combine(parts)
@@ -46,6 +69,7 @@ def stage_health(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[StageKey, 
             "client_bound": bool(reasons),
             "client_bound_reasons": reasons,
             "client_bound_note": client_bound_note(health),
+            **_around(raws[key]),
         }
     return stages
 

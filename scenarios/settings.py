@@ -55,6 +55,20 @@ class WorkerSettings(BaseModel):
             "(docs/security.md). Unbound variables and TOKENBENCH* variables are refused."
         ),
     )
+    prewarm: bool = Field(
+        default=True,
+        description=(
+            "Open a shard's connections before its stage clock starts (paced, recorded in "
+            "its client health as prewarmed_connections and prewarm_ms)."
+        ),
+    )
+    gc_tuning: bool = Field(
+        default=True,
+        description=(
+            "After start-up collect, gc.freeze() and raise the GC thresholds; GC pauses are "
+            "recorded per shard either way (workers/gc_tuning.py)."
+        ),
+    )
 
 
 class ApiSettings(BaseModel):

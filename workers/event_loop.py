@@ -4,7 +4,9 @@ Celery tasks are synchronous; each hands its coroutine to this loop and waits. T
 its HTTP client, Redis connections and simulated endpoints live as long as the process,
 so connections are reused across shards (no ``asyncio.run`` per task). The loop is
 created lazily and re-created in a forked child, whose inherited thread does not exist.
-:data:`shutting_down` tells running shards that the worker is stopping.
+:data:`shutting_down` tells running shards that the worker is stopping. Creating the
+loop is the end of start-up (the first task arrived, every module is imported): the
+garbage collector is tuned then (``workers/gc_tuning.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import os
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
+
+from scenarios.settings import get_settings
+from workers import gc_tuning
 
 T = TypeVar("T")
 
@@ -51,6 +56,7 @@ def get_loop() -> asyncio.AbstractEventLoop:
             threading.Thread(target=run, name="tokenbench-loop", daemon=True).start()
             ready.wait()
             _state = (os.getpid(), loop)
+            gc_tuning.tune(get_settings().worker.gc_tuning)
         return _state[1]
 
 

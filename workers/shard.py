@@ -31,12 +31,13 @@ from scenarios.wire import (
 )
 from scenarios.workload_files import WorkloadFileError
 from workers.client.adapters import ProviderSetupError, build_adapter
+from workers.client.prewarm import prewarmed
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
 from workers.datasets import dataset_cache
 from workers.event_loop import shutting_down
 from workers.health import ShardHealth
-from workers.load.shapes import LoadShape, build_load, rate_figures
+from workers.load.shapes import LoadShape, build_load, connections_needed, rate_figures
 from workers.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.progress import Progress
 from workers.prompts import PlannedRequest, request_planner
@@ -99,7 +100,8 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         # refused endpoint fails the shard with its reason; the HTTP client's egress
         # guard still checks every connection at the address it connects to.
         await asyncio.to_thread(check_provider_egress, spec.provider, context.settings.egress, True)
-        adapter = await build_adapter(spec.provider, await context.adapter_context(spec.provider))
+        adapter_context = await context.adapter_context(spec.provider)
+        adapter = await build_adapter(spec.provider, adapter_context)
     except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
@@ -144,8 +146,17 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
             _report_progress(spec, context, publisher, load, progress, stop_reporting, claim)
         )
         try:
-            async with health:
-                await load.run(send, record)
+            # Before the stage clock (load.run) and the health window start: recorded.
+            warm_url = adapter_context.endpoint or next(iter(spec.provider.endpoint_urls()), None)
+            async with prewarmed(
+                context.http,
+                warm_url,
+                connections_needed(spec) if context.settings.worker.prewarm else 0,
+                connect_timeout_s=spec.provider.connect_timeout_s,
+            ) as warmed:
+                health.prewarmed = warmed
+                async with health:
+                    await load.run(send, record)
         finally:
             stop_reporting.set()
             stopped = await reporter

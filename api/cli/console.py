@@ -334,6 +334,18 @@ def print_report(
             "prompt tokens, planned → server-reported (mean error): " + "; ".join(realism),
             highlight=False,
         )
+    warmed = [
+        f"{r['provider']} s{r['stage']} {r['region']}: {h['prewarmed_connections']} in "
+        f"{h.get('prewarm_ms', 0):.0f} ms"
+        for r in report.stages
+        if (h := r.get("client_health")) and h.get("prewarmed_connections")
+    ]
+    if warmed:
+        console.print(
+            "connections opened before the stage clock (pre-warm, docs/load.md): "
+            + "; ".join(warmed),
+            highlight=False,
+        )
     for row in report.stages:
         if row.get("client_bound"):
             health = row["client_health"]

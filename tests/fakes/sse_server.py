@@ -7,7 +7,11 @@ timer armed for the earliest due event (a heap), not a timer per stream, so thou
 of streams cost the server little CPU and the client stays the thing measured. Each
 event's deadline is absolute (request arrival + ``ttft`` + i × ``itl``); how late the
 server actually wrote it is kept and served at ``GET /stats`` (p50/p99/max, then reset),
-so a benchmark can tell the server's lateness from the client's error.
+so a benchmark can tell the server's lateness from the client's error. ``GET /requests``
+serves each request's own stamps, keyed by :func:`prompt_key` of its last message: when
+the request was parsed and when its first token was written (``perf_counter_ns``), and
+their difference, the server's TTFT, against which a client's TTFT error is measured
+end to end (benchmarks/end_to_end_accuracy.py).
 
 ``stall_after=N, stall_s=S``: when request N arrives, nothing is written for S seconds
 (events due meanwhile go out when the stall ends), once.
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import heapq
 import time
 from typing import cast
@@ -29,6 +34,14 @@ from typing import cast
 import orjson
 
 READY_PREFIX = "SSE_SERVER_READY port="
+# Requests whose stamps are kept for GET /requests (a load test sends far fewer).
+MAX_LOGGED = 1_000_000
+
+
+def prompt_key(prompt: str) -> str:
+    """The key of a request in ``GET /requests``: a hash of its last message's text."""
+    return hashlib.blake2b(prompt.encode(), digest_size=8).hexdigest()
+
 
 _HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
@@ -72,16 +85,17 @@ def _simple(status: bytes, body: bytes) -> bytes:
 
 
 class _Stream:
-    __slots__ = ("left", "prompt_tokens", "start", "tokens", "transport")
+    __slots__ = ("key", "left", "prompt_tokens", "start", "tokens", "transport")
 
     def __init__(
-        self, transport: asyncio.Transport, start: int, tokens: int, prompt_tokens: int
+        self, transport: asyncio.Transport, start: int, tokens: int, prompt_tokens: int, key: str
     ) -> None:
         self.transport = transport
         self.start = start
         self.tokens = tokens
         self.left = tokens
         self.prompt_tokens = prompt_tokens
+        self.key = key
 
 
 class SSEServer:
@@ -103,6 +117,8 @@ class SSEServer:
         self.stall_until = 0
         self.requests = 0
         self.lateness_ns: list[int] = []
+        # prompt key -> (request parsed, first token written), perf_counter_ns
+        self.sends: dict[str, tuple[int, int]] = {}
         self._heap: list[tuple[int, int, _Stream]] = []
         self._order = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -123,7 +139,8 @@ class SSEServer:
             return
         if self.max_tokens is not None:
             tokens = min(tokens, self.max_tokens)
-        stream = _Stream(transport, now, max(tokens, 1), len(str(prompt).split()))
+        key = prompt_key(str(prompt))
+        stream = _Stream(transport, now, max(tokens, 1), len(str(prompt).split()), key)
         transport.write(_HEAD + ROLE)
         self._push(now + self.ttft_ns, stream)
 
@@ -155,6 +172,9 @@ class SSEServer:
                 continue
             if due >= self.stall_until:  # events held by a stall are late on purpose
                 self.lateness_ns.append(now - due)
+            if stream.left == stream.tokens and len(self.sends) < MAX_LOGGED:
+                # Stamped at its own write: one firing writes many streams' events.
+                self.sends[stream.key] = (stream.start, time.perf_counter_ns())
             stream.left -= 1
             if stream.left == 0:
                 stream.transport.write(TOKEN + _tail(stream.prompt_tokens, stream.tokens))
@@ -163,6 +183,26 @@ class SSEServer:
                 heapq.heappush(heap, (due + self.itl_ns, self._order, stream))
                 self._order += 1
         self._arm()
+
+    def request_stamps(self) -> bytes:
+        """Each request's stamps by prompt key (ns): parsed, first token written, and
+        the server's TTFT between the two."""
+        # perf_counter_ns is the machine's monotonic clock; the wall-clock instants let a
+        # benchmark on the same machine split the error into the request's way here and
+        # the first token's way back (against the records' sent_at / first_token_at).
+        offset = time.time_ns() - time.perf_counter_ns()
+        return orjson.dumps(
+            {
+                key: {
+                    "arrived_ns": arrived,
+                    "first_token_ns": first,
+                    "ttft_ns": first - arrived,
+                    "arrived_at_ns": arrived + offset,
+                    "first_token_at_ns": first + offset,
+                }
+                for key, (arrived, first) in self.sends.items()
+            }
+        )
 
     def stats(self) -> bytes:
         """Lateness of written events since the last call, in ms; then reset."""
@@ -211,6 +251,8 @@ class _Connection(asyncio.Protocol):
         method, path = request_line[0], request_line[1] if len(request_line) > 1 else ""
         if method == "POST" and path.endswith("/chat/completions"):
             self.server.start_stream(self.transport, body)
+        elif path.endswith("/requests"):
+            self.transport.write(_simple(b"200 OK", self.server.request_stamps()))
         elif path.endswith("/stats"):
             self.transport.write(_simple(b"200 OK", self.server.stats()))
         elif path.endswith("/health"):

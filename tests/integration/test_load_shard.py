@@ -4,6 +4,8 @@ Arrow batches and the shard_finished event on a real Redis."""
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
 
 import pyarrow as pa
 import pytest
@@ -17,9 +19,11 @@ from scenarios.records import ipc_to_table
 from scenarios.settings import EgressSettings, RedisSettings, Settings
 from scenarios.wire import ShardSpec, events_stream, records_stream
 from tests.fakes.load_harness import sse_server
+from tests.fakes.sse_server import prompt_key
 from workers.client.http import make_client
 from workers.context import WorkerContext
 from workers.event_loop import new_loop
+from workers.prompts import request_planner
 from workers.shard import execute_shard
 from workers.simulator.process import SimulatorPool
 
@@ -33,6 +37,8 @@ HEALTH_FIELDS = {
     "merge_error_p99_ms", "kernel_stamps", "client_bound", "client_bound_reasons",
     "client_bound_note", "target_rps", "scheduled_rps", "achieved_rps", "window_start_at",
     "steady_start_at", "steady_end_at", "window_end_at", "steady_requests", "load_kind",
+    "prewarmed_connections", "prewarm_ms", "gc_collections", "gc_pause_total_ms",
+    "gc_pause_max_ms",
 }  # fmt: skip
 
 
@@ -62,6 +68,17 @@ def test_open_loop_shard_records_and_health(redis_server: RedisServer) -> None:
         (stage,) = plan_run("open-run", scenario)
         (spec,) = stage.shards
         fields, table = asyncio.Runner(loop_factory=new_loop).run(_execute(spec, redis_server.url))
+        with urllib.request.urlopen(f"{url}/requests", timeout=10) as answer:
+            server_stamps = json.loads(answer.read())
+    # Every request is found among the server's own stamps by its prompt's hash (the join of
+    # benchmarks/end_to_end_accuracy.py), and the server's TTFT is its configured 5 ms or more.
+    plan = request_planner(spec.workload, spec.seed, spec.stage)
+    keys = [prompt_key(plan(seq).prompt) for seq in table.column("seq").to_pylist()]
+    assert all(key in server_stamps for key in keys)
+    assert all(server_stamps[key]["ttft_ns"] >= 5_000_000 for key in keys)
+    # Its connections were opened before the stage clock started, and the shard says so:
+    # one second of arrivals at 40 req/s.
+    assert int(fields["prewarmed_connections"]) == 40 and float(fields["prewarm_ms"]) > 0
     assert set(table.column("load_kind").to_pylist()) == {"open"}
     assert table.num_rows > 60 and set(table.column("status").to_pylist()) == {"ok"}
     intended = table.column("intended_start_at").cast("int64").to_pylist()

@@ -23,7 +23,7 @@ answer is a classified error row (``workers/client/streaming.py``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import aiohttp
 import httpx
@@ -37,6 +37,24 @@ Transport = Literal["arrival", "aiohttp", "aiohttp-100", "native"]
 # No connection cap: a benchmark's concurrency is set by its load shape, not the pool.
 UNBOUNDED = httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=30)
 KEEPALIVE_S = 30.0
+
+
+class _NoCookies(httpx.Cookies):
+    """A jar that keeps nothing. httpx parses every response's Set-Cookie through
+    urllib's cookie machinery (a urllib Request built per response: 4.5 % of the worker
+    loop's CPU at 1,000 streams, benchmarks/end_to_end_accuracy.py --profile); a
+    benchmark's requests must not depend on cookies earlier answers set anyway."""
+
+    def extract_cookies(self, response: httpx.Response) -> None:
+        """Keep no cookie."""
+
+
+class MeasuringClient(httpx.AsyncClient):
+    """httpx's client without a cookie jar (requests carry only their own headers)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._cookies = _NoCookies()
 
 
 def _unlimited_session() -> aiohttp.ClientSession:
@@ -57,7 +75,7 @@ def make_client(
     (aiohttp's 100-connection cap); ``native`` is plain httpx with limits lifted.
     """
     if transport == "arrival":
-        return httpx.AsyncClient(
+        return MeasuringClient(
             transport=ArrivalTransport(keepalive_expiry=KEEPALIVE_S, guard=guard),
             limits=UNBOUNDED,
             follow_redirects=False,

@@ -7,6 +7,8 @@ knowing which it is. docs/load.md describes the shapes for users.
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -18,7 +20,7 @@ from workers.load.open_loop import OpenLoop
 from workers.load.schedule import NS_PER_S, arrival_offsets, part_arrivals, schedule_rng
 from workers.prompts import PlannedRequest
 
-__all__ = ["LoadShape", "build_load", "rate_figures", "stage_offsets"]
+__all__ = ["LoadShape", "build_load", "connections_needed", "rate_figures", "stage_offsets"]
 
 
 class LoadShape(Protocol):
@@ -26,7 +28,7 @@ class LoadShape(Protocol):
 
     kind: str
     start_ns: int
-    intended: list[int]
+    intended: array[int]  # intended starts of the requests sent, 8 bytes each
 
     @property
     def stopped(self) -> bool:
@@ -80,6 +82,21 @@ def build_load(
         stage_offsets(spec, entries), spec.rate.part, spec.rate.parts, spec.requests, duration_ns
     )
     return OpenLoop(arrivals, plan, spec.rate.max_in_flight, spec.duration_s)
+
+
+# An open loop without a cap gets one second of its arrivals pre-warmed, at most this many.
+_MAX_OPEN_PREWARM = 1024
+
+
+def connections_needed(spec: ShardSpec) -> int:
+    """Connections the shard's stage will hold open at once, to pre-warm
+    (``workers/client/prewarm.py``): a closed loop's streams; an open loop's cap, or
+    one second of its arrivals (its concurrency depends on the server's latency)."""
+    if spec.rate is None:
+        return spec.concurrency
+    share = math.ceil(spec.rate.rps / spec.rate.parts)
+    cap = spec.rate.max_in_flight
+    return min(share if cap is None else min(cap, share), _MAX_OPEN_PREWARM)
 
 
 def rate_figures(load: LoadShape, target_rps: float | None) -> dict[str, Any]:

@@ -54,3 +54,32 @@ def test_a_stage_is_judged_on_its_shards_combined_figures(tmp_path: Path) -> Non
     )
     assert [r["client_bound"] for r in rows] == [False, False]
     assert rows[1]["client_health"] is None
+
+
+def test_prewarm_and_gc_figures_reach_the_stage_summed_or_at_their_worst(tmp_path: Path) -> None:
+    con = connect(tmp_path / "w.duckdb")
+    con.execute(
+        "INSERT INTO shards (run_id, shard_id, stage, provider, region, concurrency, state, "
+        "accepted_attempt) VALUES ('r', 'a', 0, 'p', 'eu', 512, 'finished', 1), "
+        "('r', 'b', 0, 'p', 'eu', 488, 'finished', 1), ('r', 'c', 1, 'p', 'eu', 8, 'finished', 1)"
+    )
+    base = {"load_kind": "closed", "requests_sent": "10", "kernel_stamps": "1"}
+    shards = {
+        "a": {**base, "prewarmed_connections": "512", "prewarm_ms": "310.5",
+              "gc_collections": "2", "gc_pause_total_ms": "3.5", "gc_pause_max_ms": "2.5"},
+        "b": {**base, "prewarmed_connections": "488", "prewarm_ms": "290.0",
+              "gc_collections": "1", "gc_pause_total_ms": "1.0", "gc_pause_max_ms": "1.0"},
+        "c": base,  # a shard from before these figures existed
+    }  # fmt: skip
+    for shard, health in shards.items():
+        con.execute(
+            "INSERT INTO shard_attempts (run_id, shard_id, attempt, state, health) "
+            "VALUES ('r', ?, 1, 'finished', ?)",
+            [shard, json.dumps(health)],
+        )
+    health = stage_health(con, "r")
+    stage0 = health[("p", 0, "eu")]
+    assert stage0["prewarmed_connections"] == 1000 and stage0["prewarm_ms"] == 310.5
+    assert stage0["gc_collections"] == 3 and stage0["gc_pause_total_ms"] == 4.5
+    assert stage0["gc_pause_max_ms"] == 2.5
+    assert "prewarmed_connections" not in health[("p", 1, "eu")]

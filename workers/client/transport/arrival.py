@@ -190,6 +190,35 @@ class ArrivalStream(httpx.AsyncByteStream):
                 finally:
                     self._waiter = None
 
+    async def read_into(self, consume: Callable[[bytes, int], None]) -> None:
+        """Hand each chunk and its arrival stamp to ``consume`` until the body ends.
+
+        The direct path of ``workers/client/streaming.py``: the same chunks and stamps
+        as iterating, without an async-generator step and httpx's byte-stream wrappers
+        (``aiter_raw``: a chunker, a request context, byte counting) per chunk, and a
+        wake-up drains every chunk that arrived meanwhile in one go."""
+        chunks, stamps, sweep = self._chunks, self._stamps, self._sweep
+        while True:
+            sweep()
+            while chunks:
+                chunk = chunks.popleft()
+                stamp = self.last = stamps.popleft()
+                self._buffered -= len(chunk)
+                owner = self._owner
+                if owner is not None and owner.paused and self._buffered < _LOW_WATER:
+                    owner.resume()
+                consume(chunk, stamp)
+                sweep()
+            if self._error is not None:
+                raise self._error
+            if self._done:
+                return
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
     async def aclose(self) -> None:
         """Stop reading; a body not yet complete costs its connection (it can't be reused)."""
         owner, self._owner = self._owner, None

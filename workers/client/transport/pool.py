@@ -32,6 +32,12 @@ __all__ = ["ArrivalTransport", "EgressRefused"]
 _SWEEP_NS = 1_000_000
 
 
+def _origin_of(url: httpx.URL) -> Origin:
+    """The pool key of ``url`` (no SNI override: that comes with a request)."""
+    scheme = url.raw_scheme
+    return (scheme, url.raw_host, url.port or (443 if scheme == b"https" else 80), None)
+
+
 class EgressRefused(httpx.ConnectError):
     """The egress policy refused the host or an address it resolved to; nothing was sent."""
 
@@ -58,6 +64,9 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         # Idle connections per origin; a dict keeps release order, popitem() is LIFO.
         self._idle: dict[Origin, dict[Connection, None]] = {}
         self._open: set[Connection] = set()
+        # Connections the stages running now want open to each origin (pre-warm).
+        self._wanted: dict[Origin, int] = {}
+        self._opening: dict[Origin, int] = {}  # of those, being opened now
         # Every open socket, watched a second time for sweep(); Linux only (epoll), made
         # with the first connection, on the loop (and in the process) that uses it.
         self._poller: Any = None
@@ -150,6 +159,44 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
                 ARRIVAL_EXTENSION: stream,
             },
         )
+
+    def want(self, url: httpx.URL, count: int) -> int:
+        """Register ``count`` more connections wanted at once to ``url``'s origin (a
+        stage about to start); returns how many to open so that the open ones, idle or
+        busy, cover everything wanted by the stages registered now. ``count`` < 0 ends
+        a registration."""
+        origin = _origin_of(url)
+        wanted = self._wanted.get(origin, 0) + count
+        if wanted > 0:
+            self._wanted[origin] = wanted
+        else:
+            self._wanted.pop(origin, None)
+        if count <= 0:
+            return 0
+        opened = sum(1 for c in self._open if c.origin == origin and not c.closed)
+        missing = max(0, wanted - opened - self._opening.get(origin, 0))
+        # Reserved until opened (or given up), so that a stage registering meanwhile
+        # does not open them a second time.
+        self._opening[origin] = self._opening.get(origin, 0) + missing
+        return missing
+
+    def opened_or_given_up(self, url: httpx.URL, count: int = 1) -> None:
+        """``count`` connections reserved by :meth:`want` were opened or will not be."""
+        origin = _origin_of(url)
+        left = self._opening.get(origin, 0) - count
+        if left > 0:
+            self._opening[origin] = left
+        else:
+            self._opening.pop(origin, None)
+
+    async def open_idle(self, url: httpx.URL, connect_timeout_s: float | None) -> None:
+        """Open one connection to ``url``'s origin and leave it idle in the pool (a
+        pre-warm: nothing is sent). Raises as a request's connect would."""
+        try:
+            connection = await self._connect(_origin_of(url), connect_timeout_s)
+        finally:
+            self.opened_or_given_up(url)
+        self.release(connection)
 
     def _idle_connection(self, origin: Origin) -> Connection | None:
         idle = self._idle.get(origin)

@@ -168,6 +168,8 @@ def _report() -> RunReport:
                     "loop_lag_p99_ms": 55.0,
                     "loop_cpu_util": 0.97,
                     "schedule_lag_p99_ms": 40.0,
+                    "prewarmed_connections": 256,
+                    "prewarm_ms": 91.6,
                 },
             ),
         ],
@@ -205,6 +207,10 @@ def test_the_table_report_with_every_warning() -> None:
         in text
     )
     assert "client-bound: gpu stage 0 eu (send_lag): p99 send lag 40.0 ms" in " ".join(text.split())
+    assert (
+        "connections opened before the stage clock (pre-warm, docs/load.md): "
+        "gpu s0 eu: 256 in 92 ms" in " ".join(text.split())
+    )
     assert "shard s0.gpu.eu: failed: no live worker" in text
     assert "shard s0.gpu.eu ran 3 attempts; attempt 2 counted" in text
     assert "s0.api.eu" not in text  # finished at its first attempt: nothing to say

@@ -1,0 +1,392 @@
+"""Resident memory: a worker per 1,000 streams, the control plane per 1M records, and a
+soak that shows whether either grows.
+
+Run: ``python benchmarks/memory.py`` (``--help``; ``--minutes 10`` is the default soak).
+
+0. *Per-request state* of a shard in one long stage (tracemalloc, in this process): the
+   previous per-request int lists against the structures the shard keeps now.
+1. *Worker per 1,000 streams*: ``tokenbench run`` (embedded Redis, worker, DuckDB)
+   against ``tests/fakes/sse_server.py`` with two closed-loop stages, 1 stream then
+   ``--streams`` (1,000); the worker's RSS is sampled every 0.2 s and the figure is the
+   largest sample of the big stage minus the median of the one-stream stage, per 1,000.
+2. *Control plane per 1M records*: the control plane's ingest (``analytics.ingest``, the
+   Arrow IPC → DuckDB path every record takes) of ``--records`` synthetic records in
+   1,024-row batches (the publisher's default), 64 per call, into a fresh DuckDB file, in
+   a child process; RSS after set-up, after every 250k records and at the end (and the
+   peak), per 1M.
+3. *Soak*: an open loop at ``--rps`` (500) for ``--minutes`` (10), at most ``--cap``
+   (1,024) requests in flight (bounded: a machine too busy to keep up waits for slots
+   and counts what it could not send, ``not_sent``), once as one long stage
+   and once as ``--stages`` (5) stages of equal length in one run, against the same
+   loopback endpoint (answers of ``--tokens`` tokens, 16, so the client's CPU stays
+   below saturation on 2 cores). RSS of the worker and of the control plane (the
+   ``tokenbench run`` process, which ingests) every minute, and the slope over minutes
+   2..end (least squares, MB/min). Before issue 14 a single 600 s stage grew the worker
+   by ~5.45 MB/min: per-request Python int lists in the shard's health, the open loop and
+   the closed loop, now bounded histograms and 8-byte arrays (docs/load.md, "Memory").
+
+Everything targets loopback only and every loop is bounded in count and time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import psutil
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from end_to_end_accuracy import sse_server
+
+MB = 1024 * 1024
+TOKENBENCH = str(Path(sys.executable).with_name("tokenbench"))
+
+
+def rss(process: psutil.Process | None) -> int | None:
+    """Resident bytes of ``process`` (None once it is gone)."""
+    if process is None:
+        return None
+    try:
+        return int(process.memory_info().rss)
+    except psutil.Error:
+        return None
+
+
+def find_worker(parent: psutil.Process) -> psutil.Process | None:
+    """The worker process that ``tokenbench run`` started (its command line says so)."""
+    try:
+        for child in parent.children(recursive=True):
+            if any("worker" in part for part in child.cmdline()):
+                return child
+    except psutil.Error:
+        return None
+    return None
+
+
+class Sampler:
+    """Samples the RSS of ``tokenbench run`` and its worker every ``period_s``."""
+
+    def __init__(self, parent: psutil.Process, period_s: float) -> None:
+        self.parent = parent
+        self.period_s = period_s
+        self.samples: list[tuple[float, int | None, int | None]] = []  # (wall s, worker, plane)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        worker = None
+        while not self._stop.wait(self.period_s):
+            worker = worker or find_worker(self.parent)
+            self.samples.append((time.time(), rss(worker), rss(self.parent)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_tokenbench(
+    args: list[str], db: Path, period_s: float, timeout_s: float
+) -> tuple[Sampler, int, str]:
+    """``tokenbench run ARGS --db DB`` sampled; the sampler, exit code and stderr tail."""
+    env = {k: v for k, v in os.environ.items() if k != "TOKENBENCH__REDIS__URL"}
+    command = [TOKENBENCH, "run", *args, "--db", str(db), "--format", "json", "-o", os.devnull]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sampler = Sampler(psutil.Process(process.pid), period_s)
+    _, stderr = process.communicate(timeout=timeout_s)
+    sampler.stop()
+    return sampler, process.returncode, stderr.decode(errors="replace")[-300:]
+
+
+def stage_windows(db: Path) -> dict[int, tuple[float, float]]:
+    """Each stage's first send and last end, in epoch seconds."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT stage, epoch_ns(min(sent_at)), epoch_ns(max(end_at)) FROM requests GROUP BY 1"
+        ).fetchall()
+    return {stage: (start / 1e9, end / 1e9) for stage, start, end in rows}
+
+
+def worker_per_streams(url: str, streams: int, seconds: float, work: Path) -> dict[str, Any]:
+    """Worker RSS with ``streams`` streams in flight over one stream, per 1,000 streams."""
+    db = work / "streams.duckdb"
+    sampler, code, err = run_tokenbench(
+        ["--target", url, "--model", "fake", "--concurrency", f"1,{streams}",
+         "--duration", str(seconds), "--requests", "1000000", "--prompt-tokens", "32",
+         "--output-tokens", "64"],
+        db, 0.2, seconds * 4 + 120,
+    )  # fmt: skip
+    if code != 0:
+        return {"failed": err}
+    windows = stage_windows(db)
+
+    def during(stage: int) -> list[int]:
+        start, end = windows[stage]
+        return [w for t, w, _ in sampler.samples if w is not None and start <= t <= end]
+
+    base, busy = during(0), during(1)
+    if not base or not busy:
+        return {"failed": "no RSS samples inside a stage"}
+    one = float(np.median(base))
+    peak = max(busy)
+    return {
+        "one_stream_mb": one / MB,
+        "peak_mb": peak / MB,
+        "per_1000_mb": (peak - one) / MB * 1000 / streams,
+    }
+
+
+INGEST_CHILD = """
+import os, sys, psutil, numpy as np
+sys.path.insert(0, {bench!r})
+import analytics_10m as a
+from analytics.db import connect
+from analytics.ingest import ingest_batches
+process = psutil.Process()
+con = connect({db!r})
+rng = np.random.default_rng(7)
+before = process.memory_info().rss
+print("rss", 0, before, flush=True)
+done, seq, chunk = 0, 0, 65_536
+while done < {records}:
+    rows = min(chunk, {records} - done)
+    table = a.shard_table(rng, "p", 1, rows, 8)
+    msgs = a.messages(table, "s1.p.local", 1024, seq)
+    seq += len(msgs)
+    for i in range(0, len(msgs), 64):
+        ingest_batches(con, msgs[i : i + 64])
+    done += rows
+    del table, msgs
+    if done % 262_144 < chunk or done >= {records}:
+        print("rss", done, process.memory_info().rss, flush=True)
+con.execute("CHECKPOINT")
+import resource
+print("peak", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, flush=True)
+"""
+
+
+def control_plane_per_records(records: int, work: Path) -> dict[str, Any]:
+    """RSS of the ingest path per 1M records, in a child process."""
+    code = INGEST_CHILD.format(
+        bench=str(Path(__file__).resolve().parent), db=str(work / "ingest.duckdb"), records=records
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=1800, check=False
+    )
+    if out.returncode != 0:
+        return {"failed": out.stderr[-300:]}
+    points = [(int(p[1]), int(p[2])) for p in (line.split() for line in out.stdout.splitlines())
+              if p and p[0] == "rss"]  # fmt: skip
+    peak = next(int(line.split()[1]) for line in out.stdout.splitlines() if line.startswith("peak"))
+    (_, start), (stored, end) = points[0], points[-1]
+    return {
+        "start_mb": start / MB,
+        "end_mb": end / MB,
+        "peak_mb": peak / MB,
+        "per_1m_mb": (end - start) / MB * 1_000_000 / max(stored, 1),
+        "curve": points,
+    }
+
+
+def soak(
+    url: str, rps: float, minutes: float, stages: int, tokens: int, cap: int, work: Path
+) -> dict[str, Any]:
+    """An open loop at ``rps`` for ``minutes`` in ``stages`` equal stages, at most ``cap``
+    requests in flight (a machine too busy to keep up counts arrivals ``not_sent`` rather
+    than piling up tasks); RSS per minute."""
+    seconds = minutes * 60 / stages
+    db = work / f"soak-{stages}.duckdb"
+    scenario = work / f"soak-{stages}.yaml"
+    scenario.write_text(
+        json.dumps(
+            {
+                "name": f"soak-{stages}",
+                "providers": [{"name": "sse", "kind": "openai", "base_url": url, "model": "fake"}],
+                "workload": {"mix": [{"prompt_tokens": {"dist": "fixed", "value": 32},
+                                      "output_tokens": {"dist": "fixed", "value": tokens}}]},
+                "load": {"rate": {"rps": [rps] * stages, "arrival": "poisson",
+                                  "max_in_flight": cap},
+                         "duration_s": seconds, "requests_per_level": int(rps * seconds * 2)},
+            }
+        )
+    )  # fmt: skip
+    sampler, code, err = run_tokenbench([str(scenario)], db, 1.0, minutes * 60 * 2 + 600)
+    if code != 0:
+        return {"failed": err}
+    with duckdb.connect(str(db), read_only=True) as con:
+        (records,) = con.execute("SELECT count(*) FROM requests").fetchone() or (0,)
+        healths = [json.loads(h) for (h,) in con.execute(
+            "SELECT health FROM shard_attempts WHERE health IS NOT NULL").fetchall()]  # fmt: skip
+    start = min(t for t, w, _ in sampler.samples if w is not None)
+    per_minute: list[tuple[int, float, float]] = []
+    for minute in range(int(minutes) + 1):
+        points = [
+            (w, p)
+            for t, w, p in sampler.samples
+            if w is not None and p is not None and minute * 60 <= t - start < minute * 60 + 60
+        ]
+        if points:
+            per_minute.append((minute, points[-1][0] / MB, points[-1][1] / MB))
+
+    def slope(column: Callable[[tuple[int, float, float]], float]) -> float:
+        steady = [row for row in per_minute if row[0] >= 2]
+        if len(steady) < 2:
+            return float("nan")
+        x = np.array([row[0] for row in steady], dtype=float)
+        y = np.array([column(row) for row in steady])
+        return float(np.polyfit(x, y, 1)[0])
+
+    return {
+        "records": int(records),
+        "not_sent": sum(int(h.get("not_sent") or 0) for h in healths),
+        "cap_waits": sum(int(h.get("cap_waits") or 0) for h in healths),
+        "per_minute": per_minute,
+        "worker_slope": slope(lambda row: row[1]),
+        "plane_slope": slope(lambda row: row[2]),
+    }
+
+
+def per_request_state(requests: int) -> dict[str, float]:
+    """Bytes a shard keeps per request in a long stage (tracemalloc, this process): the
+    previous per-request int lists (five values a request: schedule lag, send stamp and
+    TTFT in the health monitor, intended start and send lag in the open loop) against
+    what the shard keeps now (the real ``ShardHealth`` and open-loop structures)."""
+    import tracemalloc  # noqa: PLC0415
+    from array import array  # noqa: PLC0415
+
+    from workers.client.result import RequestResult  # noqa: PLC0415
+    from workers.health import ShardHealth  # noqa: PLC0415
+    from workers.quantiles import LogHistogram  # noqa: PLC0415
+
+    rng = np.random.default_rng(5)
+    sent = (1_700_000_000_000_000_000 + np.cumsum(rng.exponential(2e6, requests))).astype(int)
+    lag = rng.lognormal(12, 1, requests).astype(int)
+    ttft = rng.lognormal(18, 0.3, requests).astype(int)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    lists: list[list[int]] = [[], [], [], [], []]
+    for i in range(requests):
+        values = (int(lag[i]), int(sent[i]), int(ttft[i]), int(sent[i] - lag[i]), int(lag[i]))
+        for kept, value in zip(lists, values, strict=True):
+            kept.append(value)
+    old = tracemalloc.get_traced_memory()[0] - before
+    del lists
+    before = tracemalloc.get_traced_memory()[0]
+    health, intended, send_lags = ShardHealth(), array("q"), LogHistogram()
+    for i in range(requests):
+        start, s, t = int(sent[i] - lag[i]), int(sent[i]), int(ttft[i])
+        health.add(RequestResult(intended_start=start, sent=s, end=s + t, token_stamps=[s + t]))
+        intended.append(start)
+        send_lags.add(int(lag[i]))
+    new = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return {"old_b": old / requests, "new_b": new / requests}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=1000)
+    parser.add_argument("--stage-s", type=float, default=20.0, help="per stage of part 1")
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rps", type=float, default=500.0)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--stages", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--cap", type=int, default=1024, help="soak's max_in_flight")
+    parser.add_argument("--parts", nargs="+", default=["state", "streams", "records", "soak"],
+                        choices=["state", "streams", "records", "soak"])  # fmt: skip
+    args = parser.parse_args()
+    console = Console(width=160)
+    with tempfile.TemporaryDirectory(prefix="tb-mem-") as tmp:
+        work = Path(tmp)
+        if "state" in args.parts:
+            requests = round(args.rps * args.minutes * 60)
+            row = per_request_state(requests)
+            title = (
+                f"a shard's per-request state, {requests:,} requests "
+                f"({args.rps:.0f} req/s for {args.minutes:g} min, one stage)"
+            )
+            table = Table(title=title)
+            for name in ("kept", "bytes per request", "MB per minute at the rate", "MB in all"):
+                table.add_column(name, justify="right")
+            for name, key in (("before: int lists", "old_b"), ("now", "new_b")):
+                per = row[key]
+                table.add_row(name, f"{per:.1f}", f"{per * args.rps * 60 / MB:.2f}",
+                              f"{per * requests / MB:.1f}")  # fmt: skip
+            console.print(table)
+        if "streams" in args.parts:
+            with sse_server(50.0, 20.0) as url:
+                row = worker_per_streams(url, args.streams, args.stage_s, work)
+            table = Table(title=f"worker RSS, 1 stream vs {args.streams} streams (64 tokens)")
+            for name in ("1 stream MB", f"{args.streams} streams peak MB", "per 1,000 streams MB"):
+                table.add_column(name, justify="right")
+            if "failed" in row:
+                table.add_row("failed", row["failed"][-60:], "-")
+            else:
+                table.add_row(f"{row['one_stream_mb']:.1f}", f"{row['peak_mb']:.1f}",
+                              f"{row['per_1000_mb']:.1f}")  # fmt: skip
+            console.print(table)
+            console.print(f"load average {os.getloadavg()}")
+        if "records" in args.parts:
+            row = control_plane_per_records(args.records, work)
+            table = Table(title=f"control-plane ingest RSS, {args.records:,} records (8 ITL gaps)")
+            for name in ("after set-up MB", "at the end MB", "peak MB", "per 1M records MB"):
+                table.add_column(name, justify="right")
+            if "failed" in row:
+                table.add_row("failed", row["failed"][-60:], "-", "-")
+            else:
+                table.add_row(f"{row['start_mb']:.1f}", f"{row['end_mb']:.1f}",
+                              f"{row['peak_mb']:.1f}", f"{row['per_1m_mb']:.1f}")  # fmt: skip
+                curve = ", ".join(f"{n // 1000}k: {r / MB:.0f}" for n, r in row["curve"])
+                console.print(table)
+                console.print(f"RSS MB by records stored: {curve}")
+            console.print(f"load average {os.getloadavg()}")
+        if "soak" in args.parts:
+            results = {}
+            for stages in (1, args.stages):
+                console.print(f"[dim]soak: {args.rps:.0f} req/s open loop, {args.minutes:g} min "
+                              f"in {stages} stage(s) ...[/dim]")  # fmt: skip
+                with sse_server(50.0, 20.0) as url:
+                    results[stages] = soak(
+                        url, args.rps, args.minutes, stages, args.tokens, args.cap, work
+                    )
+            title = (
+                f"soak: {args.rps:.0f} req/s open loop for {args.minutes:g} min, "
+                f"{args.tokens} tokens, RSS MB per minute (worker / control plane)"
+            )
+            table = Table(title=title)
+            table.add_column("minute", justify="right")
+            for stages in results:
+                table.add_column(f"{stages} stage(s)", justify="right")
+            longest = max((len(r.get("per_minute", [])) for r in results.values()), default=0)
+            for i in range(longest):
+                cells = []
+                for r in results.values():
+                    rows = r.get("per_minute", [])
+                    cells.append(f"{rows[i][1]:.1f} / {rows[i][2]:.1f}" if i < len(rows) else "-")
+                table.add_row(str(i), *cells)
+            table.add_row("slope MB/min (min 2..)", *[
+                f"{r['worker_slope']:+.2f} / {r['plane_slope']:+.2f}" if "failed" not in r
+                else r["failed"][-40:] for r in results.values()])  # fmt: skip
+            for key in ("records", "not_sent", "cap_waits"):
+                table.add_row(key, *[str(r.get(key, "-")) for r in results.values()])
+            console.print(table)
+            console.print(f"load average {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
