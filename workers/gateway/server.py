@@ -56,6 +56,7 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_CAPTURED_BYTES = 8 * 1024 * 1024
 MAX_PIPELINED = 32
 SWEEP_S = 0.5
+LINGER_S = 2.0
 CHAT = b"/v1/chat/completions"
 
 
@@ -369,8 +370,9 @@ class ClientConnection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         """Refuse an announced oversized body before reading it; honour 100-continue."""
         length = self._headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            self.reject(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        limit = self.gateway.max_body_bytes
+        if length is not None and length.isdigit() and int(length) > limit:
+            self.reject(413, f"request body larger than {limit} bytes")
             return
         if self._headers.get(b"expect", b"").lower() == b"100-continue":
             self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -378,8 +380,8 @@ class ClientConnection(asyncio.Protocol):
     def on_body(self, body: bytes) -> None:
         """A piece of the body (bounded)."""
         self._size += len(body)
-        if self._size > MAX_BODY_BYTES:
-            self.reject(413, f"request body larger than {MAX_BODY_BYTES} bytes")
+        if self._size > self.gateway.max_body_bytes:
+            self.reject(413, f"request body larger than {self.gateway.max_body_bytes} bytes")
             return
         self._body.append(body)
 
@@ -454,7 +456,7 @@ class ClientConnection(asyncio.Protocol):
         self.busy = False
         self.idle_since = now()
         if not self.keep_alive:
-            if self.transport is not None:
+            if self.transport is not None and not self.rejected:
                 self.transport.close()
             return
         if self.pending:
@@ -474,7 +476,14 @@ class ClientConnection(asyncio.Protocol):
             return
         self.keep_alive = False
         self.busy = True
+        transport = self.transport
         self.respond(status, error_body(status, message))
+        # Lingering close, as nginx does: half-close and drain what the client is still
+        # sending, so that our close does not reset the connection before it read the
+        # answer (unread input at close makes the kernel send RST, not FIN).
+        if transport.can_write_eof():
+            transport.write_eof()
+        asyncio.get_running_loop().call_later(LINGER_S, transport.close)
 
     def abort(self) -> None:
         """Drop the connection at once."""
@@ -492,12 +501,14 @@ class Gateway:
         instance: str,
         redis_url: str,
         handoff_bytes: int = MAX_BUFFER_BYTES,
+        max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         self.config = config
         self.run_id = run_id
         self.instance = instance
         self.redis_url = redis_url
         self.handoff_bytes = handoff_bytes
+        self.max_body_bytes = max_body_bytes
         self.stats = GatewayStats()
         self.seq = itertools.count()
         kind, _, name = (config.sample_by or "").partition(":")
