@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import psutil
 import pyarrow as pa
 import yaml
 from rich.console import Console
@@ -134,6 +135,19 @@ http {{
 """
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` and its descendants so far."""
+    process = psutil.Process(pid)
+    total = 0.0
+    for each in [process, *process.children(recursive=True)]:
+        try:
+            times = each.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def start_nginx(tmp: Path, upstream: int, port: int) -> subprocess.Popen[bytes] | None:
     """nginx in front of ``upstream`` on ``port``, or None when it is not installed."""
     binary = shutil.which("nginx") or next(
@@ -231,18 +245,17 @@ def main() -> None:
             "privacy": {"store_text": True},
         }
         (tmp / "gateway.yaml").write_text(yaml.safe_dump(config))
-        procs.append(
-            spawn(
-                "api",
-                [
-                    "gateway",
-                    *("--config", str(tmp / "gateway.yaml"), "--port", str(gw_port)),
-                    *("--server", f"http://127.0.0.1:{api_port}", "--wait-for-workers"),
-                ],
-                env,
-                tmp / "gateway.log",
-            )
+        gateway_proc = spawn(
+            "api",
+            [
+                "gateway",
+                *("--config", str(tmp / "gateway.yaml"), "--port", str(gw_port)),
+                *("--server", f"http://127.0.0.1:{api_port}", "--wait-for-workers"),
+            ],
+            env,
+            tmp / "gateway.log",
         )
+        procs.append(gateway_proc)
         nginx = start_nginx(tmp, sim_port, nginx_port)
         bases = {"direct": direct}
         if nginx is None:
@@ -262,10 +275,20 @@ def main() -> None:
         )
         for header in ("concurrency", "metric", "path", "n", "p50", "p99", "load avg"):
             table.add_column(header, justify="right")
+        watched = {"gateway": gateway_proc.pid, **({"nginx": nginx.pid} if nginx else {})}
+        cpu_rows: list[tuple[int, dict[str, float], int]] = []
         differences = [("gateway", "nginx"), ("nginx", "direct"), ("gateway", "direct")]
         for level in args.concurrency:
             before = os.getloadavg()[0]
+            cpu_start = {name: cpu_seconds(pid) for name, pid in watched.items()}
             figures = asyncio.run(run_level(bases, args.requests, level))
+            cpu_rows.append(
+                (
+                    level,
+                    {name: cpu_seconds(pid) - cpu_start[name] for name, pid in watched.items()},
+                    len(figures["gateway"]["ttft"]),
+                )
+            )
             load = f"{before:.2f}→{os.getloadavg()[0]:.2f}"
             for metric in ("ttft", "e2e"):
                 for name, values in figures.items():
@@ -306,6 +329,12 @@ def main() -> None:
             f"{shadow['dropped_full']}, backlog {shadow['dropped_backlog']}, "
             f"errors {shadow['send_errors']}"
         )
+        for level, cpu, count in cpu_rows:
+            console.print(
+                f"CPU per request proxied at concurrency {level} (ms; the whole level, "
+                "warm-up included): "
+                + ", ".join(f"{name} {seconds * 1000 / count:.3f}" for name, seconds in cpu.items())
+            )
         console.print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
     finally:
         for proc in reversed(procs):

@@ -13,6 +13,7 @@ their arrival; ``workers/gateway/handoff.py``). Here, on its own core:
   ITL, usage, failure class) into a record, plus the capture row; both go to the sink
   (``workers/gateway/sink.py``), which publishes them to Redis in batches.
 
+The process runs at a lower CPU priority (nice 10) than the gateway's primary path.
 A ``begin`` whose ``end`` never came (dropped by a full hand-off) is forgotten after
 ``MAX_PENDING`` newer ones, counted as ``orphaned``. The process ignores SIGINT (Ctrl-C
 reaches the whole process group; the gateway decides when to stop) and stops on a
@@ -51,6 +52,7 @@ from workers.prompts import CHARS_PER_TOKEN, PlannedRequest
 from workers.rows import RowContext, record_row, wall_ns
 
 MAX_PENDING = 65_536
+CAPTURE_NICENESS = 10
 MAX_NONSTREAM_PARSE = 4 * 1024 * 1024
 
 
@@ -370,6 +372,10 @@ def main() -> None:
     parser.add_argument("--fd", type=int, required=True)
     args = parser.parse_args()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # When the cores are busy, the primary path goes first: the capture can wait (its
+    # hand-off buffer absorbs the delay), a live answer cannot.
+    with contextlib.suppress(OSError):
+        os.nice(CAPTURE_NICENESS)
     sock = socket.socket(fileno=args.fd)
     with asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(serve(sock))
