@@ -151,7 +151,7 @@ class Handoff(asyncio.Protocol):
         if not self.send(message):
             self.stats.requests_dropped += 1
 
-    async def query(self, timeout_s: float = 2.0) -> dict[str, Any]:
+    async def query(self, timeout_s: float = 10.0) -> dict[str, Any]:
         """The capture process's counters after every frame sent so far ({} if none)."""
         number = next(self._queries)
         waiting: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()

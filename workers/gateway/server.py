@@ -532,6 +532,11 @@ class Gateway:
         return self._pool
 
     @property
+    def capture_pid(self) -> int | None:
+        """The capture process's id (None before start)."""
+        return None if self._capture is None else self._capture.pid
+
+    @property
     def handoff(self) -> Handoff:
         """The capture process's socket."""
         assert self._handoff is not None, "gateway not started"
