@@ -106,6 +106,7 @@ class Exchange:
         "finished",
         "handed",
         "key",
+        "out",
         "paused",
         "request",
         "retried",
@@ -134,6 +135,7 @@ class Exchange:
         self.upstream: UpstreamConnection | None = None
         self.status: int | None = None
         self.chunks: list[tuple[int, bytes]] = []
+        self.out: list[bytes] = []
         self.captured = 0
         self.sent = 0
         self.retried = self.paused = self.finished = False
@@ -185,7 +187,7 @@ class Exchange:
         if not self.client.keep_alive:
             parts.append(b"connection: close\r\n")
         parts.append(b"\r\n")
-        self.client.write(b"".join(parts))
+        self.out.append(b"".join(parts))
 
     def on_body(self, chunk: bytes, stamp: int) -> None:
         """Pass the piece on at once (chunked), after keeping it for the capture."""
@@ -194,16 +196,24 @@ class Exchange:
             self.captured += len(chunk)
         out = chunk if self.usage_filter is None else self.usage_filter.feed(chunk)
         if out:
-            self.client.write_piece(out)
+            self.out.append(self.client.frame_piece(out))
 
     def on_end(self) -> None:
         """The answer is complete: close the chunked body, hand the capture over."""
         if self.usage_filter is not None and (rest := self.usage_filter.flush()):
-            self.client.write_piece(rest)
+            self.out.append(self.client.frame_piece(rest))
         if self.client.chunked:
-            self.client.write(b"0\r\n\r\n")
+            self.out.append(b"0\r\n\r\n")
+        self.flush()
         self._finish(None)
         self.client.done()
+
+    def flush(self) -> None:
+        """Write what this read of the primary produced, in one write (one syscall)."""
+        out = self.out
+        if out:
+            self.client.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
 
     def on_lost(self, reason: str, got_head: bool) -> None:
         """The primary's connection ended early: retry once, answer 502, or cut off."""
@@ -218,6 +228,7 @@ class Exchange:
             self._unreachable("protocol", reason)
             return
         self._finish(("protocol", reason))
+        self.flush()
         self.client.abort()  # the client sees an incomplete body, as the gateway did
 
     # ------------------------------------------------------------ endings
@@ -421,13 +432,9 @@ class ClientConnection(asyncio.Protocol):
         self.keep_alive = request.keep_alive and request.http11 and not self.gateway.stopping
         self.gateway.route(self, request)
 
-    def write_piece(self, data: bytes) -> None:
-        """A piece of a relayed body: one chunk (HTTP/1.1), or as is (HTTP/1.0)."""
-        if self.transport is not None:
-            if self.chunked:
-                self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
-            else:
-                self.transport.write(data)
+    def frame_piece(self, data: bytes) -> bytes:
+        """A piece of a relayed body as written: one chunk (HTTP/1.1), or as is (1.0)."""
+        return b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data
 
     def write(self, data: bytes) -> None:
         """Write to the client (nothing when it is gone)."""

@@ -33,7 +33,10 @@ class Receiver(Protocol):
         """A piece of the (de-chunked) body arrived at ``stamp``."""
 
     def on_end(self) -> None:
-        """The answer is complete."""
+        """The answer is complete (the receiver writes what it holds)."""
+
+    def flush(self) -> None:
+        """One read of the primary was handed over: write what it produced."""
 
     def on_lost(self, reason: str, got_head: bool) -> None:
         """The connection ended before the answer did."""
@@ -89,10 +92,14 @@ class UpstreamConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         """Stamp the bytes on arrival, then parse (callbacks below)."""
         self.stamp = self.last_activity = now()
+        receiver = self.receiver
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(f"invalid HTTP answer from the primary: {exc}")
+        # Head, pieces (and the end) of this read leave in one write to the client.
+        if receiver is not None:
+            receiver.flush()
 
     def eof_received(self) -> bool:
         """The primary closed its side: an answer read until close is complete."""
