@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,11 +136,12 @@ http {{
 """
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` and its descendants so far."""
+def cpu_seconds(pid: int, children: bool = True, only_children: bool = False) -> float:
+    """User + system CPU seconds of process ``pid`` and (or only) its descendants so far."""
     process = psutil.Process(pid)
+    family = process.children(recursive=True) if children else []
     total = 0.0
-    for each in [process, *process.children(recursive=True)]:
+    for each in family if only_children else [process, *family]:
         try:
             times = each.cpu_times()
         except psutil.NoSuchProcess:
@@ -275,17 +277,24 @@ def main() -> None:
         )
         for header in ("concurrency", "metric", "path", "n", "p50", "p99", "load avg"):
             table.add_column(header, justify="right")
-        watched = {"gateway": gateway_proc.pid, **({"nginx": nginx.pid} if nginx else {})}
+        # The gateway's primary path alone, its capture process (and simulators), nginx.
+        watched: dict[str, Callable[[], float]] = {
+            "gateway primary path": lambda: cpu_seconds(gateway_proc.pid, children=False),
+            "gateway capture": lambda: cpu_seconds(gateway_proc.pid, only_children=True),
+        }
+        if nginx is not None:
+            nginx_pid = nginx.pid
+            watched["nginx"] = lambda: cpu_seconds(nginx_pid)
         cpu_rows: list[tuple[int, dict[str, float], int]] = []
         differences = [("gateway", "nginx"), ("nginx", "direct"), ("gateway", "direct")]
         for level in args.concurrency:
             before = os.getloadavg()[0]
-            cpu_start = {name: cpu_seconds(pid) for name, pid in watched.items()}
+            cpu_start = {name: measure_cpu() for name, measure_cpu in watched.items()}
             figures = asyncio.run(run_level(bases, args.requests, level))
             cpu_rows.append(
                 (
                     level,
-                    {name: cpu_seconds(pid) - cpu_start[name] for name, pid in watched.items()},
+                    {name: cpu() - cpu_start[name] for name, cpu in watched.items()},
                     len(figures["gateway"]["ttft"]),
                 )
             )
