@@ -192,7 +192,9 @@ async def run_level(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=300, help="per path and level")
+    parser.add_argument(
+        "--requests", type=int, default=300, help="per path and level (at least 16 per stream)"
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument(
         "--sample-rate", type=float, default=1.0, help="share mirrored (1: every request)"
@@ -290,7 +292,8 @@ def main() -> None:
         for level in args.concurrency:
             before = os.getloadavg()[0]
             cpu_start = {name: measure_cpu() for name, measure_cpu in watched.items()}
-            figures = asyncio.run(run_level(bases, args.requests, level))
+            # At least 16 per stream: a p99 over a few hundred requests is a few of them.
+            figures = asyncio.run(run_level(bases, max(args.requests, 16 * level), level))
             cpu_rows.append(
                 (
                     level,
