@@ -3,9 +3,9 @@
 A raw asyncio ``Protocol`` server on uvloop, HTTP/1.1 parsed by httptools - no ASGI
 framework and no HTTP client library on the path a live request takes (decision in
 docs/decisions.md). Per request: the body is read (at most ``MAX_BODY_BYTES``: 413
-beyond) and checked to be a chat request; its description goes to the capture process
+beyond) and checked to be a chat request; it is written to a pooled keep-alive
+connection to the primary in one piece, then described to the capture process
 (``handoff.begin``: no waiting, dropped and counted when the hand-off is full); the
-request is written to a pooled keep-alive connection to the primary in one piece; the
 answer's bytes are written to the client as they arrive (chunked, unbuffered), each
 piece stamped on arrival and kept for the capture; at the end, ``handoff.end``. The
 sampling decision, the shadow task, the stream's interpretation into TTFT/ITL, the
@@ -709,7 +709,6 @@ class Gateway:
         sample_value = None
         if self.sample_header is not None and self.sample_header in request.headers:
             sample_value = request.headers[self.sample_header].decode("latin-1")
-        handed = self.handoff.begin(key, seq, request.received, raw, sample_value)
         head = self._heads["stream" if stream else "plain"]
         upstream_request = b"%s%scontent-length: %d\r\n\r\n%b" % (
             head,
@@ -718,10 +717,13 @@ class Gateway:
             content,
         )
         exchange = Exchange(
-            client, upstream_request, key, handed, stream, UsageFilter() if inject else None
+            client, upstream_request, key, False, stream, UsageFilter() if inject else None
         )
         client.exchange = exchange
         exchange.start()
+        # Described to the capture once the request is on its way to the primary (no
+        # answer byte can arrive before this returns to the event loop).
+        exchange.handed = self.handoff.begin(key, seq, request.received, raw, sample_value)
 
     def models(self, client: ClientConnection, request: Request) -> None:
         """``GET /v1/models``: the primary's answer, passed through (not captured)."""
