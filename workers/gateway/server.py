@@ -562,6 +562,8 @@ class Gateway:
                 f"privacy.hash_salt_env: {salt_env} is a tokenbench setting, not a salt"
             )
         key = primary_key(self.config)
+        # Started first: its imports overlap with the rest of the start-up.
+        await self._start_capture()
         if isinstance(primary, SimulatedProvider):
             self._simulators = SimulatorPool()
             base_url = await self._simulators.base_url(primary)
@@ -585,7 +587,10 @@ class Gateway:
             % (prefix, common),
         }
         self._auth = None if key is None else b"authorization: Bearer %s\r\n" % key.encode()
-        await self._start_capture()
+        # Answered once the spec is applied (imports, Redis, the sender thread): healthy
+        # only from then on, so no early request's capture waits behind a cold start.
+        if not await self.handoff.query(timeout_s=120):
+            raise RuntimeError("the gateway's capture process did not start")
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
     async def _start_capture(self) -> None:
@@ -612,10 +617,6 @@ class Gateway:
         }
         assert self._handoff.transport is not None
         self._handoff.transport.write(frame(("spec", orjson.dumps(spec))))
-        # Answered once the spec is applied (imports, Redis, the sender thread): healthy
-        # only from then on, so no early request's capture waits behind a cold start.
-        if not await self._handoff.query(timeout_s=120):
-            raise RuntimeError("the gateway's capture process did not start")
 
     async def listen(self, host: str, port: int) -> asyncio.Server:
         """Accept clients on ``host:port``."""
@@ -769,8 +770,8 @@ async def serve(gateway: Gateway, host: str, port: int) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await gateway.start()
     try:
+        await gateway.start()
         server = await gateway.listen(host, port)
         gc.collect()
         gc.freeze()  # start-up objects are never scanned again: shorter GC pauses
