@@ -1,18 +1,22 @@
-"""Latency the shadow gateway adds on the primary path, direct vs through the gateway.
+"""Latency the shadow gateway adds on the primary path, next to nginx in front of the same endpoint.
 
-    python benchmarks/gateway_overhead.py [--requests 300] [--concurrency 1 16]
+    python benchmarks/gateway_overhead.py [--requests 300] [--concurrency 1 16 64]
 
 Starts a private Redis, `tokenbench serve`, one `tokenbench simulate` endpoint (the
-primary) and `python -m api gateway` in front of it, all on loopback. The gateway
-samples *every* request (sample_rate 1, messages stored) into a region with no worker,
-so each request pays for sampling, the task hand-off and the capture: the worst case.
-Tasks pile up in the region's queue until the backlog bound drops them, as in an outage.
+primary), `python -m api gateway` in front of it and nginx in front of it too (a
+generated config on a free port: `proxy_buffering off`, HTTP/1.1 keep-alive upstream,
+one worker process; `apt-get install nginx` - without the binary that column is skipped
+and said so), all on loopback. The gateway samples *every* request (sample_rate 1,
+messages stored) into a region with no worker, so each request pays for sampling, the
+task hand-off and the capture: the worst case. Tasks pile up in the region's queue until
+the backlog bound drops them, as in an outage.
 
 At each concurrency the same closed-loop client (the workers' own measurement code)
-runs against the primary directly and through the gateway, alternating in short rounds
-so both see the same machine load. Reported: client-side TTFT and E2E percentiles of
-both paths and their difference, and the gateway's own time before forwarding (its
-records' schedule lag: request fully read → upstream send begins).
+runs against the primary directly, via nginx and via the gateway, alternating in short
+rounds so all paths see the same machine load. Reported: client-side TTFT and E2E
+percentiles of every path, gateway - nginx and nginx - direct, the gateway's own time
+before forwarding (its records' schedule lag: request fully read -> upstream send
+begins), the capture hand-off's counters and the load average.
 """
 
 from __future__ import annotations
@@ -20,15 +24,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+import psutil
 import pyarrow as pa
 import yaml
 from rich.console import Console
@@ -99,17 +106,76 @@ def ms(values: list[int]) -> np.ndarray[Any, Any]:
     return np.asarray(values, dtype=float) / 1e6
 
 
+NGINX_CONF = """
+worker_processes 1;
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/nginx-body;
+    proxy_temp_path {tmp}/nginx-proxy;
+    fastcgi_temp_path {tmp}/nginx-fastcgi;
+    uwsgi_temp_path {tmp}/nginx-uwsgi;
+    scgi_temp_path {tmp}/nginx-scgi;
+    upstream primary {{
+        server 127.0.0.1:{upstream};
+        keepalive 256;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://primary;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+        }}
+    }}
+}}
+"""
+
+
+def cpu_seconds(pid: int, children: bool = True, only_children: bool = False) -> float:
+    """User + system CPU seconds of process ``pid`` and (or only) its descendants so far."""
+    process = psutil.Process(pid)
+    family = process.children(recursive=True) if children else []
+    total = 0.0
+    for each in family if only_children else [process, *family]:
+        try:
+            times = each.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def start_nginx(tmp: Path, upstream: int, port: int) -> subprocess.Popen[bytes] | None:
+    """nginx in front of ``upstream`` on ``port``, or None when it is not installed."""
+    binary = shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None
+    )
+    if binary is None:
+        return None
+    conf = tmp / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(tmp=tmp, upstream=upstream, port=port))
+    with (tmp / "nginx.log").open("wb") as out:
+        return subprocess.Popen(
+            [binary, "-c", str(conf), "-p", str(tmp)], stdout=out, stderr=subprocess.STDOUT
+        )
+
+
 async def run_level(
-    direct: str, gateway: str, requests: int, concurrency: int
+    bases: dict[str, str], requests: int, concurrency: int
 ) -> dict[str, dict[str, np.ndarray[Any, Any]]]:
     http = make_client()
-    paths: dict[str, list[RequestResult]] = {"direct": [], "gateway": []}
-    await measure(http, direct, concurrency * 2, concurrency)  # warm connections
-    await measure(http, gateway, concurrency * 2, concurrency)
+    paths: dict[str, list[RequestResult]] = {name: [] for name in bases}
+    for base in bases.values():  # warm connections
+        await measure(http, base, concurrency * 2, concurrency)
     per_round = max(ROUND, concurrency * 4)
     done = 0
     while done < requests:
-        for name, base in (("direct", direct), ("gateway", gateway)):
+        for name, base in bases.items():
             paths[name] += await measure(http, base, per_round, concurrency)
         done += per_round
     await http.aclose()
@@ -126,8 +192,10 @@ async def run_level(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=300, help="per path and level")
-    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
+    parser.add_argument(
+        "--requests", type=int, default=300, help="per path and level (at least 16 per stream)"
+    )
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 64])
     parser.add_argument(
         "--sample-rate", type=float, default=1.0, help="share mirrored (1: every request)"
     )
@@ -139,6 +207,7 @@ def main() -> None:
     console = Console()
     redis = start_redis_server()
     tmp = Path(tempfile.mkdtemp(prefix="tb-gateway-bench-"))
+    tmp.chmod(0o755)  # nginx's worker runs as nobody
     env = {
         **os.environ,
         "TOKENBENCH__REDIS__URL": redis.url,
@@ -148,7 +217,7 @@ def main() -> None:
     }
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        api_port, sim_port, gw_port = free_port(), free_port(), free_port()
+        api_port, sim_port, gw_port, nginx_port = free_port(), free_port(), free_port(), free_port()
         procs.append(
             spawn(
                 "api",
@@ -180,47 +249,77 @@ def main() -> None:
             "privacy": {"store_text": True},
         }
         (tmp / "gateway.yaml").write_text(yaml.safe_dump(config))
-        procs.append(
-            spawn(
-                "api",
-                [
-                    "gateway",
-                    *("--config", str(tmp / "gateway.yaml"), "--port", str(gw_port)),
-                    *("--server", f"http://127.0.0.1:{api_port}", "--wait-for-workers"),
-                ],
-                env,
-                tmp / "gateway.log",
-            )
+        gateway_proc = spawn(
+            "api",
+            [
+                "gateway",
+                *("--config", str(tmp / "gateway.yaml"), "--port", str(gw_port)),
+                *("--server", f"http://127.0.0.1:{api_port}", "--wait-for-workers"),
+            ],
+            env,
+            tmp / "gateway.log",
         )
+        procs.append(gateway_proc)
+        nginx = start_nginx(tmp, sim_port, nginx_port)
+        bases = {"direct": direct}
+        if nginx is None:
+            console.print("[yellow]nginx not installed: its column is skipped[/yellow]")
+        else:
+            procs.append(nginx)
+            wait_http(f"http://127.0.0.1:{nginx_port}/health")
+            bases["nginx"] = f"http://127.0.0.1:{nginx_port}/v1"
         wait_http(f"http://127.0.0.1:{gw_port}/gateway/health")
-        gateway = f"http://127.0.0.1:{gw_port}/v1"
+        bases["gateway"] = f"http://127.0.0.1:{gw_port}/v1"
         session = httpx.get(f"http://127.0.0.1:{gw_port}/gateway/health").json()["session"]
 
         table = Table(
             title=f"gateway overhead on the primary path (loopback, ms; primary TTFT "
-            f"{args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms, 16 tokens)"
+            f"{args.ttft_ms:g} ms, ITL {args.itl_ms:g} ms, 16 tokens; sampling "
+            f"{args.sample_rate:.0%})"
         )
-        for header in ("concurrency", "metric", "path", "n", "p50", "p99"):
+        for header in ("concurrency", "metric", "path", "n", "p50", "p99", "load avg"):
             table.add_column(header, justify="right")
+        # The gateway's primary path alone, its capture process (and simulators), nginx.
+        watched: dict[str, Callable[[], float]] = {
+            "gateway primary path": lambda: cpu_seconds(gateway_proc.pid, children=False),
+            "gateway capture": lambda: cpu_seconds(gateway_proc.pid, only_children=True),
+        }
+        if nginx is not None:
+            nginx_pid = nginx.pid
+            watched["nginx"] = lambda: cpu_seconds(nginx_pid)
+        cpu_rows: list[tuple[int, dict[str, float], int]] = []
+        differences = [("gateway", "nginx"), ("nginx", "direct"), ("gateway", "direct")]
         for level in args.concurrency:
-            figures = asyncio.run(run_level(direct, gateway, args.requests, level))
-            for metric in ("ttft", "e2e"):
-                d, g = figures["direct"][metric], figures["gateway"][metric]
-                for name, values in (("direct", d), ("gateway", g)):
-                    p50, p99 = np.percentile(values, [50, 99])
-                    table.add_row(
-                        str(level), metric, name, str(len(values)), f"{p50:.2f}", f"{p99:.2f}"
-                    )
-                added = np.percentile(g, [50, 99]) - np.percentile(d, [50, 99])
-                table.add_row(
-                    str(level),
-                    metric,
-                    "[bold]added[/bold]",
-                    "",
-                    f"{added[0]:+.2f}",
-                    f"{added[1]:+.2f}",
-                    end_section=metric == "e2e",
+            before = os.getloadavg()[0]
+            cpu_start = {name: measure_cpu() for name, measure_cpu in watched.items()}
+            # At least 16 per stream: a p99 over a few hundred requests is a few of them.
+            figures = asyncio.run(run_level(bases, max(args.requests, 16 * level), level))
+            cpu_rows.append(
+                (
+                    level,
+                    {name: cpu() - cpu_start[name] for name, cpu in watched.items()},
+                    len(figures["gateway"]["ttft"]),
                 )
+            )
+            load = f"{before:.2f}→{os.getloadavg()[0]:.2f}"
+            for metric in ("ttft", "e2e"):
+                for name, values in figures.items():
+                    p50, p99 = np.percentile(values[metric], [50, 99])
+                    table.add_row(
+                        str(level), metric, name, str(len(values[metric])),
+                        f"{p50:.2f}", f"{p99:.2f}", load,
+                    )  # fmt: skip
+                for a, b in differences:
+                    if a not in figures or b not in figures:
+                        continue
+                    added = np.percentile(figures[a][metric], [50, 99]) - np.percentile(
+                        figures[b][metric], [50, 99]
+                    )
+                    table.add_row(
+                        str(level), metric, f"[bold]{a} − {b}[/bold]", "",
+                        f"{added[0]:+.2f}", f"{added[1]:+.2f}", "",
+                        end_section=metric == "e2e" and (a, b) == differences[-1],
+                    )  # fmt: skip
         time.sleep(1.5)  # the gateway publishes its records every 0.5 s
         stats = httpx.get(f"http://127.0.0.1:{gw_port}/gateway/stats").json()
         records = httpx.get(
@@ -229,14 +328,26 @@ def main() -> None:
         )
         lag = pa.ipc.open_stream(records.content).read_all().column("schedule_lag_ms").to_numpy()
         p50, p99 = np.percentile(lag, [50, 99])
-        table.add_row("all", "forward", "gateway's own", str(len(lag)), f"{p50:.3f}", f"{p99:.3f}")
+        table.add_row(
+            "all", "forward", "gateway's own", str(len(lag)), f"{p50:.3f}", f"{p99:.3f}", ""
+        )
         console.print(table)
-        shadow = stats["shadow"]
+        shadow, capture = stats["shadow"], stats["capture"]
         console.print(
-            f"samples handed off {shadow['offered']}, enqueued {shadow['sent']}, dropped: "
-            f"full {shadow['dropped_full']}, backlog {shadow['dropped_backlog']}, "
+            f"capture hand-off: {capture['requests_handed']} requests handed, "
+            f"{capture['requests_dropped']} dropped (buffer {capture['max_buffer_bytes']} B), "
+            f"{capture['captured']} captured; samples {stats['sampled']}, offered "
+            f"{shadow['offered']}, enqueued {shadow['sent']}, dropped: full "
+            f"{shadow['dropped_full']}, backlog {shadow['dropped_backlog']}, "
             f"errors {shadow['send_errors']}"
         )
+        for level, cpu, count in cpu_rows:
+            console.print(
+                f"CPU per request proxied at concurrency {level} (ms; the whole level, "
+                "warm-up included): "
+                + ", ".join(f"{name} {seconds * 1000 / count:.3f}" for name, seconds in cpu.items())
+            )
+        console.print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
     finally:
         for proc in reversed(procs):
             proc.terminate()

@@ -72,14 +72,12 @@ def gateway(
     ] = 10.0,
 ) -> None:
     """Serve an OpenAI-compatible gateway that mirrors sampled requests to shadow providers."""
-    import uvicorn  # noqa: PLC0415 - heavy, only for this command
-
     from api.cli.signals import sigterm_as_interrupt  # noqa: PLC0415
-    from workers.celery_app import app as celery_app  # noqa: PLC0415
-    from workers.gateway.sender import ShadowSender  # noqa: PLC0415
-    from workers.gateway.server import Gateway, create_gateway_app  # noqa: PLC0415
+    from workers.gateway.server import Gateway, run  # noqa: PLC0415
 
-    # SIGTERM as Ctrl-C: uvicorn shuts down gracefully, then the session is stopped below.
+    # SIGTERM as Ctrl-C while the session opens; once serving, both stop the gateway
+    # cleanly (answers in flight end, the capture process flushes), then the session is
+    # stopped below.
     sigterm_as_interrupt()
 
     try:
@@ -108,30 +106,16 @@ def gateway(
         else:
             _check(client.get(f"/v1/shadow-sessions/{session}"), f"session {session}")
         name = instance or f"{socket.gethostname()}-{os.getpid()}"
-        sender = ShadowSender(
-            celery=celery_app,
-            broker_url=redis_url,
-            regions=list(config.regions),
-            max_pending=config.max_pending,
-            max_backlog=config.max_queue_backlog,
-            ttl_s=config.shadow_ttl_s,
-        )
-        app = create_gateway_app(Gateway(config, session, name, sender, redis_url))
+        gateway_state = Gateway(config, session, name, redis_url)
         _err.print(
             f"gateway on http://{host}:{port}/v1 → {config.primary.name}; session {session}; "
             f"sampling {config.sample_rate:.2%} to {', '.join(config.regions)}"
         )
-        try:  # uvicorn returns after SIGINT/SIGTERM (sigterm_as_interrupt)
-            uvicorn.run(
-                app,
-                host=host,
-                port=port,
-                loop="uvloop",
-                http="httptools",
-                log_level="warning",
-                access_log=False,  # paths only, but a gateway logs nothing per request
-                lifespan="on",
-            )
+        try:  # returns after SIGINT/SIGTERM, the capture process flushed
+            run(gateway_state, host, port)
+        except (RuntimeError, OSError) as exc:  # no key for the primary, port taken, ...
+            _err.print(f"gateway not started: {exc}")
+            raise typer.Exit(1) from None
         finally:
             if opened:
                 _check(

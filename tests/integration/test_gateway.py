@@ -275,10 +275,12 @@ def test_hanging_shadow_does_not_delay_the_primary(stack: Stack) -> None:
         "gw-hang",
         gateway_config(stack.primary, shadows=[hanging], sample_rate=1.0, regions=["eu"]),
     )
-    without = start_gateway(
-        stack, "gw-none", gateway_config(stack.primary, shadows=[], sample_rate=0.0)
-    )
+    without: GatewayProc | None = None
     try:
+        # Inside the try: if this one cannot start, the first is still stopped.
+        without = start_gateway(
+            stack, "gw-none", gateway_config(stack.primary, shadows=[], sample_rate=0.0)
+        )
         ttft: dict[str, list[float]] = {"with": [], "without": []}
         for n in range(16):
             # Interleaved, so both see the same machine load.
@@ -304,7 +306,8 @@ def test_hanging_shadow_does_not_delay_the_primary(stack: Stack) -> None:
         assert max(ttft["with"]) < 1000, ttft
     finally:
         with_shadow.proc.stop()
-        without.proc.stop()
+        if without is not None:
+            without.proc.stop()
 
 
 def test_replay_reproduces_captured_gaps(stack: Stack, gateway: GatewayProc) -> None:

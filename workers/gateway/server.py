@@ -1,175 +1,704 @@
-"""The gateway's HTTP application: an OpenAI-compatible front of the primary provider.
+"""The gateway's primary path: an OpenAI-compatible reverse proxy as light as nginx.
+
+A raw asyncio ``Protocol`` server on uvloop, HTTP/1.1 parsed by httptools - no ASGI
+framework and no HTTP client library on the path a live request takes (decision in
+docs/decisions.md). Per request: the body is read (at most ``MAX_BODY_BYTES``: 413
+beyond) and checked to be a chat request; it is written to a pooled keep-alive
+connection to the primary in one piece, then described to the capture process
+(``handoff.begin``: no waiting, dropped and counted when the hand-off is full); the
+answer's bytes are written to the client as they arrive (chunked, unbuffered), each
+piece stamped on arrival and kept for the capture; at the end, ``handoff.end``. The
+sampling decision, the shadow task, the stream's interpretation into TTFT/ITL, the
+record and its publishing all happen in the capture process
+(``workers/gateway/capture.py``), on another core.
 
 Routes: ``POST /v1/chat/completions`` (streaming and not), ``GET /v1/models`` (the
-primary's list), ``GET /gateway/stats`` (counters of requests, samples and drops) and
-``GET /gateway/health``. Per request the handler does, in order: read and parse the
-body; decide sampling and, for a sample, put its task on the sender's bounded queue
-(no network); forward to the primary and stream its answer back through
-``proxy.relay_*``. When the answer ends, its record and capture row go to the sink,
-which publishes them in the background. Nothing on this path waits for a shadow, the
-broker or DuckDB.
+primary's list), ``GET /gateway/stats`` (counters; the capture process's under
+``capture``, ``shadow`` and ``sink``) and ``GET /gateway/health``.
+
+``intended_start`` of a record is when the gateway had the whole request, ``sent`` when
+it began sending upstream (connecting included): their difference (the record's
+schedule lag) is the gateway's own time before forwarding.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
+import gc
 import itertools
 import os
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from http import HTTPStatus
+from typing import cast
 
-import httpx
+import httptools
 import orjson
-from redis.asyncio import Redis
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from scenarios.gateway_config import GatewayConfig
 from scenarios.providers import OpenAIProvider, SimulatedProvider
-from scenarios.wire import FORWARDED_PARAMS, PRIMARY_SHARD, SESSION_ATTEMPT
-from workers.client.errors import classify_exception
-from workers.client.http import make_client
-from workers.client.result import RequestResult
-from workers.client.streaming import Limits
-from workers.gateway.proxy import (
-    Upstream,
-    UsageFilter,
-    error_answer,
-    now,
-    passed_headers,
-    relay_body,
-    relay_stream,
-)
-from workers.gateway.sampling import Sampler, messages_digest
-from workers.gateway.sender import ShadowSender
-from workers.gateway.sink import RecordSink
-from workers.prompts import CHARS_PER_TOKEN, PlannedRequest
-from workers.provider_setup import ProviderSetupError
-from workers.rows import RowContext, record_row, wall_ns
-from workers.secrets import Secrets, host_of, is_reserved, owner_bindings
+from workers.gateway.handoff import MAX_BUFFER_BYTES, Handoff, frame
+from workers.gateway.proxy import UsageFilter, is_passed, primary_key
+from workers.gateway.upstream import Origin, UpstreamConnection, UpstreamPool
 from workers.simulator.process import SimulatorPool
+
+now = time.perf_counter_ns
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_HEAD_BYTES = 64 * 1024
+# Bytes of one answer kept for the capture (its stamps and text); the client gets all.
+MAX_CAPTURED_BYTES = 8 * 1024 * 1024
+MAX_PIPELINED = 32
+SWEEP_S = 0.5
+LINGER_S = 2.0
+CHAT = b"/v1/chat/completions"
 
 
 @dataclass
 class GatewayStats:
-    """Counters of the request path (written on the event loop only)."""
+    """Counters of the request path (the event loop only)."""
 
     requests: int = 0
     bad_requests: int = 0
-    primary_errors: int = 0
-    sampled: int = 0
+    too_large: int = 0
+    upstream_connections: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
+class Request:
+    """One request as read from a client."""
+
+    method: bytes
+    path: bytes
+    headers: dict[bytes, bytes]
+    body: bytes
+    keep_alive: bool
+    http11: bool
+    received: int = field(default_factory=now)
+
+
+def _reason(status: int) -> bytes:
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b"Unknown"
+
+
+def error_body(status: int, message: str, kind: str = "invalid_request_error") -> bytes:
+    """An OpenAI-style error object."""
+    return orjson.dumps({"error": {"message": message, "type": kind, "code": status}})
+
+
+class Exchange:
+    """One forwarded request: its answer relayed to the client, its bytes kept for the
+    capture (the :class:`~workers.gateway.upstream.Receiver` of its upstream connection)."""
+
+    __slots__ = (
+        "captured",
+        "chunks",
+        "client",
+        "finished",
+        "handed",
+        "key",
+        "out",
+        "paused",
+        "request",
+        "retried",
+        "sent",
+        "status",
+        "stream",
+        "upstream",
+        "usage_filter",
+    )
+
+    def __init__(
+        self,
+        client: ClientConnection,
+        request: bytes,
+        key: str | None,
+        handed: bool,
+        stream: bool,
+        usage_filter: UsageFilter | None,
+    ) -> None:
+        self.client = client
+        self.request = request
+        self.key = key
+        self.handed = handed
+        self.stream = stream
+        self.usage_filter = usage_filter
+        self.upstream: UpstreamConnection | None = None
+        self.status: int | None = None
+        self.chunks: list[tuple[int, bytes]] = []
+        self.out: list[bytes] = []
+        self.captured = 0
+        self.sent = 0
+        self.retried = self.paused = self.finished = False
+
+    # ------------------------------------------------------------ sending
+
+    def start(self) -> None:
+        """Send on an idle pooled connection, else on a new one."""
+        gateway = self.client.gateway
+        gateway.active.add(self)
+        self.sent = now()
+        connection = gateway.pool.take()
+        if connection is None:
+            asyncio.get_running_loop().create_task(self._connect())
+        else:
+            self._send(connection)
+
+    def _send(self, connection: UpstreamConnection) -> None:
+        self.upstream = connection
+        connection.send(self.request, self)
+
+    async def _connect(self) -> None:
+        try:
+            connection = await self.client.gateway.pool.connect()
+        except (OSError, TimeoutError) as exc:
+            self._unreachable("connect", _describe(exc) or "connection timed out")
+            return
+        self.client.gateway.stats.upstream_connections += 1
+        if self.finished:  # the client left while we connected: keep it for the next one
+            self.client.gateway.pool.give_back(connection)
+            return
+        self._send(connection)
+
+    # ------------------------------------------------------------ Receiver
+
+    def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        """Answer the client with the primary's status and passed headers."""
+        self.status = status
+        if status != 200:
+            self.usage_filter = None  # an error body passes unchanged
+        parts = [b"HTTP/1.1 %d %s\r\n" % (status, _reason(status))]
+        parts += [b"%s: %s\r\n" % (n, v) for n, v in headers if is_passed(n.decode("latin-1"))]
+        if self.key is not None:
+            parts.append(b"x-tokenbench-request-key: %s\r\n" % self.key.encode())
+        if self.stream and status == 200:
+            parts.append(b"cache-control: no-cache\r\n")
+        if self.client.chunked:
+            parts.append(b"transfer-encoding: chunked\r\n")
+        if not self.client.keep_alive:
+            parts.append(b"connection: close\r\n")
+        parts.append(b"\r\n")
+        self.out.append(b"".join(parts))
+
+    def on_body(self, chunk: bytes, stamp: int) -> None:
+        """Pass the piece on at once (chunked), after keeping it for the capture."""
+        if self.handed and self.captured < MAX_CAPTURED_BYTES:
+            self.chunks.append((stamp, chunk))
+            self.captured += len(chunk)
+        out = chunk if self.usage_filter is None else self.usage_filter.feed(chunk)
+        if out:
+            self.out.append(self.client.frame_piece(out))
+
+    def on_end(self) -> None:
+        """The answer is complete: close the chunked body, hand the capture over."""
+        if self.usage_filter is not None and (rest := self.usage_filter.flush()):
+            self.out.append(self.client.frame_piece(rest))
+        if self.client.chunked:
+            self.out.append(b"0\r\n\r\n")
+        self.flush()
+        self._finish(None)
+        self.client.done()
+
+    def flush(self) -> None:
+        """Write what this read of the primary produced, in one write (one syscall)."""
+        out = self.out
+        if out:
+            self.client.write(out[0] if len(out) == 1 else b"".join(out))
+            out.clear()
+
+    def on_lost(self, reason: str, got_head: bool) -> None:
+        """The primary's connection ended early: retry once, answer 502, or cut off."""
+        upstream = self.upstream
+        if not got_head and upstream is not None and upstream.reused and not self.retried:
+            # A kept-alive connection the primary had closed just as we wrote on it.
+            self.retried = True
+            self.upstream = None
+            asyncio.get_running_loop().create_task(self._connect())
+            return
+        if not got_head:
+            self._unreachable("protocol", reason)
+            return
+        self._finish(("protocol", reason))
+        self.flush()
+        self.client.abort()  # the client sees an incomplete body, as the gateway did
+
+    # ------------------------------------------------------------ endings
+
+    def _unreachable(self, kind: str, reason: str) -> None:
+        if self.finished:
+            return
+        self._finish((kind, reason))
+        message = f"primary unreachable: {reason}"
+        self.client.respond(502, error_body(502, message, "upstream_error"), self.key)
+
+    def timed_out(self, silent_s: float) -> None:
+        """No byte from the primary for the provider's stall timeout."""
+        if self.upstream is not None:
+            self.upstream.abandon()
+        reason = f"no byte from the primary for {silent_s:g} s"
+        if self.status is None:
+            self._unreachable("timeout", reason)
+        else:
+            self._finish(("timeout", reason))
+            self.client.abort()
+
+    def cancel(self) -> None:
+        """The client went away mid-answer."""
+        if self.upstream is not None:
+            self.upstream.abandon()
+        self._finish(("cancelled", "client went away mid-response"))
+
+    def _finish(self, error: tuple[str, str] | None) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        gateway = self.client.gateway
+        gateway.active.discard(self)
+        if self.handed:
+            headers = [] if self.status == 200 else self._kept_headers()
+            gateway.handoff.end(
+                ("end", self.key, self.sent, self.status, headers, self.chunks, now(), error,
+                 self.stream)
+            )  # fmt: skip
+
+    def _kept_headers(self) -> list[tuple[str, str]]:
+        # An error answer's Retry-After is part of its classification.
+        upstream = self.upstream
+        if upstream is None:
+            return []
+        return [
+            (n.decode("latin-1"), v.decode("latin-1"))
+            for n, v in upstream.headers
+            if is_passed(n.decode("latin-1"))
+        ]
+
+    # ------------------------------------------------------------ flow control
+
+    def pause(self) -> None:
+        """The client's buffer is full: stop reading the primary."""
+        self.paused = True
+        if self.upstream is not None:
+            self.upstream.pause_reading()
+
+    def resume(self) -> None:
+        """The client caught up."""
+        self.paused = False
+        if self.upstream is not None:
+            self.upstream.resume_reading()
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class ClientConnection(asyncio.Protocol):
+    """One client connection: requests parsed by httptools, answered in order."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[Request] = deque()
+        self.exchange: Exchange | None = None
+        self.busy = False
+        self.keep_alive = True
+        self.chunked = True
+        self.rejected = False
+        self.idle_since = now()
+        self._url = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._body: list[bytes] = []
+        self._size = 0
+        self._head = 0
+
+    # ------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep the transport; the gateway knows its clients (idle timeout, shutdown)."""
+        # uvloop's transports are not registered as asyncio's classes (no isinstance).
+        self.transport = cast(asyncio.Transport, transport)
+        self.gateway.clients.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        """Parse; complete requests are answered in order."""
+        if self.rejected:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self.reject(400, "protocol upgrades are not supported")
+        except httptools.HttpParserError:
+            self.reject(400, "invalid HTTP request")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """An answer in flight is cancelled (and recorded so)."""
+        self.gateway.clients.discard(self)
+        self.transport = None
+        if self.exchange is not None and not self.exchange.finished:
+            self.exchange.cancel()
+        self.exchange = None
+        self.pending.clear()
+
+    def pause_writing(self) -> None:
+        """The client reads slower than the primary sends."""
+        if self.exchange is not None:
+            self.exchange.pause()
+
+    def resume_writing(self) -> None:
+        """The client caught up."""
+        if self.exchange is not None:
+            self.exchange.resume()
+
+    # ------------------------------------------------------------ httptools callbacks
+
+    def on_message_begin(self) -> None:
+        """A new request starts."""
+        self._url, self._headers, self._body, self._size, self._head = b"", {}, [], 0, 0
+
+    def on_url(self, url: bytes) -> None:
+        """(Part of) the request target."""
+        self._url += url
+        self._head += len(url)
+        if self._head > MAX_HEAD_BYTES:
+            self.reject(431, "request head too large")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        """One header (names lower-cased)."""
+        self._headers[name.lower()] = value
+        self._head += len(name) + len(value)
+        if self._head > MAX_HEAD_BYTES:
+            self.reject(431, "request head too large")
+
+    def on_headers_complete(self) -> None:
+        """Refuse an announced oversized body before reading it; honour 100-continue."""
+        length = self._headers.get(b"content-length")
+        limit = self.gateway.max_body_bytes
+        if length is not None and length.isdigit() and int(length) > limit:
+            self.reject(413, f"request body larger than {limit} bytes")
+            return
+        if self._headers.get(b"expect", b"").lower() == b"100-continue":
+            self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        """A piece of the body (bounded)."""
+        self._size += len(body)
+        if self._size > self.gateway.max_body_bytes:
+            self.reject(413, f"request body larger than {self.gateway.max_body_bytes} bytes")
+            return
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        """The request is whole: answer it now, or after the ones before it."""
+        if self.rejected:
+            return
+        path = self._url.partition(b"?")[0]
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        parser = self.parser
+        request = Request(
+            parser.get_method(),
+            path,
+            self._headers,
+            body,
+            parser.should_keep_alive(),
+            parser.get_http_version() != "1.0",
+        )
+        self.pending.append(request)
+        if len(self.pending) > MAX_PIPELINED and self.transport is not None:
+            self.transport.pause_reading()
+        if not self.busy:
+            self.next()
+
+    # ------------------------------------------------------------ answering
+
+    def next(self) -> None:
+        """Answer the oldest pending request."""
+        if self.busy or not self.pending or self.transport is None:
+            return
+        request = self.pending.popleft()
+        if len(self.pending) == MAX_PIPELINED and self.transport is not None:
+            self.transport.resume_reading()
+        self.busy = True
+        self.chunked = request.http11
+        # An HTTP/1.0 client's relayed body ends when the connection does.
+        self.keep_alive = request.keep_alive and request.http11 and not self.gateway.stopping
+        self.gateway.route(self, request)
+
+    def frame_piece(self, data: bytes) -> bytes:
+        """A piece of a relayed body as written: one chunk (HTTP/1.1), or as is (1.0)."""
+        return b"%x\r\n%b\r\n" % (len(data), data) if self.chunked else data
+
+    def write(self, data: bytes) -> None:
+        """Write to the client (nothing when it is gone)."""
+        if self.transport is not None:
+            self.transport.write(data)
+
+    def respond(
+        self,
+        status: int,
+        body: bytes,
+        key: str | None = None,
+        content_type: bytes = b"application/json",
+    ) -> None:
+        """A whole answer of the gateway's own."""
+        extra = b"" if key is None else b"x-tokenbench-request-key: %s\r\n" % key.encode()
+        close = b"" if self.keep_alive else b"connection: close\r\n"
+        self.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: %s\r\ncontent-length: %d\r\n%b%b\r\n%b"
+            % (status, _reason(status), content_type, len(body), extra, close, body)
+        )
+        self.done()
+
+    def done(self) -> None:
+        """The current answer is written: next request, or close."""
+        self.exchange = None
+        self.busy = False
+        self.idle_since = now()
+        if not self.keep_alive:
+            if self.transport is not None and not self.rejected:
+                self.transport.close()
+            return
+        if self.pending:
+            asyncio.get_running_loop().call_soon(self.next)
+
+    def reject(self, status: int, message: str) -> None:
+        """Answer an unreadable or oversized request and close the connection."""
+        if self.rejected:
+            return
+        self.rejected = True
+        if status == 413:
+            self.gateway.stats.too_large += 1
+        else:
+            self.gateway.stats.bad_requests += 1
+        if self.busy or self.transport is None:  # mid-answer: nothing sane to add
+            self.abort()
+            return
+        self.keep_alive = False
+        self.busy = True
+        transport = self.transport
+        self.respond(status, error_body(status, message))
+        # Lingering close, as nginx does: half-close and drain what the client is still
+        # sending, so that our close does not reset the connection before it read the
+        # answer (unread input at close makes the kernel send RST, not FIN).
+        if transport.can_write_eof():
+            transport.write_eof()
+        asyncio.get_running_loop().call_later(LINGER_S, transport.close)
+
+    def abort(self) -> None:
+        """Drop the connection at once."""
+        if self.transport is not None:
+            self.transport.abort()
+
+
 class Gateway:
     """The state one gateway process serves requests with."""
 
-    config: GatewayConfig
-    run_id: str
-    instance: str
-    sender: ShadowSender
-    redis_url: str
-    stats: GatewayStats = field(default_factory=GatewayStats)
-
-    def __post_init__(self) -> None:
-        salt_env = self.config.privacy.hash_salt_env
-        self.salt = os.environ.get(salt_env, "") if salt_env else ""
-        self.sampler = Sampler(self.config.sample_rate, self.config.sample_by, self.salt)
-        # Dumped once: the task payload is built per sample without any validation cost;
-        # the worker validates it.
-        self.shadows_json = [p.model_dump(mode="json") for p in self.config.shadows]
+    def __init__(
+        self,
+        config: GatewayConfig,
+        run_id: str,
+        instance: str,
+        redis_url: str,
+        handoff_bytes: int = MAX_BUFFER_BYTES,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        self.config = config
+        self.run_id = run_id
+        self.instance = instance
+        self.redis_url = redis_url
+        self.handoff_bytes = handoff_bytes
+        self.max_body_bytes = max_body_bytes
+        self.stats = GatewayStats()
         self.seq = itertools.count()
-        self.rows = RowContext(
-            run_id=self.run_id,
-            stage=0,
-            shard_id=PRIMARY_SHARD,
-            attempt=SESSION_ATTEMPT,
-            provider=self.config.primary.name,
-            model=self.config.primary.model,
-            region=self.config.gateway_region,
-            worker=self.instance,
-            load_kind="live",
-            concurrency=0,
-        )
-        self.http: httpx.AsyncClient | None = None
-        self.upstream: Upstream | None = None
-        self.sink: RecordSink | None = None
+        kind, _, name = (config.sample_by or "").partition(":")
+        self.sample_header = name.lower().encode() if kind == "header" else None
+        self.active: set[Exchange] = set()
+        self.clients: set[ClientConnection] = set()
+        self.stopping = False
         self._simulators: SimulatorPool | None = None
-        self._redis: Redis | None = None
+        self._capture: subprocess.Popen[bytes] | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._handoff: Handoff | None = None
+        self._pool: UpstreamPool | None = None
+        self._heads: dict[str, bytes] = {}
+        self._auth: bytes | None = None
+        self._stall_s = 0.0
 
-    # ------------------------------------------------------------------ lifecycle
+    @property
+    def pool(self) -> UpstreamPool:
+        """Connections to the primary."""
+        assert self._pool is not None, "gateway not started"
+        return self._pool
+
+    @property
+    def capture_pid(self) -> int | None:
+        """The capture process's id (None before start)."""
+        return None if self._capture is None else self._capture.pid
+
+    @property
+    def handoff(self) -> Handoff:
+        """The capture process's socket."""
+        assert self._handoff is not None, "gateway not started"
+        return self._handoff
+
+    # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        """Connect the HTTP client and Redis, start the sink and the shadow sender."""
+        """Find the primary, start the capture process, prepare request heads."""
         primary = self.config.primary
         salt_env = self.config.privacy.hash_salt_env
+        from workers.secrets import is_reserved  # noqa: PLC0415
+
         if salt_env and is_reserved(salt_env):
             raise RuntimeError(
                 f"privacy.hash_salt_env: {salt_env} is a tokenbench setting, not a salt"
             )
-        key = None
-        if isinstance(primary, OpenAIProvider):
-            base_url = primary.base_url
-            # The operator's own config: its key goes to its own primary's host, through
-            # the same lookup workers use (tokenbench settings are never sent).
-            secrets = Secrets(owner_bindings([primary]), os.environ, "this gateway")
-            try:
-                key = secrets.get(primary.api_key_env, host_of(base_url), primary.name)
-            except ProviderSetupError as exc:
-                raise RuntimeError(str(exc)) from None
-        else:
-            assert isinstance(primary, SimulatedProvider)
+        key = primary_key(self.config)
+        # Started first: its imports overlap with the rest of the start-up.
+        await self._start_capture()
+        if isinstance(primary, SimulatedProvider):
             self._simulators = SimulatorPool()
             base_url = await self._simulators.base_url(primary)
-        base = base_url.rstrip("/")
-        self.upstream = Upstream(
-            f"{base}/chat/completions", f"{base}/models", key, Limits.of(primary, key)
-        )
-        self.http = make_client()
-        self._redis = Redis.from_url(self.redis_url)
-        self.sink = RecordSink(self._redis, self.run_id)
-        self.sink.start()
-        self.sender.start()
+        else:
+            assert isinstance(primary, OpenAIProvider)  # PRIMARY_KINDS
+            base_url = primary.base_url
+        origin = Origin.of(base_url)
+        self._pool = UpstreamPool(origin, primary.connect_timeout_s)
+        self._stall_s = primary.stall_timeout_s
+        common = (
+            f"host: {origin.host_header}\r\ncontent-type: application/json\r\n"
+            "accept-encoding: identity\r\n"
+        ).encode()
+        prefix = origin.prefix.encode()
+        self._heads = {
+            "stream": b"POST %s/chat/completions HTTP/1.1\r\n%saccept: text/event-stream\r\n"
+            % (prefix, common),
+            "plain": b"POST %s/chat/completions HTTP/1.1\r\n%saccept: application/json\r\n"
+            % (prefix, common),
+            "models": b"GET %s/models HTTP/1.1\r\n%saccept: application/json\r\n"
+            % (prefix, common),
+        }
+        self._auth = None if key is None else b"authorization: Bearer %s\r\n" % key.encode()
+        # Answered once the spec is applied (imports, Redis, the sender thread): healthy
+        # only from then on, so no early request's capture waits behind a cold start.
+        if not await self.handoff.query(timeout_s=120):
+            raise RuntimeError("the gateway's capture process did not start")
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
 
-    async def stop(self) -> None:
-        """Send queued samples (briefly), publish buffered rows, close connections."""
-        await asyncio.to_thread(self.sender.stop)
-        if self.sink is not None:
-            await self.sink.close()
-        if self.http is not None:
-            await self.http.aclose()
+    async def _start_capture(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = {**os.environ, "TOKENBENCH__REDIS__URL": self.redis_url}
+        # subprocess rather than the loop's: uvloop's process spawning does not pass fds.
+        self._capture = await asyncio.to_thread(
+            subprocess.Popen,
+            [sys.executable, "-m", "workers.gateway.capture", "--fd", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        theirs.close()
+        loop = asyncio.get_running_loop()
+        _, self._handoff = await loop.create_unix_connection(
+            lambda: Handoff(self.handoff_bytes), sock=ours
+        )
+        spec = {
+            "config": self.config.model_dump(mode="json"),
+            "run_id": self.run_id,
+            "instance": self.instance,
+            "redis_url": self.redis_url,
+        }
+        assert self._handoff.transport is not None
+        self._handoff.transport.write(frame(("spec", orjson.dumps(spec))))
+
+    async def listen(self, host: str, port: int) -> asyncio.Server:
+        """Accept clients on ``host:port``."""
+        loop = asyncio.get_running_loop()
+        return await loop.create_server(lambda: ClientConnection(self), host, port, backlog=1024)
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Let answers in flight end (up to ``grace_s``), then flush the capture process."""
+        self.stopping = True
+        deadline = time.monotonic() + grace_s
+        while self.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for client in list(self.clients):
+            if client.transport is not None:
+                client.transport.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self._handoff is not None:
+            await self._handoff.close(30.0)
+        if self._capture is not None:
+            try:
+                await asyncio.to_thread(self._capture.wait, 10)
+            except subprocess.TimeoutExpired:
+                self._capture.kill()
+                await asyncio.to_thread(self._capture.wait)
+        if self._pool is not None:
+            self._pool.close()
         if self._simulators is not None:
             await self._simulators.close()
-        if self._redis is not None:
-            await self._redis.aclose()
 
-    # ------------------------------------------------------------------ routes
+    async def _sweep(self) -> None:
+        """Time out silent primaries and idle clients (one timer for all, not one each)."""
+        stall_ns = int(self._stall_s * 1e9)
+        idle_ns = int(75e9)
+        while True:
+            await asyncio.sleep(SWEEP_S)
+            moment = now()
+            for exchange in list(self.active):
+                upstream = exchange.upstream
+                if upstream is None or exchange.paused:
+                    continue
+                if moment - upstream.last_activity > stall_ns:
+                    exchange.timed_out(self._stall_s)
+            for client in list(self.clients):
+                if not client.busy and moment - client.idle_since > idle_ns:
+                    client.abort()
 
-    async def chat(self, request: Request) -> Response:
-        """``POST /v1/chat/completions``: forward, measure, maybe mirror."""
-        received = now()
-        http, upstream = self._ready()
-        raw = await request.body()
+    # ------------------------------------------------------------ routes
+
+    def route(self, client: ClientConnection, request: Request) -> None:
+        """Dispatch one request."""
+        path, method = request.path, request.method
+        if path == CHAT:
+            if method != b"POST":
+                client.respond(405, error_body(405, "use POST"))
+            else:
+                self.chat(client, request)
+        elif path == b"/v1/models" and method == b"GET":
+            self.models(client, request)
+        elif path == b"/gateway/health":
+            body = orjson.dumps({"status": "ok", "session": self.run_id})
+            client.respond(200, body)
+        elif path == b"/gateway/stats":
+            asyncio.get_running_loop().create_task(self._stats(client))
+        else:
+            client.respond(404, error_body(404, "not found", "not_found"))
+
+    def chat(self, client: ClientConnection, request: Request) -> None:
+        """``POST /v1/chat/completions``: forward at once, describe it to the capture."""
+        raw = request.body
         try:
             body = orjson.loads(raw)
             messages = body["messages"]
             if not isinstance(messages, list) or not messages:
                 raise TypeError
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+        except (orjson.JSONDecodeError, KeyError, TypeError, IndexError):
             self.stats.bad_requests += 1
-            return _openai_error(400, "body must be a JSON object with a messages list")
+            client.respond(400, error_body(400, "body must be a JSON object with a messages list"))
+            return
         self.stats.requests += 1
-        seq, key = next(self.seq), uuid.uuid4().hex
+        seq, key = next(self.seq), os.urandom(16).hex()
         stream = body.get("stream") is True
-        max_tokens = _max_tokens(body)
-        chars = _prompt_chars(messages)
-        planned = max(1, round(chars / CHARS_PER_TOKEN))
         options = body.get("stream_options")
         wants_usage = isinstance(options, dict) and options.get("include_usage") is True
         inject = stream and self.config.inject_usage and not wants_usage
@@ -178,173 +707,86 @@ class Gateway:
             content = orjson.dumps(
                 {**body, "stream_options": {**(options or {}), "include_usage": True}}
             )
-        sampled = bool(self.shadows_json) and self.sampler.decide(body, request.headers)
-        enqueued = False
-        if sampled:
-            self.stats.sampled += 1
-            enqueued = self.sender.offer(self._task(key, seq, body, max_tokens, planned))
+        sample_value = None
+        if self.sample_header is not None and self.sample_header in request.headers:
+            sample_value = request.headers[self.sample_header].decode("latin-1")
+        head = self._heads["stream" if stream else "plain"]
+        upstream_request = b"%s%scontent-length: %d\r\n\r\n%b" % (
+            head,
+            self._auth_line(request),
+            len(content),
+            content,
+        )
+        exchange = Exchange(
+            client, upstream_request, key, False, stream, UsageFilter() if inject else None
+        )
+        client.exchange = exchange
+        exchange.start()
+        # Described to the capture once the request is on its way to the primary (no
+        # answer byte can arrive before this returns to the event loop).
+        exchange.handed = self.handoff.begin(key, seq, request.received, raw, sample_value)
 
-        def done(result: RequestResult) -> None:
-            self._recorded(result, seq, key, stream, sampled, enqueued, messages, max_tokens)
+    def models(self, client: ClientConnection, request: Request) -> None:
+        """``GET /v1/models``: the primary's answer, passed through (not captured)."""
+        upstream_request = b"%s%s\r\n" % (self._heads["models"], self._auth_line(request))
+        exchange = Exchange(client, upstream_request, None, False, False, None)
+        client.exchange = exchange
+        exchange.start()
 
-        result = RequestResult(intended_start=received)
-        result.sent = now()
-        try:
-            answer = await http.send(
-                http.build_request(
-                    "POST",
-                    upstream.chat_url,
-                    content=content,
-                    headers=upstream.headers(
-                        request.headers.get("authorization"),
-                        "text/event-stream" if stream else "application/json",
-                    ),
-                    timeout=upstream.limits.http_timeout(),
-                ),
-                stream=True,
-            )
-        except Exception as exc:  # every failure to reach the primary is a 502 and a row
-            result.end = now()
-            result.failure = classify_exception(exc, upstream.limits.secrets)
-            done(result)
-            return _openai_error(502, f"primary unreachable: {result.failure}", "upstream_error")
-        headers = {**passed_headers(answer), "x-tokenbench-request-key": key}
-        if answer.status_code != 200:
-            error_body = await error_answer(answer, result, upstream.limits.secrets)
-            done(result)
-            return Response(error_body, answer.status_code, headers=headers)
-        iterator: AsyncIterator[bytes]
-        if stream:
-            headers["cache-control"] = "no-cache"
-            usage_filter = UsageFilter() if inject else None
-            iterator = relay_stream(answer, result, planned, usage_filter, done)
-        else:
-            iterator = relay_body(answer, result, done)
-        return StreamingResponse(iterator, status_code=200, headers=headers)
+    def _auth_line(self, request: Request) -> bytes:
+        # The gateway's own key when its primary has one, else the client's header.
+        if self._auth is not None:
+            return self._auth
+        client_auth = request.headers.get(b"authorization")
+        return b"" if client_auth is None else b"authorization: %s\r\n" % client_auth
 
-    async def models(self, request: Request) -> Response:
-        """``GET /v1/models``: the primary's answer, passed through."""
-        http, upstream = self._ready()
-        try:
-            answer = await http.get(
-                upstream.models_url,
-                headers=upstream.headers(request.headers.get("authorization"), "application/json"),
-                timeout=upstream.limits.http_timeout(),
-            )
-        except httpx.HTTPError as exc:
-            failure = classify_exception(exc, upstream.limits.secrets)
-            return _openai_error(502, f"primary unreachable: {failure}", "upstream_error")
-        return Response(answer.content, answer.status_code, headers=passed_headers(answer))
-
-    async def stats_view(self, _: Request) -> Response:
-        """``GET /gateway/stats``: requests, samples, hand-off and publishing counters."""
-        return JSONResponse(
+    async def _stats(self, client: ClientConnection) -> None:
+        captured = await self.handoff.query()
+        body = orjson.dumps(
             {
                 "session": self.run_id,
                 "instance": self.instance,
                 **asdict(self.stats),
-                "shadow": {**asdict(self.sender.stats), "pending": self.sender.pending},
-                "sink": asdict(self.sink.stats) if self.sink is not None else {},
+                "sampled": captured.get("sampled", 0),
+                "primary_errors": captured.get("primary_errors", 0),
+                "shadow": captured.get("shadow", {}),
+                "sink": captured.get("sink", {}),
+                "capture": {
+                    **self.handoff.snapshot(),
+                    **{
+                        name: captured.get(name, 0)
+                        for name in ("captured", "orphaned", "pending", "unmatched_ends")
+                    },
+                },
             }
         )
-
-    # ------------------------------------------------------------------ helpers
-
-    def _ready(self) -> tuple[httpx.AsyncClient, Upstream]:
-        if self.http is None or self.upstream is None:
-            raise RuntimeError("gateway not started")
-        return self.http, self.upstream
-
-    def _task(
-        self, key: str, seq: int, body: dict[str, Any], max_tokens: int | None, planned: int
-    ) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "request_key": key,
-            "seq": seq,
-            "messages": body["messages"],
-            "max_tokens": max_tokens,
-            "params": {name: body[name] for name in FORWARDED_PARAMS if name in body},
-            "prompt_tokens": planned,
-            "providers": self.shadows_json,
-        }
-
-    def _recorded(
-        self,
-        result: RequestResult,
-        seq: int,
-        key: str,
-        stream: bool,
-        sampled: bool,
-        enqueued: bool,
-        messages: list[Any],
-        max_tokens: int | None,
-    ) -> None:
-        if result.failure is not None:
-            self.stats.primary_errors += 1
-        if self.sink is None:
-            return
-        chars = _prompt_chars(messages)
-        planned = PlannedRequest(seq, max(1, round(chars / CHARS_PER_TOKEN)), max_tokens or 0, "")
-        record = record_row(replace(self.rows, request_key=key), planned, result)
-        store_text = self.config.privacy.store_text
-        capture: dict[str, object] = {
-            "run_id": self.run_id,
-            "request_key": key,
-            "seq": seq,
-            "gateway": self.instance,
-            "received_at": wall_ns(result.intended_start),
-            "stream": stream,
-            "sampled": sampled,
-            "enqueued": enqueued,
-            "prompt_chars": chars,
-            "prompt_sha256": hashlib.sha256(messages_digest(messages, self.salt)).hexdigest(),
-            "max_tokens": max_tokens,
-            "messages": orjson.dumps(messages).decode() if store_text else None,
-        }
-        self.sink.add(record, capture)
+        if client.transport is not None:
+            client.respond(200, body)
 
 
-def _max_tokens(body: dict[str, Any]) -> int | None:
-    value = body.get("max_completion_tokens") or body.get("max_tokens")
-    return value if isinstance(value, int) and value >= 1 else None
-
-
-def _prompt_chars(messages: list[Any]) -> int:
-    total = 0
-    for message in messages:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            total += len(content)
-        elif isinstance(content, list):
-            total += sum(len(part.get("text", "")) for part in content if isinstance(part, dict))
-    return total
-
-
-def _openai_error(status: int, message: str, kind: str = "invalid_request_error") -> Response:
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status)
-
-
-def create_gateway_app(gateway: Gateway) -> Starlette:
-    """The ASGI application serving ``gateway``."""
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+async def serve(gateway: Gateway, host: str, port: int) -> None:
+    """Serve ``gateway`` on ``host:port`` until SIGINT or SIGTERM, then stop it cleanly."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
         await gateway.start()
-        try:
-            yield
-        finally:
-            await gateway.stop()
+        server = await gateway.listen(host, port)
+        gc.collect()
+        gc.freeze()  # start-up objects are never scanned again: shorter GC pauses
+        await stop.wait()
+        server.close()
+    finally:
+        with contextlib.suppress(Exception):
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        await gateway.stop()
 
-    async def health(_: Request) -> Response:
-        return JSONResponse({"status": "ok", "session": gateway.run_id})
 
-    return Starlette(
-        routes=[
-            Route("/v1/chat/completions", gateway.chat, methods=["POST"]),
-            Route("/v1/models", gateway.models, methods=["GET"]),
-            Route("/gateway/stats", gateway.stats_view, methods=["GET"]),
-            Route("/gateway/health", health, methods=["GET"]),
-        ],
-        lifespan=lifespan,
-    )
+def run(gateway: Gateway, host: str, port: int) -> None:
+    """:func:`serve` on a uvloop event loop (the ``tokenbench gateway`` command)."""
+    from workers.event_loop import new_loop  # noqa: PLC0415
+
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        runner.run(serve(gateway, host, port))

@@ -16,10 +16,9 @@ import orjson
 import pyarrow as pa
 import pytest
 import redis
-import uvicorn
 from redis.asyncio import Redis
 
-from api.local.redis_server import RedisServer, free_port
+from api.local.redis_server import RedisServer
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.records import ipc_to_table
 from scenarios.wire import (
@@ -30,10 +29,8 @@ from scenarios.wire import (
     records_stream,
     region_queue,
 )
-from tests.support.celery_sender import close, sending_app
 from workers.event_loop import new_loop
-from workers.gateway.sender import ShadowSender
-from workers.gateway.server import Gateway, create_gateway_app
+from workers.gateway.server import Gateway
 
 pytestmark = pytest.mark.integration
 
@@ -65,36 +62,21 @@ def gateway(redis_url: str, region: str, session: str) -> Gateway:
             "privacy": {"store_text": True},
         }
     )
-    sender = ShadowSender(
-        celery=sending_app(redis_url),
-        broker_url=redis_url,
-        regions=[region],
-        max_pending=100,
-        max_backlog=100,
-        ttl_s=60,
-    )
-    return Gateway(config, session, "gw-test", sender, redis_url)
+    return Gateway(config, session, "gw-test", redis_url)
 
 
 @asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[httpx.AsyncClient]:
-    """``app`` on a free loopback port (lifespan included) and a client for it."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on", log_level="warning")
-    )
-    task = asyncio.create_task(server.serve())
+async def serving(gateway: Gateway) -> AsyncIterator[httpx.AsyncClient]:
+    """``gateway`` (and its capture process) on a free loopback port, and a client for it."""
+    await gateway.start()
     try:
-        async with asyncio.timeout(60):
-            while not server.started:
-                if task.done():
-                    task.result()  # raises why it could not start
-                await asyncio.sleep(0.02)
+        server = await gateway.listen("127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
             yield client
+        server.close()
     finally:
-        server.should_exit = True
-        await task
+        await gateway.stop()
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
@@ -114,8 +96,7 @@ def test_requests_are_relayed_measured_captured_and_mirrored(
 
     async def go() -> dict[str, Any]:
         answers: dict[str, Any] = {}
-        app = gateway(redis_server.url, region, session)
-        async with serving(create_gateway_app(app)) as client:
+        async with serving(gateway(redis_server.url, region, session)) as client:
             answers["health"] = (await client.get("/gateway/health")).json()
             answers["models"] = (await client.get("/v1/models")).json()
             answers["stream"] = await client.post(
@@ -127,7 +108,6 @@ def test_requests_are_relayed_measured_captured_and_mirrored(
             )
             answers["bad"] = await client.post("/v1/chat/completions", json={"messages": []})
             answers["stats"] = (await client.get("/gateway/stats")).json()
-        close(app.sender.celery)
         # Stopped: the sender sent what was queued, the sink published what it held.
         store = Redis.from_url(redis_server.url)
         try:
