@@ -94,6 +94,7 @@ class Flushed:
     results: dict[str, IngestResult] = field(default_factory=dict)
     acks: dict[str, list[EntryId]] = field(default_factory=dict)
     error: BaseException | None = None
+    parts: int = 0  # transactions run
 
     @property
     def rows(self) -> int:
@@ -111,12 +112,14 @@ class RecordBuffer:
         flush_rows: int = FLUSH_ROWS,
         max_wait_s: float = MAX_WAIT_S,
         parts: int | None = None,
+        part_rows: int = ROW_GROUP_ROWS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._con = con
         self.flush_rows = flush_rows
         self.max_wait_s = max_wait_s
         self.parts = max(1, parts if parts is not None else os.cpu_count() or 1)
+        self.part_rows = part_rows  # a run is cut into parts of at least this many rows
         self._clock = clock
         self._pending: list[_Pending] = []
         self._rows = 0
@@ -189,6 +192,7 @@ class RecordBuffer:
             else:
                 unique[pending.key] = pending
         parts = self._split(list(unique.values()))
+        flushed.parts = len(parts)
         outcomes = await asyncio.gather(
             *(asyncio.to_thread(self._store, part) for part in parts), return_exceptions=True
         )
@@ -217,7 +221,7 @@ class RecordBuffer:
         parts: list[list[_Pending]] = []
         for entries in by_run.values():
             total = sum(p.rows for p in entries)
-            count = max(1, min(self.parts, total // ROW_GROUP_ROWS, len(entries)))
+            count = max(1, min(self.parts, total // self.part_rows, len(entries)))
             share = total / count
             part: list[_Pending] = []
             part_rows, cuts = 0, 0
