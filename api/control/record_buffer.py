@@ -38,7 +38,7 @@ from typing import Protocol
 import duckdb
 from redis.asyncio import Redis
 
-from analytics.ingest import BatchMessage, IngestResult, ingest_batches
+from analytics.ingest import BatchMessage, IngestProfile, IngestResult, ingest_batches
 from scenarios.wire import RecordBatch
 
 __all__ = [
@@ -114,6 +114,7 @@ class RecordBuffer:
         parts: int | None = None,
         part_rows: int = ROW_GROUP_ROWS,
         clock: Callable[[], float] = time.monotonic,
+        profile: IngestProfile | None = None,
     ) -> None:
         self._con = con
         self.flush_rows = flush_rows
@@ -121,6 +122,7 @@ class RecordBuffer:
         self.parts = max(1, parts if parts is not None else os.cpu_count() or 1)
         self.part_rows = part_rows  # a run is cut into parts of at least this many rows
         self._clock = clock
+        self._profile = profile  # CPU per phase; with parts=1 only (benchmarks/ingest.py)
         self._pending: list[_Pending] = []
         self._rows = 0
         self._rows_per_entry = float(INITIAL_ROWS_PER_ENTRY)
@@ -239,7 +241,7 @@ class RecordBuffer:
         """One part's transaction, on a cursor of its own (in a worker thread)."""
         cursor = self._con.cursor()
         try:
-            return ingest_batches(cursor, [p.message for p in part])
+            return ingest_batches(cursor, [p.message for p in part], self._profile)
         finally:
             cursor.close()
 
