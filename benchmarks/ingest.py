@@ -6,8 +6,9 @@ on average (``benchmarks/analytics_10m.py``'s generator). One run, side by side:
 
 1. *DuckDB alone* (Arrow IPC payloads → ``ingest_batches``, no Redis), each configuration
    into a fresh file: batch rows × batches per commit as the old benchmark ran them
-   (1,024 × 500, 65,536 × 4) and as the record buffer commits (1,024 × 240 = two row
-   groups), with DuckDB's checkpoint vacuum on (its default) and off
+   (1,024 × 500, 65,536 × 4), as the record buffer commits (1,024 × 240 = two row
+   groups; 1,024 × 150, a time-triggered flush at 200k records/s) and as a quiet run does
+   (one batch per commit), with DuckDB's checkpoint vacuum on (its default) and off
    (``max_vacuum_tasks = 0``, what the control plane sets): rows/s, CPU per row, the
    final checkpoint, row groups (partially filled ones), file size.
 2. *Redis → DuckDB*: a stream pre-filled with ``--rows`` records in entries of 1,024 and
@@ -393,11 +394,16 @@ def main() -> None:
                     "final checkpoint s", "row groups (partial) before → after checkpoint",
                     "file MB"):  # fmt: skip
             out.add_column(col)
-        for size, per_commit in ((1_024, 500), (65_536, 4), (1_024, 240)):
+        # The old benchmark's two (the anomaly), the buffer's full flush (two row groups),
+        # its time-triggered flush at 200k records/s (0.75 s: 150 entries), and a quiet
+        # run's commits of one batch each (on the first 256 batches only: slow by design).
+        for size, per_commit in ((1_024, 500), (65_536, 4), (1_024, 240), (1_024, 150), (1_024, 1)):
+            ipcs = by_size[size] if per_commit > 1 else by_size[size][:256]
+            n = rows if per_commit > 1 else 256 * size
             for vacuum in (VACUUM_DEFAULT, 0):
-                d = direct(workdir, by_size[size], rows, per_commit, vacuum)
+                d = direct(workdir, ipcs, n, per_commit, vacuum)
                 out.add_row(
-                    f"{size:,} × {per_commit}",
+                    f"{size:,} × {per_commit}" + ("" if n == rows else f" ({n:,} rows)"),
                     "on" if vacuum else "off",
                     f"{d.rows_s:,.0f}",
                     f"{d.cpu_us:.2f}",
