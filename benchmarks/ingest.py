@@ -251,7 +251,7 @@ def drained(
     con = connect(path)
 
     async def go() -> int:
-        client = Redis.from_url(server.url)
+        client = Redis.from_url(server.url, socket_timeout=600)
         try:
             if mode == "old":
                 return await drain_old(client, con, run_id)
@@ -334,7 +334,7 @@ def freshness(workdir: Path, server: RedisServer, ipc: bytes, rate: float, secon
     )
 
     async def go() -> None:
-        aclient = Redis.from_url(server.url)
+        aclient = Redis.from_url(server.url, socket_timeout=600)
         try:
             buffer = RecordBuffer(con)
             await drain_buffered(

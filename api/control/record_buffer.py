@@ -54,11 +54,10 @@ ROW_GROUP_ROWS = 122_880  # DuckDB's row group size
 FLUSH_ROWS = 2 * ROW_GROUP_ROWS
 MAX_WAIT_S = 0.75
 # Entries asked for per stream and read: at least a few (the same count applies to the
-# events stream, read in the same call), at most what bounds one reply's memory.
-MIN_READ_ENTRIES = 16
+# events stream, read in the same call), at most what bounds one reply's memory. Until
+# an entry was seen its size is unknown: the first read asks for the minimum.
+MIN_READ_ENTRIES = 8
 MAX_READ_ENTRIES = 1_000
-# Rows per entry assumed before any was seen (the publisher's default batch size).
-INITIAL_ROWS_PER_ENTRY = 1_024
 
 EntryId = bytes | str
 Entry = tuple[EntryId, Mapping[bytes, bytes]]
@@ -125,7 +124,7 @@ class RecordBuffer:
         self._profile = profile  # CPU per phase; with parts=1 only (benchmarks/ingest.py)
         self._pending: list[_Pending] = []
         self._rows = 0
-        self._rows_per_entry = float(INITIAL_ROWS_PER_ENTRY)
+        self._rows_per_entry: float | None = None  # of the last read's entries
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -138,18 +137,22 @@ class RecordBuffer:
     def add(self, stream: str, run_id: str, entries: Sequence[Entry]) -> None:
         """Buffer a records stream's entries (acknowledged once stored)."""
         now = self._clock()
+        rows = 0
         for entry_id, fields in entries:
             batch = RecordBatch.decode(fields)
             key = (run_id, batch.shard_id, batch.attempt, batch.batch_seq)
             message = BatchMessage(*key, batch.ipc)
             self._pending.append(_Pending(stream, entry_id, message, batch.rows, now))
-            self._rows += batch.rows
-            # A slowly moving mean: one odd entry does not swing the next read's size.
-            self._rows_per_entry += (max(batch.rows, 1) - self._rows_per_entry) / 16
+            rows += batch.rows
+        self._rows += rows
+        if entries:
+            self._rows_per_entry = max(rows / len(entries), 1.0)
 
     def read_count(self) -> int:
         """Entries to ask each stream for: as many as fill the buffer, by the rows the
         entries seen so far carried."""
+        if self._rows_per_entry is None:
+            return MIN_READ_ENTRIES
         missing = max(self.flush_rows - self._rows, 0)
         wanted = math.ceil(missing / self._rows_per_entry)
         return min(max(wanted, MIN_READ_ENTRIES), MAX_READ_ENTRIES)

@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 
 from analytics.db import connect
 from analytics.ingest import IngestResult
-from api.control.record_buffer import RecordBuffer, _Pending, store_due
+from api.control.record_buffer import MIN_READ_ENTRIES, RecordBuffer, _Pending, store_due
 from api.local.redis_server import RedisServer
 from scenarios.records import batch_to_ipc, records_to_batch
 from scenarios.wire import RecordBatch, records_stream
@@ -276,11 +276,13 @@ def test_a_full_buffer_is_due_at_once_and_reads_are_sized_in_records(tmp_path: P
         connect(tmp_path / "r.duckdb"), flush_rows=2048, max_wait_s=10, clock=clock
     )
     first = buffer.read_count()
+    assert first == MIN_READ_ENTRIES  # entry sizes unknown yet
     for seq in range(40):  # small entries: more of them are asked for
         buffer.add("s", "r", [(f"{seq}-0".encode(), as_read(entry("s0.a.local", seq, 2)))])
     assert buffer.read_count() > first
     buffer.add("s", "r", [(b"99-0", as_read(entry("s0.a.local", 99, 2000)))])
     assert buffer.rows >= 2048 and buffer.due()  # two row groups' worth, no waiting
+    assert buffer.read_count() == MIN_READ_ENTRIES  # large entries: few are asked for
     # A flush takes whole entries up to flush_rows, the oldest first.
     flushed = asyncio.run(buffer.flush())
     assert flushed.rows == 80 and buffer.rows == 2000 and buffer.runs() == {"r"}
