@@ -10,7 +10,8 @@ data). Before and after are measured side by side in one run:
   first ``--realistic-rows`` rows, each into a fresh file: *before* is the previous
   ingest code (``legacy_ingest`` below: per-payload IPC parse, 256-row chunks,
   ``executemany`` keys, 16 MB checkpoint threshold), *after* is ``ingest_batches``;
-- *bulk ingest*: 65,536-row batches, 4 per call, for the whole data set (after only);
+- *bulk ingest*: 65,536-row batches, 4 per call, for the whole data set (after only;
+  the writer's checkpoint vacuum is off, ``benchmarks/ingest.py`` compares it on and off);
 - *settle*: ``RunStore.shard_done`` per shard, which now stores the shard's
   pre-aggregates (analytics/summaries.py), paid once per shard while a run goes on;
 - *report*: ``build_report`` exact from the raw records (before; ``--skip-before`` drops
