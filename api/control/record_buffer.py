@@ -190,26 +190,26 @@ class RecordBuffer:
         batch, self._pending = self._pending[:taken], self._pending[taken:]
         self._rows -= rows
         flushed = Flushed()
-        unique: dict[tuple[str, str, int, int], _Pending] = {}
+        # A key read twice (e.g. reclaimed while buffered) is stored once; its copies go
+        # with the first one's part: acknowledged if it commits, kept if it fails.
+        copies: dict[tuple[str, str, int, int], list[_Pending]] = {}
         for pending in batch:
-            if pending.key in unique:  # read twice (e.g. reclaimed while buffered)
-                flushed.acks.setdefault(pending.stream, []).append(pending.entry_id)
-            else:
-                unique[pending.key] = pending
-        parts = self._split(list(unique.values()))
+            copies.setdefault(pending.key, []).append(pending)
+        parts = self._split([same[0] for same in copies.values()])
         flushed.parts = len(parts)
         outcomes = await asyncio.gather(
             *(asyncio.to_thread(self._store, part) for part in parts), return_exceptions=True
         )
         failed: list[_Pending] = []
         for part, outcome in zip(parts, outcomes, strict=True):
+            entries = [copy for first in part for copy in copies[first.key]]
             if isinstance(outcome, BaseException):
                 flushed.error = flushed.error or outcome
-                failed.extend(part)
+                failed.extend(entries)
                 continue
             run_id = part[0].message.run_id
             flushed.results[run_id] = _merge(flushed.results.get(run_id), outcome)
-            for pending in part:
+            for pending in entries:
                 flushed.acks.setdefault(pending.stream, []).append(pending.entry_id)
         if failed:
             self._pending[:0] = failed
