@@ -44,11 +44,14 @@ SCHEMA_VERSION = 8
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 
-def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(
+    path: str | Path, read_only: bool = False, memory_limit: str | None = None
+) -> duckdb.DuckDBPyConnection:
     """Open the database (creating and migrating it, and recreating its views, unless
     ``read_only``). A read-only open of a file with an older schema or other views first
     upgrades it (briefly read-write), so a report on a file written by another version
-    works."""
+    works. ``memory_limit`` (e.g. ``2GB``) bounds a writer's memory (DuckDB's default:
+    80 % of the machine's)."""
     if read_only:
         if not Path(path).exists():
             raise FileNotFoundError(f"no tokenbench database at {path}")
@@ -65,6 +68,14 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     # the same rows in fewer, larger steps (2.4× less time measured), at the price of a
     # longer WAL replay after a crash.
     con.execute(f"SET checkpoint_threshold = '{WRITER_CHECKPOINT_THRESHOLD}'")
+    # A checkpoint's vacuum merges adjacent partially filled row groups by rewriting them
+    # (decompress, recompress, write again). Ingest leaves one such group per large
+    # commit, so each checkpoint rewrote rows already stored: 65,536-row batches ingested
+    # slower than 1,024-row ones (benchmarks/ingest.py). Off, a table keeps a partly filled
+    # group per large commit; the record buffer commits whole row groups, so few are left.
+    con.execute("SET max_vacuum_tasks = 0")
+    if memory_limit is not None:
+        con.execute("SET memory_limit = ?", [memory_limit])
     migrate(con)
     return con
 

@@ -13,8 +13,11 @@ its 2,048) and pays its per-vector costs eight times; the keys go in as one Arro
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from dataclasses import dataclass
+import resource
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import duckdb
 import pyarrow as pa
@@ -46,6 +49,34 @@ class IngestResult:
     per_attempt: dict[tuple[str, int], int]
 
 
+@dataclass(slots=True)
+class IngestProfile:
+    """CPU seconds of this process per ingest phase (benchmarks/ingest.py --profile).
+
+    Process CPU, not thread CPU: DuckDB appends on threads of its own. It is only
+    meaningful when nothing else runs in the process meanwhile (one part at a time)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Add the CPU time spent in the block to ``name``."""
+        started = _cpu_s()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + _cpu_s() - started
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _phase(profile: IngestProfile | None, name: str) -> contextlib.AbstractContextManager[None]:
+    return profile.phase(name) if profile is not None else contextlib.nullcontext()
+
+
 _KEY_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
@@ -57,8 +88,13 @@ _KEY_SCHEMA = pa.schema(
 )
 
 
-def ingest_batches(con: duckdb.DuckDBPyConnection, messages: list[BatchMessage]) -> IngestResult:
-    """Store the new batches among ``messages`` in one transaction; skip known ones."""
+def ingest_batches(
+    con: duckdb.DuckDBPyConnection,
+    messages: list[BatchMessage],
+    profile: IngestProfile | None = None,
+) -> IngestResult:
+    """Store the new batches among ``messages`` in one transaction; skip known ones
+    (``profile`` adds the CPU time of each phase)."""
     if not messages:
         return IngestResult(0, 0, 0, {})
     keys = pa.Table.from_pylist(
@@ -88,14 +124,17 @@ def ingest_batches(con: duckdb.DuckDBPyConnection, messages: list[BatchMessage])
         ).fetchall()
         con.unregister("incoming_keys")
         chosen = [messages[row[0]] for row in fresh]
-        tables = decode_payloads([m.ipc for m in chosen])
+        with _phase(profile, "decode"):
+            tables = decode_payloads([m.ipc for m in chosen])
         rows = 0
         if tables:
-            records = pa.concat_tables(tables).cast(REQUEST_RECORD_SCHEMA).combine_chunks()
+            with _phase(profile, "arrow"):
+                records = pa.concat_tables(tables).cast(REQUEST_RECORD_SCHEMA).combine_chunks()
             rows = records.num_rows
-            con.register("incoming_records", records)
-            con.execute("INSERT INTO request_records SELECT * FROM incoming_records")
-            con.unregister("incoming_records")
+            with _phase(profile, "append"):
+                con.register("incoming_records", records)
+                con.execute("INSERT INTO request_records SELECT * FROM incoming_records")
+                con.unregister("incoming_records")
             stored = keys.take([row[0] for row in fresh]).select(list(_KEY_COLUMNS))
             stored = stored.append_column(
                 "rows", pa.array([t.num_rows for t in tables], pa.int32())
@@ -106,7 +145,8 @@ def ingest_batches(con: duckdb.DuckDBPyConnection, messages: list[BatchMessage])
             con.register("incoming_keys", stored)
             con.execute("INSERT INTO ingested_batches SELECT * FROM incoming_keys")
             con.unregister("incoming_keys")
-        con.execute("COMMIT")
+        with _phase(profile, "commit"):
+            con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
         raise

@@ -6,11 +6,12 @@ DuckDB, then ``analytics.report.build_report`` (summary SQL, bootstrap intervals
 data). Before and after are measured side by side in one run:
 
 - *worker-sized ingest*: batches of 256 rows (the publisher's default), 64 per call and
-  READ_COUNT (500, what the control plane reads from a backlogged stream) per call, on the
+  READ_COUNT (500, what the control plane read from a backlogged stream) per call, on the
   first ``--realistic-rows`` rows, each into a fresh file: *before* is the previous
   ingest code (``legacy_ingest`` below: per-payload IPC parse, 256-row chunks,
   ``executemany`` keys, 16 MB checkpoint threshold), *after* is ``ingest_batches``;
-- *bulk ingest*: 65,536-row batches, 4 per call, for the whole data set (after only);
+- *bulk ingest*: 65,536-row batches, 4 per call, for the whole data set (after only;
+  the writer's checkpoint vacuum is off, ``benchmarks/ingest.py`` compares it on and off);
 - *settle*: ``RunStore.shard_done`` per shard, which now stores the shard's
   pre-aggregates (analytics/summaries.py), paid once per shard while a run goes on;
 - *report*: ``build_report`` exact from the raw records (before; ``--skip-before`` drops
@@ -41,7 +42,6 @@ from analytics.ingest import BatchMessage, ingest_batches
 from analytics.report import build_report
 from analytics.runs import PlannedShard, RunStore
 from analytics.stored import ExactLimits
-from api.control.plane import READ_COUNT
 from scenarios.model import Scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, STAMPS, batch_to_ipc, ipc_to_table
 from scenarios.settings import PublishSettings
@@ -49,6 +49,9 @@ from scenarios.settings import PublishSettings
 RUN = "bench"
 PROVIDERS = ("hosted", "self")
 STAGES = (1, 8, 32, 128)  # concurrency per stage
+# Entries the control plane read per call before it sized reads in records
+# (api/control/record_buffer.py); kept to compare with earlier results.
+READ_COUNT = 500
 PRICING = {"input_per_mtok": 0.8, "output_per_mtok": 1.2}
 FIXED = {"prompt_tokens": {"dist": "fixed", "value": 512}}
 SCENARIO = {

@@ -29,6 +29,14 @@ class DuckDBSettings(BaseModel):
     """The analytics database."""
 
     path: Path = Field(default=Path("tokenbench.duckdb"), description="DuckDB file.")
+    memory_limit: str | None = Field(
+        default=None,
+        pattern=r"^\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)$",
+        description=(
+            "DuckDB memory limit of the control plane's writer (e.g. 2GB); unset: DuckDB's "
+            "default, 80 % of the machine's memory. Larger sorts spill to disk."
+        ),
+    )
 
 
 class PublishSettings(BaseModel):

@@ -212,7 +212,7 @@ def _run_scenario(
         secret_hosts = bindings_json(owned)
     sigterm_as_interrupt()  # stop like Ctrl-C: workers told, arrivals stored, cleanup
     db_path = db or settings.duckdb.path
-    con = connect(db_path)
+    con = connect(db_path, memory_limit=settings.duckdb.memory_limit)
     scenario = _local_datasets(scenario, con)
     stderr.print(f"[bold]tokenbench[/bold] · scenario {scenario.name} · results in {db_path}")
     try:

@@ -43,7 +43,6 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from analytics.datasets import DatasetStore, UnknownDatasetError, workload_datasets
-from analytics.ingest import BatchMessage, ingest_batches
 from analytics.runs import RunStore
 from analytics.shadow import ensure_shadow_schema, ingest_captures, session_ids
 from api.control.coordinator import (
@@ -53,6 +52,7 @@ from api.control.coordinator import (
     ShardProgress,
     fail_unresumable,
 )
+from api.control.record_buffer import RecordBuffer, store_due
 from api.control.redis_faults import (
     UNREACHABLE_ERRORS,
     holds_state,
@@ -70,7 +70,6 @@ from scenarios.wire import (
     DATASET_TTL_S,
     IN_FLIGHT,
     RUN_SHARD,
-    RecordBatch,
     RunState,
     ShardState,
     StreamKind,
@@ -93,7 +92,6 @@ from scenarios.wire import (
 log = logging.getLogger("tokenbench.control")
 
 GROUP = "control"
-READ_COUNT = 500
 READ_BLOCK_MS = 200
 HEALTH_CHECK_S = 1.0
 
@@ -128,6 +126,7 @@ class ControlPlane:
         self._reachable_at = 0.0  # when Redis answered again after an outage
         self._unsent: dict[tuple[str, str], ShardProgress] = {}  # send failed: resend
         self._state_marked = False  # the Redis state marker was seen or written
+        self.records = RecordBuffer(con)  # read, stored in large parallel commits
 
     # ------------------------------------------------------------------ runs
 
@@ -342,31 +341,26 @@ class ControlPlane:
         if not streams:
             return
         answer: Any = await self.redis.xreadgroup(
-            GROUP, self.consumer, streams, count=READ_COUNT, block=READ_BLOCK_MS
+            GROUP,
+            self.consumer,
+            streams,
+            count=self.records.read_count(),
+            block=self.records.block_ms(READ_BLOCK_MS),
         )
         for stream, entries in answer or []:
             await self._handle(stream.decode() if isinstance(stream, bytes) else stream, entries)
+        await store_due(self.records, self.redis, GROUP, self.runs)
 
     async def _handle(self, stream: str, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
         """Apply one stream's entries to its run, then acknowledge them."""
         run_id, kind = parse_stream(stream)
         coordinator = self.runs.get(run_id)
+        if kind is StreamKind.RECORDS and coordinator is not None:
+            # Acknowledged once stored, in the buffer's next flush (record_buffer.py).
+            self.records.add(stream, run_id, entries)
+            return
         if coordinator is not None and entries:
-            if kind is StreamKind.RECORDS:
-                batches = [RecordBatch.decode(fields) for _, fields in entries]
-                messages = [
-                    BatchMessage(
-                        run_id=run_id,
-                        shard_id=batch.shard_id,
-                        attempt=batch.attempt,
-                        batch_seq=batch.batch_seq,
-                        ipc=batch.ipc,
-                    )
-                    for batch in batches
-                ]
-                result = ingest_batches(self.con, messages)
-                coordinator.on_ingested(result.per_attempt, result.rows)
-            elif kind is StreamKind.CAPTURES:
+            if kind is StreamKind.CAPTURES:
                 rows = [row for _, fields in entries for row in decode_captures(fields)]
                 ingest_captures(self.con, rows)
             else:
@@ -551,6 +545,8 @@ class ControlPlane:
     async def _close_run(self, coordinator: Coordinator) -> None:
         """The run is settled in DuckDB: drop its streams from Redis. The done and cancel
         keys stay (they expire) so that a late redelivered task is still skipped."""
+        if coordinator.run_id in self.records.runs():  # a cancelled run's last records
+            await store_due(self.records, self.redis, GROUP, self.runs, force=True)
         streams = self._streams(coordinator.run_id)
         if isinstance(coordinator, SessionCoordinator):
             # Batch counters of the session's shards; publishers after the stop are lost.

@@ -40,7 +40,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         celery.conf.broker_url = redis_url
-        con = connect(Path(settings.duckdb.path))
+        con = connect(Path(settings.duckdb.path), memory_limit=settings.duckdb.memory_limit)
         redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
         plane = ControlPlane(redis, con, celery, settings.control)
         await plane.start()

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from pydantic import ValidationError
 
 from analytics.db import SCHEMA_VERSION, connect, is_current, load_sql, schema_version
 from analytics.report import build_report
 from analytics.safe_sql import open_locked, run_query
 from analytics.stored import ExactLimits
 from analytics.views import code_sha256, stored_sha256
+from scenarios.settings import DuckDBSettings
 from tests.support.builders import MS, S, failed_result, ok_result
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from tests.support.builders import store_run as store
@@ -159,3 +161,22 @@ def test_a_newer_schema_is_refused_for_writing_and_read_as_is(tmp_path: Path) ->
     con = connect(path, read_only=True)
     assert schema_version(con) == SCHEMA_VERSION + 1
     con.close()
+
+
+def test_the_writer_keeps_partial_row_groups_and_honours_a_memory_limit(tmp_path: Path) -> None:
+    con = connect(tmp_path / "m.duckdb", memory_limit="512MB")
+    settings = dict(
+        con.execute(
+            "SELECT name, value FROM duckdb_settings() "
+            "WHERE name IN ('max_vacuum_tasks', 'memory_limit')"
+        ).fetchall()
+    )
+    assert settings["max_vacuum_tasks"] == "0"  # no rewrite of stored rows per checkpoint
+    assert settings["memory_limit"] in ("488.2 MiB", "512.0 MB")
+    con.close()
+
+
+def test_a_memory_limit_setting_must_be_a_size() -> None:
+    assert DuckDBSettings(memory_limit="2GB").memory_limit == "2GB"
+    with pytest.raises(ValidationError):
+        DuckDBSettings(memory_limit="2GB'; DROP TABLE runs; --")

@@ -1,0 +1,289 @@
+"""Record batches gathered into few, large, parallel DuckDB transactions.
+
+The control plane used to store each stream read (up to 500 entries, whatever their
+size) in one transaction on the event loop's thread. What ingest costs is per row
+(DuckDB compresses and writes ~2 µs of CPU per record of 41 columns) plus per commit
+(a WAL flush, row groups started and left partially filled), so this buffer:
+
+- sizes reads in records, not entries: it asks Redis for as many entries as fill the
+  buffer (from the rows the entries seen so far carried), so a read of 4,096-row batches
+  does not pull 2M records into memory, nor a read of 64-row batches only 32k;
+- gathers entries until they hold two DuckDB row groups (2 × 122,880 rows, exactly 240
+  of the publisher's 1,024-row batches) or the oldest has waited ``max_wait_s`` (0.75 s),
+  then commits them: each part is a whole number of row groups, which DuckDB writes
+  straight to the file, so no partially filled row group is left behind for a checkpoint
+  to merge;
+- splits a flush into up to ``parts`` transactions (one per core) on cursors of their
+  own, run in threads (DuckDB releases the GIL), so decoding, appending and committing one
+  part overlaps another's, and the event loop keeps serving while they run.
+
+Entries are acknowledged (and deleted) only after the transaction that stored them
+committed, exactly as before: a crash loses nothing (the next control plane reclaims
+the unacknowledged entries) and doubles nothing (``ingested_batches`` is checked in the
+same transaction). A batch key appears in at most one part of a flush (duplicates within
+the buffer are dropped before splitting), so concurrent parts never race on a key.
+Freshness: a record is queryable at most ``max_wait_s`` after it was read, plus one flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import duckdb
+from redis.asyncio import Redis
+
+from analytics.ingest import BatchMessage, IngestProfile, IngestResult, ingest_batches
+from scenarios.wire import RecordBatch
+
+__all__ = [
+    "FLUSH_ROWS",
+    "MAX_WAIT_S",
+    "ROW_GROUP_ROWS",
+    "Flushed",
+    "RecordBuffer",
+    "store_due",
+]
+
+ROW_GROUP_ROWS = 122_880  # DuckDB's row group size
+FLUSH_ROWS = 2 * ROW_GROUP_ROWS
+MAX_WAIT_S = 0.75
+# Entries asked for per stream and read: at least a few (the same count applies to the
+# events stream, read in the same call), at most what bounds one reply's memory. Until
+# an entry was seen its size is unknown: the first read asks for the minimum.
+MIN_READ_ENTRIES = 8
+MAX_READ_ENTRIES = 1_000
+
+EntryId = bytes | str
+Entry = tuple[EntryId, Mapping[bytes, bytes]]
+
+
+class Ingesting(Protocol):
+    """What the buffer reports stored batches to (a run's coordinator)."""
+
+    def on_ingested(self, per_attempt: dict[tuple[str, int], int], rows: int) -> None: ...
+
+    def settle(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    stream: str
+    entry_id: EntryId
+    message: BatchMessage
+    rows: int
+    read_at: float
+
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        m = self.message
+        return (m.run_id, m.shard_id, m.attempt, m.batch_seq)
+
+
+@dataclass(slots=True)
+class Flushed:
+    """What one flush committed: results per run, entry ids to acknowledge per stream,
+    and the first error of a part that did not commit (its entries stay buffered)."""
+
+    results: dict[str, IngestResult] = field(default_factory=dict)
+    acks: dict[str, list[EntryId]] = field(default_factory=dict)
+    error: BaseException | None = None
+    parts: int = 0  # transactions run
+
+    @property
+    def rows(self) -> int:
+        """Records newly stored."""
+        return sum(r.rows for r in self.results.values())
+
+
+class RecordBuffer:
+    """Record-stream entries read but not yet stored, and the flush that stores them."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        flush_rows: int = FLUSH_ROWS,
+        max_wait_s: float = MAX_WAIT_S,
+        parts: int | None = None,
+        part_rows: int = ROW_GROUP_ROWS,
+        clock: Callable[[], float] = time.monotonic,
+        profile: IngestProfile | None = None,
+    ) -> None:
+        self._con = con
+        self.flush_rows = flush_rows
+        self.max_wait_s = max_wait_s
+        self.parts = max(1, parts if parts is not None else os.cpu_count() or 1)
+        self.part_rows = part_rows  # a run is cut into parts of at least this many rows
+        self._clock = clock
+        self._profile = profile  # CPU per phase; with parts=1 only (benchmarks/ingest.py)
+        self._pending: list[_Pending] = []
+        self._rows = 0
+        self._rows_per_entry: float | None = None  # of the last read's entries
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    @property
+    def rows(self) -> int:
+        """Records buffered."""
+        return self._rows
+
+    def add(self, stream: str, run_id: str, entries: Sequence[Entry]) -> None:
+        """Buffer a records stream's entries (acknowledged once stored)."""
+        now = self._clock()
+        rows = 0
+        for entry_id, fields in entries:
+            batch = RecordBatch.decode(fields)
+            key = (run_id, batch.shard_id, batch.attempt, batch.batch_seq)
+            message = BatchMessage(*key, batch.ipc)
+            self._pending.append(_Pending(stream, entry_id, message, batch.rows, now))
+            rows += batch.rows
+        self._rows += rows
+        if entries:
+            self._rows_per_entry = max(rows / len(entries), 1.0)
+
+    def read_count(self) -> int:
+        """Entries to ask each stream for: as many as fill the buffer, by the rows the
+        entries seen so far carried."""
+        if self._rows_per_entry is None:
+            return MIN_READ_ENTRIES
+        missing = max(self.flush_rows - self._rows, 0)
+        wanted = math.ceil(missing / self._rows_per_entry)
+        return min(max(wanted, MIN_READ_ENTRIES), MAX_READ_ENTRIES)
+
+    def due(self) -> bool:
+        """Whether a flush is due: two row groups' worth buffered, or the oldest entry
+        has waited ``max_wait_s``."""
+        if not self._pending:
+            return False
+        return (
+            self._rows >= self.flush_rows
+            or self._clock() - self._pending[0].read_at >= self.max_wait_s
+        )
+
+    def block_ms(self, default_ms: int) -> int:
+        """How long a read may block: never past the oldest entry's flush deadline."""
+        if not self._pending:
+            return default_ms
+        left_s = self._pending[0].read_at + self.max_wait_s - self._clock()
+        return max(1, min(default_ms, math.ceil(left_s * 1000)))
+
+    def runs(self) -> set[str]:
+        """Runs with buffered entries."""
+        return {p.message.run_id for p in self._pending}
+
+    async def flush(self) -> Flushed:
+        """Store the oldest entries (up to ``flush_rows`` rows; at least one entry) in
+        parallel part transactions. Parts that failed keep their entries buffered."""
+        taken, rows = 0, 0
+        while taken < len(self._pending) and (
+            taken == 0 or rows + self._pending[taken].rows <= self.flush_rows
+        ):
+            rows += self._pending[taken].rows
+            taken += 1
+        batch, self._pending = self._pending[:taken], self._pending[taken:]
+        self._rows -= rows
+        flushed = Flushed()
+        # A key read twice (e.g. reclaimed while buffered) is stored once; its copies go
+        # with the first one's part: acknowledged if it commits, kept if it fails.
+        copies: dict[tuple[str, str, int, int], list[_Pending]] = {}
+        for pending in batch:
+            copies.setdefault(pending.key, []).append(pending)
+        parts = self._split([same[0] for same in copies.values()])
+        flushed.parts = len(parts)
+        outcomes = await asyncio.gather(
+            *(asyncio.to_thread(self._store, part) for part in parts), return_exceptions=True
+        )
+        failed: list[_Pending] = []
+        for part, outcome in zip(parts, outcomes, strict=True):
+            entries = [copy for first in part for copy in copies[first.key]]
+            if isinstance(outcome, BaseException):
+                flushed.error = flushed.error or outcome
+                failed.extend(entries)
+                continue
+            run_id = part[0].message.run_id
+            flushed.results[run_id] = _merge(flushed.results.get(run_id), outcome)
+            for pending in entries:
+                flushed.acks.setdefault(pending.stream, []).append(pending.entry_id)
+        if failed:
+            self._pending[:0] = failed
+            self._rows += sum(p.rows for p in failed)
+        return flushed
+
+    def _split(self, batch: list[_Pending]) -> list[list[_Pending]]:
+        """Parts of one run each (results are counted per run), in arrival order; a run
+        with at least a row group per extra part is cut into up to ``parts`` of about
+        equal rows."""
+        by_run: dict[str, list[_Pending]] = {}
+        for pending in batch:
+            by_run.setdefault(pending.message.run_id, []).append(pending)
+        parts: list[list[_Pending]] = []
+        for entries in by_run.values():
+            total = sum(p.rows for p in entries)
+            count = max(1, min(self.parts, total // self.part_rows, len(entries)))
+            share = total / count
+            part: list[_Pending] = []
+            part_rows, cuts = 0, 0
+            for pending in entries:
+                part.append(pending)
+                part_rows += pending.rows
+                if cuts < count - 1 and part_rows >= share:
+                    parts.append(part)
+                    part, part_rows, cuts = [], 0, cuts + 1
+            if part:
+                parts.append(part)
+        return parts
+
+    def _store(self, part: list[_Pending]) -> IngestResult:
+        """One part's transaction, on a cursor of its own (in a worker thread)."""
+        cursor = self._con.cursor()
+        try:
+            return ingest_batches(cursor, [p.message for p in part], self._profile)
+        finally:
+            cursor.close()
+
+
+def _merge(a: IngestResult | None, b: IngestResult) -> IngestResult:
+    if a is None:
+        return b
+    per_attempt = dict(a.per_attempt)
+    for key, count in b.per_attempt.items():
+        per_attempt[key] = per_attempt.get(key, 0) + count
+    return IngestResult(
+        a.batches + b.batches, a.rows + b.rows, a.duplicates + b.duplicates, per_attempt
+    )
+
+
+async def store_due(
+    buffer: RecordBuffer,
+    redis: Redis,
+    group: str,
+    runs: Mapping[str, Ingesting],
+    force: bool = False,
+) -> int:
+    """Flush while a flush is due (every buffered entry if ``force``): report what was
+    stored to the runs' coordinators, then acknowledge and delete the entries in Redis.
+    Returns the records stored; raises the error of a part that did not commit, after
+    what the others committed was reported and acknowledged."""
+    stored = 0
+    while buffer.due() or (force and len(buffer)):
+        flushed = await buffer.flush()
+        stored += flushed.rows
+        for run_id, result in flushed.results.items():
+            coordinator = runs.get(run_id)
+            if coordinator is not None:
+                coordinator.on_ingested(result.per_attempt, result.rows)
+                coordinator.settle()
+        for stream, ids in flushed.acks.items():
+            await redis.xack(stream, group, *ids)
+            # Stored and committed: the payloads need not stay in Redis memory.
+            await redis.xdel(stream, *ids)
+        if flushed.error is not None:
+            raise flushed.error
+    return stored
