@@ -33,7 +33,6 @@ from scenarios.limits import (
     MIN_BURSTINESS,
     MIN_SEED,
 )
-from scenarios.tokenizer_ref import TokenizerRef
 from scenarios.providers import (
     AnyProvider,
     Deployment,
@@ -44,6 +43,7 @@ from scenarios.providers import (
     SimulatedProvider,
     SimulateSpec,
 )
+from scenarios.tokenizer_ref import TokenizerRef
 
 __all__ = [
     "DATASET_ID_PATTERN",

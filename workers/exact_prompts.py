@@ -14,6 +14,7 @@ import random
 from typing import TYPE_CHECKING
 
 from scenarios.tokenizer_files import TokenizerUnavailable
+from workers.prompts import PromptText
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -39,9 +40,22 @@ class ExactPrompts:
                 "the tokenizer has no word that is one token: prompts cannot be made from it"
             )
 
+        self._prefixes: dict[tuple[int, int], str] = {}
+
     def count(self, text: str) -> int:
         """Tokens of ``text`` alone (no special tokens, no chat template)."""
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def prompt(self, tokens: int, rng: random.Random, prefix: str = "") -> PromptText:
+        """A prompt of exactly ``tokens`` tokens, counted by the tokenizer."""
+        return PromptText(self.make(tokens, rng, prefix), max(tokens, 1), "tokenizer")
+
+    def prefix(self, tokens: int, seed: int) -> str:
+        """The run's shared prefix: exactly ``tokens`` tokens, made once."""
+        key = (tokens, seed)
+        if key not in self._prefixes:
+            self._prefixes[key] = self.make(tokens, random.Random(f"{seed}/shared-prefix"))
+        return self._prefixes[key]
 
     def make(self, tokens: int, rng: random.Random, prefix: str = "") -> str:
         """A text of exactly ``tokens`` tokens (at least 1) that starts with ``prefix``

@@ -104,13 +104,13 @@ def hub_tokenizer_file(name: str, revision: str | None) -> Path:
     try:
         cached = hf_hub_download(name, "tokenizer.json", revision=revision, local_files_only=True)
         return Path(str(cached))
-    except Exception:  # noqa: BLE001, S110 - not cached: try the hub below
+    except Exception:  # noqa: S110 - not cached: try the hub below
         pass
     try:
         downloaded = hf_hub_download(
             name, "tokenizer.json", revision=revision, etag_timeout=HUB_TIMEOUT_S
         )
-    except Exception as exc:  # noqa: BLE001 - offline, unreachable, gated, unknown: say which
+    except Exception as exc:
         raise TokenizerUnavailable(
             f"tokenizer {name}: not in this worker's Hugging Face cache and not downloadable "
             f"({type(exc).__name__}: {str(exc)[:300]}); pre-fetch it on the worker with "
