@@ -94,9 +94,9 @@ class CalibratedPrompts:
 
     def observe_answer(self, request: PlannedRequest, result: RequestResult) -> None:
         """Learn from a successful answer whose server reported its prompt tokens."""
-        if result.failure is None and result.token_count_source == "usage":
-            if result.prompt_tokens:
-                self.observe(len(request.prompt.split()), result.prompt_tokens)
+        usage = result.failure is None and result.token_count_source == "usage"
+        if usage and result.prompt_tokens:
+            self.observe(len(request.prompt.split()), result.prompt_tokens)
 
     def words_for(self, tokens: int) -> int:
         """Words expected to make ``tokens`` tokens on this server."""

@@ -30,7 +30,7 @@ from scenarios.wire import (
     cancel_key,
     done_key,
 )
-from scenarios.workload_files import WorkloadFileError
+from scenarios.workload_files import FileEntry, WorkloadFileError
 from workers.client.adapters import ProviderSetupError, build_adapter
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
@@ -42,7 +42,7 @@ from workers.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailab
 from workers.progress import Progress
 from workers.prompt_calibration import CalibratedPrompts, save_fit
 from workers.prompt_makers import prompt_maker
-from workers.prompts import PlannedRequest, request_planner
+from workers.prompts import PlannedRequest, PromptMaker, request_planner
 from workers.publisher import ShardPublisher
 from workers.rows import RowContext, record_row, wall_ns
 
@@ -120,12 +120,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         concurrency=spec.concurrency,
     )
     try:
-        max_bytes = context.settings.api.max_dataset_bytes
-        entries = await dataset_cache.workload_entries(context.redis, spec.workload, max_bytes)
-        maker = await prompt_maker(
-            context.redis, spec.workload, spec.run_id, spec.provider.name, context.region,
-            max_bytes,
-        )  # fmt: skip
+        entries, maker = await _workload_inputs(spec, context)
         plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
         load = build_load(spec, plan, entries or ())
     except (WorkloadFileError, TokenizerUnavailable) as exc:
@@ -190,6 +185,18 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         **health.summary(**rate_figures(load, _target_rps(spec))),
     )
     return publisher.records_published
+
+
+async def _workload_inputs(
+    spec: ShardSpec, context: WorkerContext
+) -> tuple[tuple[FileEntry, ...] | None, PromptMaker]:
+    """The workload's dataset entries and the shard's prompt maker."""
+    max_bytes = context.settings.api.max_dataset_bytes
+    entries = await dataset_cache.workload_entries(context.redis, spec.workload, max_bytes)
+    maker = await prompt_maker(
+        context.redis, spec.workload, spec.run_id, spec.provider.name, context.region, max_bytes
+    )
+    return entries, maker
 
 
 async def _keep_calibration(
