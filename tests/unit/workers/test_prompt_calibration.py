@@ -62,7 +62,8 @@ def test_fixed_lengths_fit_a_ratio_varied_ones_a_line() -> None:
     fixed, varied = LengthFit(), LengthFit()
     for _ in range(MIN_SAMPLES):
         fixed.add(100, 130)
-    assert fixed.line() == (pytest.approx(1.3), 0.0)
+    ratio, none = fixed.line() or (0.0, 1.0)
+    assert ratio == pytest.approx(1.3) and none == 0.0
     for words in range(100, 100 + 10 * MIN_SAMPLES, 10):
         varied.add(words, round(words * 2) + 30)
     slope, template = varied.line() or (0, 0)
