@@ -349,10 +349,11 @@ def print_report(
     ]
     if realism:
         console.print(
-            "prompt tokens, planned → server-reported (mean error; docs/lengths.md): "
-            + "; ".join(realism),
+            "prompt tokens, planned → server-reported (mean error after warm-up; docs/lengths.md)",
             highlight=False,
         )
+        for note in realism:
+            console.print(f"  {note}", highlight=False)
     for row in report.stages:
         if row.get("client_bound"):
             health = row["client_health"]
