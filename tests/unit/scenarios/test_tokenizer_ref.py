@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from scenarios.catalog import default_catalog
 from scenarios.model import SimulateSpec, Workload
 from scenarios.tokenizer_files import looks_like_tokenizer
 from scenarios.tokenizer_ref import TokenizerRef
@@ -51,3 +52,11 @@ def test_a_tokenizer_json_is_told_from_jsonl() -> None:
     )
     assert not looks_like_tokenizer(b'{"prompt": "a"}\n{"prompt": "b"}\n')
     assert not looks_like_tokenizer(b'{"prompt": "a", "model": "x"}\n')
+
+
+def test_catalog_models_name_a_valid_hub_tokenizer() -> None:
+    models = default_catalog().models.values()
+    named = [model.tokenizer for model in models if model.tokenizer is not None]
+    assert named and len(named) == len(list(models))
+    for name in named:
+        assert TokenizerRef.model_validate(name).hub == name
