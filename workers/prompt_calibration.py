@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import orjson
 from redis.asyncio import Redis
 
+from scenarios.wire import calibration_key
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest, PromptText, make_prompt
 
@@ -126,18 +127,13 @@ class CalibratedPrompts:
         return PromptText(text, tokens, "calibrated", slope, template)
 
 
-def fit_key(run_id: str, provider: str, region: str) -> str:
-    """Redis key of a run's calibration sums for one provider in one region."""
-    return f"tokenbench:run:{run_id}:calibration:{provider}:{region}"
-
-
 async def load_fit(redis: Redis, run_id: str, provider: str, region: str) -> LengthFit:
     """The sums earlier stages left (an empty fit when there are none)."""
-    data: bytes | str | None = await redis.get(fit_key(run_id, provider, region))
+    data: bytes | str | None = await redis.get(calibration_key(run_id, provider, region))
     return LengthFit() if not data else LengthFit.from_json(data)
 
 
 async def save_fit(redis: Redis, run_id: str, provider: str, region: str, fit: LengthFit) -> None:
     """Keep the sums for the next stage."""
     if fit.n:
-        await redis.set(fit_key(run_id, provider, region), fit.to_json(), ex=FIT_TTL_S)
+        await redis.set(calibration_key(run_id, provider, region), fit.to_json(), ex=FIT_TTL_S)
