@@ -4,6 +4,7 @@ one word a token (docs/lengths.md)."""
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 
 from redis.asyncio import Redis
 
@@ -15,9 +16,11 @@ from workers.tokenizer import workload_tokenizer
 
 __all__ = ["prompt_maker"]
 
-# Prompt makers of this process per tokenizer (finding its one-token words costs tens
-# of milliseconds; tokenizers are cached by workers/tokenizer.py, so ids are stable).
-_exact: dict[int, ExactPrompts] = {}
+# Exact prompt makers of this process, the most recently used few, by tokenizer (loading
+# a tokenizer and finding its one-token words costs tens of milliseconds; a dataset id is
+# a content hash, a hub name with its revision names the same file while it is cached).
+_EXACT_KEPT = 4
+_exact: OrderedDict[str, ExactPrompts] = OrderedDict()
 
 
 async def prompt_maker(
@@ -26,11 +29,15 @@ async def prompt_maker(
     """The shard's prompt maker. Raises TokenizerUnavailable when the workload names a
     tokenizer this worker cannot have."""
     if workload.tokenizer is not None:
-        tokenizer = await workload_tokenizer(redis, workload.tokenizer, max_bytes)
-        known = _exact.get(id(tokenizer))
+        key = workload.tokenizer.describe()
+        known = _exact.get(key)
         if known is None:
+            tokenizer = await workload_tokenizer(redis, workload.tokenizer, max_bytes)
             known = await asyncio.to_thread(ExactPrompts, tokenizer, tuple(WORDS))
-            _exact[id(tokenizer)] = known
+            _exact[key] = known
+            while len(_exact) > _EXACT_KEPT:
+                _exact.popitem(last=False)
+        _exact.move_to_end(key)
         return known
     generated = workload.prompts is None and workload.replay is None
     if workload.calibrate and generated:
