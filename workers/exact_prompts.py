@@ -39,8 +39,8 @@ class ExactPrompts:
             raise TokenizerUnavailable(
                 "the tokenizer has no word that is one token: prompts cannot be made from it"
             )
-
         self._prefixes: dict[tuple[int, int], str] = {}
+        self._prefix_tokens: dict[str, int] = {}  # so a long prefix is encoded once
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` alone (no special tokens, no chat template)."""
@@ -54,7 +54,9 @@ class ExactPrompts:
         """The run's shared prefix: exactly ``tokens`` tokens, made once."""
         key = (tokens, seed)
         if key not in self._prefixes:
-            self._prefixes[key] = self.make(tokens, random.Random(f"{seed}/shared-prefix"))
+            text = self.make(tokens, random.Random(f"{seed}/shared-prefix"))
+            self._prefixes[key] = text
+            self._prefix_tokens[text] = max(tokens, 1)
         return self._prefixes[key]
 
     def make(self, tokens: int, rng: random.Random, prefix: str = "") -> str:
@@ -62,7 +64,7 @@ class ExactPrompts:
         (whose tokens count; at least one word follows it)."""
         tokens = max(tokens, 1)
         head = f"{prefix} " if prefix else ""
-        base = self.count(prefix) if prefix else 0
+        base = (self._prefix_tokens.get(prefix) or self.count(prefix)) if prefix else 0
         words = rng.choices(self.pieces, k=max(tokens - base, 1))
         for _ in range(_ROUNDS):
             found = self.count(head + " ".join(words))
