@@ -1,4 +1,9 @@
-"""Uploaded datasets: JSONL prompt files and traffic logs, stored by content in DuckDB.
+"""Uploaded datasets: JSONL prompt files, traffic logs and tokenizers, stored by content
+in DuckDB.
+
+A ``tokenizer.json`` (one JSON object with a tokenizer ``model``) is a dataset of kind
+``tokenizer`` (its ``entries`` are its vocabulary size), named by
+``workload.tokenizer.dataset`` (docs/lengths.md).
 
 A dataset's id is ``ds-`` and the hex SHA-256 of its bytes, so uploading the same bytes
 again answers the same id, and an id always means the same content. A dataset is
@@ -21,7 +26,13 @@ import duckdb
 
 from scenarios.errors import NotFound
 from scenarios.model import Workload
-from scenarios.workload_files import inspect_dataset
+from scenarios.tokenizer_files import (
+    TokenizerUnavailable,
+    looks_like_tokenizer,
+    tokenizer_from_bytes,
+    tokenizers_module,
+)
+from scenarios.workload_files import DatasetSummary, WorkloadFileError, inspect_dataset
 
 __all__ = [
     "DatasetInfo",
@@ -58,9 +69,32 @@ def content_id(content: bytes) -> str:
 
 
 def workload_datasets(workload: Workload) -> list[tuple[str, str]]:
-    """``(use, dataset id)`` of every dataset a workload names (use: prompts, replay)."""
+    """``(use, dataset id)`` of every dataset a workload names (use: prompts, replay,
+    tokenizer)."""
     refs = [("prompts", workload.prompts), ("replay", workload.replay)]
-    return [(use, ref.dataset) for use, ref in refs if ref is not None and ref.dataset]
+    found = [(use, ref.dataset) for use, ref in refs if ref is not None and ref.dataset]
+    if workload.tokenizer is not None and workload.tokenizer.dataset is not None:
+        found.append(("tokenizer", workload.tokenizer.dataset))
+    return found
+
+
+TOKENIZER_KIND = "tokenizer"
+
+
+def inspect_content(content: bytes, max_lines: int, source: str = "") -> DatasetSummary:
+    """What ``content`` is good for: a tokenizer.json (checked by loading it when the
+    tokenizers library is installed here), else JSONL prompts or a traffic log."""
+    if not looks_like_tokenizer(content):
+        return inspect_dataset(content, max_lines, source)
+    try:
+        tokenizers_module()
+    except TokenizerUnavailable:
+        return DatasetSummary(0, None, None, kinds_override=(TOKENIZER_KIND,))  # shape only
+    try:
+        vocab = tokenizer_from_bytes(content, source or "upload").get_vocab_size()
+    except TokenizerUnavailable as exc:
+        raise WorkloadFileError(str(exc)) from None
+    return DatasetSummary(vocab, None, None, kinds_override=(TOKENIZER_KIND,))
 
 
 def _info(row: Any) -> DatasetInfo:
@@ -88,7 +122,7 @@ class DatasetStore:
         existing = self.find(dataset_id)
         if existing is not None:
             return existing, False
-        summary = inspect_dataset(content, max_lines, source)
+        summary = inspect_content(content, max_lines, source)
         try:
             row = self.con.execute(
                 "INSERT INTO datasets VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",

@@ -40,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

@@ -42,6 +42,7 @@ class AdHocFlags:
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     name: str | None = None
+    tokenizer: dict[str, str] | None = None  # {hub: NAME} or {path: FILE} (docs/lengths.md)
 
     def any_given(self) -> bool:
         """Whether any flag was given (else a scenario file is needed)."""
@@ -153,11 +154,13 @@ def _apply_load(document: dict[str, Any], flags: AdHocFlags) -> None:
 
 
 def _apply_lengths(document: dict[str, Any], flags: AdHocFlags) -> None:
-    if flags.prompt_tokens is None and flags.output_tokens is None:
+    if flags.prompt_tokens is None and flags.output_tokens is None and flags.tokenizer is None:
         return
     workload = document.setdefault("workload", {})
     if not isinstance(workload, dict):
         return
+    if flags.tokenizer is not None:
+        workload["tokenizer"] = dict(flags.tokenizer)
     mix = workload.get("mix") or [_fixed_class(DEFAULT_PROMPT_TOKENS, DEFAULT_OUTPUT_TOKENS)]
     for entry in mix:
         if not isinstance(entry, dict):

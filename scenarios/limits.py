@@ -75,6 +75,8 @@ MAX_WEIGHT: Final = 1_000_000.0
 MAX_CONTEXT_TOKENS: Final = 10_000_000
 # Simulated batch size and chunked-prefill budget: above any real serving configuration.
 MAX_BATCH: Final = 65_536
+# Prompt tokens a simulated endpoint counts per word: code and CJK text run a few.
+MAX_PROMPT_TOKEN_RATIO: Final = 10.0
 MAX_PREFILL_TOKENS: Final = 10_000_000
 # Tokens per simulated SSE event: real servers send 1-16; 4096 still bounds one event.
 MAX_TOKENS_PER_CHUNK: Final = 4096

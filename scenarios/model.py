@@ -43,6 +43,7 @@ from scenarios.providers import (
     SimulatedProvider,
     SimulateSpec,
 )
+from scenarios.tokenizer_ref import TokenizerRef
 
 __all__ = [
     "DATASET_ID_PATTERN",
@@ -67,6 +68,7 @@ __all__ = [
     "Scenario",
     "SimulateSpec",
     "SimulatedProvider",
+    "TokenizerRef",
     "UniformLength",
     "Workload",
 ]
@@ -215,6 +217,21 @@ class Workload(StrictModel):
     )
     replay: Replay | None = Field(
         default=None, description="Re-send a captured traffic log instead of the mix."
+    )
+    tokenizer: TokenizerRef | None = Field(
+        default=None,
+        description=(
+            "Tokenizer the prompts are made and counted with: generated prompts have "
+            "exactly the planned number of tokens (docs/lengths.md). A string is a "
+            "Hugging Face hub name; {path: ...} a local tokenizer.json or directory."
+        ),
+    )
+    calibrate: bool = Field(
+        default=True,
+        description=(
+            "Without a tokenizer: measure each provider's reported prompt_tokens during "
+            "warm-up and rescale generated prompts to the planned length (docs/lengths.md)."
+        ),
     )
 
     @model_validator(mode="after")

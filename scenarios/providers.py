@@ -32,6 +32,7 @@ from scenarios.limits import (
     MAX_LATENCY_MS,
     MAX_PREFILL_TOKENS,
     MAX_PRICE_PER_MTOK_USD,
+    MAX_PROMPT_TOKEN_RATIO,
     MAX_REQUEST_TIMEOUT_S,
     MAX_RETRY_WAIT_S,
     MAX_SEED,
@@ -41,6 +42,7 @@ from scenarios.limits import (
 )
 from scenarios.presets import preset_names, resolve_preset
 from scenarios.roofline import memory_fit, resolve_deployment
+from scenarios.tokenizer_ref import TokenizerRef
 
 _JsonT = TypeVar("_JsonT")
 
@@ -161,6 +163,29 @@ class SimulateSpec(StrictModel):
             "the rest); null: whole prompts are prefilled in steps of their own."
         ),
     )
+    prompt_token_ratio: float = Field(
+        default=1.0,
+        gt=0,
+        le=MAX_PROMPT_TOKEN_RATIO,
+        description=(
+            "Prompt tokens the endpoint reports per whitespace-separated word (1.3 is "
+            "English BPE); unused with prompt_tokenizer."
+        ),
+    )
+    prompt_tokenizer: TokenizerRef | None = Field(
+        default=None,
+        description=(
+            "Count prompt tokens with this tokenizer (a hub name from the worker's cache, "
+            "or a local path in the local user's runs), as a real server would."
+        ),
+    )
+
+    @field_validator("prompt_tokenizer")
+    @classmethod
+    def _tokenizer_source(cls, value: TokenizerRef | None) -> TokenizerRef | None:
+        if value is not None and value.dataset is not None:
+            raise ValueError("the simulator reads a hub name or a local path, not a dataset")
+        return value
 
     @field_validator("model", "quant", "kv_dtype", "hardware")
     @classmethod

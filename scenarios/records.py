@@ -73,6 +73,11 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("error_class", pa.string()),
         pa.field("http_status", pa.int16()),
         pa.field("error_message", pa.string()),
+        # how planned_prompt_tokens was made true (docs/lengths.md): tokenizer |
+        # calibrated | warmup | words | estimate; the calibration it used, if any
+        pa.field("planned_prompt_source", pa.string()),
+        pa.field("prompt_tokens_per_word", pa.float64()),
+        pa.field("prompt_template_tokens", pa.float64()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

@@ -106,6 +106,12 @@ def done_key(run_id: str, shard_id: str) -> str:
 DATASET_TTL_S = 24 * 3600
 
 
+def calibration_key(run_id: str, provider: str, region: str) -> str:
+    """Key holding a run's prompt-length calibration sums for one provider in one region
+    (written by a shard when it finishes, read by the next stage's; docs/lengths.md)."""
+    return f"{KEY_PREFIX}:run:{run_id}:calibration:{provider}:{region}"
+
+
 def dataset_key(dataset_id: str) -> str:
     """Key holding an uploaded dataset's bytes (set by the control plane before it
     dispatches a shard that uses the dataset; read by the worker)."""

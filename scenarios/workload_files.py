@@ -70,10 +70,13 @@ class DatasetSummary:
     entries: int
     replay_times: tuple[float, ...] | None
     replay_problem: str | None
+    kinds_override: tuple[str, ...] | None = None  # e.g. a tokenizer.json: ("tokenizer",)
 
     @property
     def kinds(self) -> tuple[str, ...]:
         """The uses the dataset is valid for."""
+        if self.kinds_override is not None:
+            return self.kinds_override
         return ("prompts", "replay") if self.replay_times is not None else ("prompts",)
 
 

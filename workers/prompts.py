@@ -1,10 +1,14 @@
-"""Deterministic request plans: lengths from the workload mix, prompts of about that size.
+"""Deterministic request plans: lengths from the workload mix, prompts of that size.
 
-Request ``seq`` of stage ``stage`` is the same for every provider and region (it depends
-only on the scenario seed), so providers are compared on identical work, and a shard can
-be re-run or split without changing what is sent. Prompts come from generated words, a
-prompt dataset (cycled in order) or a replayed traffic log (entry ``seq``); all may
-start with a shared prefix of N generated tokens for prompt-cache tests.
+Request ``seq`` of stage ``stage`` has the same lengths for every provider and region
+(they depend only on the scenario seed), so providers are compared on identical work,
+and a shard can be re-run or split without changing what is sent. Prompts come from
+generated words, a prompt dataset (cycled in order) or a replayed traffic log (entry
+``seq``); all may start with a shared prefix of N generated tokens for prompt-cache
+tests. A :class:`PromptMaker` sizes generated prompts: one word per token
+(:class:`WordPrompts`), exactly with the workload's tokenizer
+(``workers/exact_prompts.py``) or calibrated from the server's counts
+(``workers/prompt_calibration.py``); docs/lengths.md.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from scenarios.model import (
     FixedLength,
@@ -26,7 +31,7 @@ from scenarios.workload_files import FileEntry, WorkloadFileError, prompt_text
 
 # Common English words that are one token each in the usual BPE vocabularies (with their
 # leading space), so a prompt of n words is close to n tokens for most tokenizers.
-_WORDS = (
+WORDS = (
     "the of and to in is was for on that with as by at from his an were are which "
     "this be had not have one their has but first new all two they other been after "
     "who its more time used also when into only there city most school year over "
@@ -50,13 +55,61 @@ CHARS_PER_TOKEN = 4.0
 @dataclass(frozen=True, slots=True)
 class PlannedRequest:
     """One request of the plan. ``messages`` is the conversation of a prompt file or
-    replay log line (``prompt`` is then its text as one message)."""
+    replay log line (``prompt`` is then its text as one message). ``prompt_source`` says
+    how ``prompt_tokens`` was made true (docs/lengths.md): ``tokenizer`` (counted),
+    ``calibrated`` (words scaled by ``tokens_per_word`` and ``template_tokens`` measured
+    from the server), ``warmup`` (one word a token while calibrating), ``words`` (one
+    word a token) or ``estimate`` (a file's text at 4 characters a token)."""
 
     seq: int
     prompt_tokens: int
     output_tokens: int
     prompt: str
     messages: tuple[tuple[str, str], ...] | None = None
+    prompt_source: str = "words"
+    tokens_per_word: float | None = None
+    template_tokens: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptText:
+    """A generated prompt, its planned tokens and how they were made true."""
+
+    text: str
+    tokens: int
+    source: str
+    tokens_per_word: float | None = None
+    template_tokens: float | None = None
+
+
+class PromptMaker(Protocol):
+    """How generated prompts are sized, and file prompts counted."""
+
+    def prompt(self, tokens: int, rng: random.Random, prefix: str = "") -> PromptText:
+        """A prompt planned as ``tokens`` tokens that starts with ``prefix``."""
+
+    def prefix(self, tokens: int, seed: int) -> str:
+        """The run's shared prefix of ``tokens`` tokens."""
+
+    def count(self, text: str) -> int | None:
+        """Exact tokens of a file's text, or None when only an estimate is possible."""
+
+
+class WordPrompts:
+    """One common word per planned token (no tokenizer, no calibration)."""
+
+    def prompt(self, tokens: int, rng: random.Random, prefix: str = "") -> PromptText:
+        """Words: the prefix's and ``tokens`` minus those (at least one)."""
+        tail = make_prompt(max(tokens - len(prefix.split()), 1), rng)
+        return PromptText(f"{prefix} {tail}" if prefix else tail, tokens, "words")
+
+    def prefix(self, tokens: int, seed: int) -> str:
+        """``tokens`` words, the same for the whole run."""
+        return make_prompt(tokens, random.Random(f"{seed}/shared-prefix"))
+
+    def count(self, text: str) -> int | None:
+        """Unknown: file text is estimated."""
+        return None
 
 
 def plan_request(
@@ -71,18 +124,26 @@ def plan_request(
 
 
 def request_planner(
-    workload: Workload, seed: int, stage: int, entries: tuple[FileEntry, ...] | None = None
+    workload: Workload,
+    seed: int,
+    stage: int,
+    entries: tuple[FileEntry, ...] | None = None,
+    maker: PromptMaker | None = None,
 ) -> Callable[[int], PlannedRequest]:
     """``seq -> PlannedRequest`` for one stage. ``entries`` are the parsed lines of the
     workload's dataset (``workload.replay`` or ``workload.prompts``; replay entries in
-    timestamp order); this module never reads files."""
-    prefix = shared_prefix(workload.shared_prefix_tokens, seed)
+    timestamp order); this module never reads files. ``maker`` sizes the prompts
+    (default: one word per token)."""
+    maker = maker or WordPrompts()
+    prefix_tokens = workload.shared_prefix_tokens
     if (workload.replay is not None or workload.prompts is not None) and not entries:
         raise WorkloadFileError("the workload's dataset was not loaded")
     if workload.replay is not None:
         assert entries is not None
         replayed = entries
-        return lambda seq: _from_entry(seq, replayed[seq], prefix, replayed[seq].max_tokens or 1)
+        return lambda seq: _from_entry(
+            seq, replayed[seq], maker, seed, prefix_tokens, replayed[seq].max_tokens or 1
+        )
     prompts = entries if workload.prompts is not None else None
 
     def plan(seq: int) -> PlannedRequest:
@@ -93,24 +154,24 @@ def request_planner(
         output_tokens = sample_length(mix_class.output_tokens, rng)
         if prompts is not None:
             entry = prompts[seq % len(prompts)]
-            return _from_entry(seq, entry, prefix, entry.max_tokens or output_tokens)
-        if prefix is None:
-            return PlannedRequest(
-                seq, prompt_tokens, output_tokens, make_prompt(prompt_tokens, rng)
+            return _from_entry(
+                seq, entry, maker, seed, prefix_tokens, entry.max_tokens or output_tokens
             )
-        text, tokens = prefix
-        rest = max(prompt_tokens - tokens, 1)  # a unique tail, so requests stay distinct
-        prompt = f"{text} {make_prompt(rest, rng)}"
-        return PlannedRequest(seq, tokens + rest, output_tokens, prompt)
+        prefix = maker.prefix(prefix_tokens, seed) if prefix_tokens else ""
+        # A unique tail after a shared prefix, so requests stay distinct.
+        tokens = max(prompt_tokens, prefix_tokens + 1) if prefix else prompt_tokens
+        made = maker.prompt(tokens, rng, prefix)
+        return PlannedRequest(
+            seq,
+            made.tokens,
+            output_tokens,
+            made.text,
+            prompt_source=made.source,
+            tokens_per_word=made.tokens_per_word,
+            template_tokens=made.template_tokens,
+        )
 
     return plan
-
-
-def shared_prefix(tokens: int, seed: int) -> tuple[str, int] | None:
-    """The run's common prompt prefix and its length, or None without one."""
-    if tokens == 0:
-        return None
-    return make_prompt(tokens, random.Random(f"{seed}/shared-prefix")), tokens
 
 
 def estimate_tokens(text: str) -> int:
@@ -119,16 +180,26 @@ def estimate_tokens(text: str) -> int:
 
 
 def _from_entry(
-    seq: int, entry: FileEntry, prefix: tuple[str, int] | None, output_tokens: int
+    seq: int,
+    entry: FileEntry,
+    maker: PromptMaker,
+    seed: int,
+    prefix_tokens: int,
+    output_tokens: int,
 ) -> PlannedRequest:
     messages = entry.messages
-    planned = estimate_tokens(prompt_text(messages))
-    if prefix is not None:
+    if prefix_tokens:
         # The prefix goes in front of the first message, where a prompt cache matches.
         (role, content), *rest = messages
-        messages = ((role, f"{prefix[0]} {content}"), *rest)
-        planned += prefix[1]
-    return PlannedRequest(seq, planned, output_tokens, prompt_text(messages), messages)
+        messages = ((role, f"{maker.prefix(prefix_tokens, seed)} {content}"), *rest)
+    text = prompt_text(messages)
+    counted = maker.count(text)
+    if counted is not None:
+        return PlannedRequest(
+            seq, max(counted, 1), output_tokens, text, messages, prompt_source="tokenizer"
+        )
+    planned = estimate_tokens(prompt_text(entry.messages)) + prefix_tokens
+    return PlannedRequest(seq, planned, output_tokens, text, messages, prompt_source="estimate")
 
 
 def sample_length(dist: LengthDist, rng: random.Random) -> int:
@@ -148,7 +219,7 @@ def sample_length(dist: LengthDist, rng: random.Random) -> int:
 
 def make_prompt(tokens: int, rng: random.Random) -> str:
     """About ``tokens`` tokens of text (one common word per token)."""
-    return " ".join(rng.choices(_WORDS, k=tokens))
+    return " ".join(rng.choices(WORDS, k=tokens))
 
 
 def _clip(value: int, low: int, high: int) -> int:

@@ -108,6 +108,9 @@ def record_row(
         # Every message is redacted here, whatever built it (an adapter, the gateway, a
         # retry): the record is what leaves the worker (docs/security.md, "Error messages").
         "error_message": None if failure is None else redact(failure.message),
+        "planned_prompt_source": request.prompt_source,
+        "prompt_tokens_per_word": request.tokens_per_word,
+        "prompt_template_tokens": request.template_tokens,
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

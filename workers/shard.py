@@ -22,6 +22,7 @@ import logging
 import time
 
 from scenarios.egress import EgressDenied, check_provider_egress
+from scenarios.tokenizer_files import TokenizerUnavailable
 from scenarios.wire import (
     EventType,
     ShardSpec,
@@ -29,7 +30,7 @@ from scenarios.wire import (
     cancel_key,
     done_key,
 )
-from scenarios.workload_files import WorkloadFileError
+from scenarios.workload_files import FileEntry, WorkloadFileError
 from workers.client.adapters import ProviderSetupError, build_adapter
 from workers.client.prewarm import prewarmed
 from workers.client.result import RequestResult
@@ -40,7 +41,9 @@ from workers.health import ShardHealth
 from workers.load.shapes import LoadShape, build_load, connections_needed, rate_figures
 from workers.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.progress import Progress
-from workers.prompts import PlannedRequest, request_planner
+from workers.prompt_calibration import CalibratedPrompts, save_fit
+from workers.prompt_makers import prompt_maker
+from workers.prompts import PlannedRequest, PromptMaker, request_planner
 from workers.publisher import ShardPublisher
 from workers.rows import RowContext, record_row, wall_ns
 
@@ -119,16 +122,15 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         concurrency=spec.concurrency,
     )
     try:
-        entries = await dataset_cache.workload_entries(
-            context.redis, spec.workload, context.settings.api.max_dataset_bytes
-        )
-        plan = request_planner(spec.workload, spec.seed, spec.stage, entries)
+        entries, maker = await _workload_inputs(spec, context)
+        plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
         load = build_load(spec, plan, entries or ())
-    except WorkloadFileError as exc:
+    except (WorkloadFileError, TokenizerUnavailable) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
     progress = Progress()
     health = ShardHealth()
+    calibration = maker if isinstance(maker, CalibratedPrompts) else None
 
     async def send(request: PlannedRequest, intended_start: int) -> RequestResult:
         return await adapter.measure(context.http, request, intended_start)
@@ -137,6 +139,8 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         progress.add(result)
         health.add(result)
         publisher.add(record_row(rows, request, result))
+        if calibration is not None:
+            calibration.observe_answer(request, result)
 
     async with publisher:
         # Stopped by an event, not task.cancel(): a cancellation landing inside a Redis
@@ -170,6 +174,8 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
             spec.run_id, spec.shard_id, publisher.records_published,
         )  # fmt: skip
         return publisher.records_published
+    if calibration is not None:  # the next stage starts calibrated
+        await _keep_calibration(spec, context, calibration)
     done = done_key(spec.run_id, spec.shard_id)
     await retrying(lambda: redis.set(done, attempt, ex=DONE_TTL_S), patience, "finishing")
     # The last progress, so that the live view's figures cover every request of the shard.
@@ -190,6 +196,30 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         **health.summary(**rate_figures(load, _target_rps(spec))),
     )
     return publisher.records_published
+
+
+async def _workload_inputs(
+    spec: ShardSpec, context: WorkerContext
+) -> tuple[tuple[FileEntry, ...] | None, PromptMaker]:
+    """The workload's dataset entries and the shard's prompt maker."""
+    max_bytes = context.settings.api.max_dataset_bytes
+    entries = await dataset_cache.workload_entries(context.redis, spec.workload, max_bytes)
+    maker = await prompt_maker(
+        context.redis, spec.workload, spec.run_id, spec.provider.name, context.region, max_bytes
+    )
+    return entries, maker
+
+
+async def _keep_calibration(
+    spec: ShardSpec, context: WorkerContext, calibration: CalibratedPrompts
+) -> None:
+    await retrying(
+        lambda: save_fit(
+            context.redis, spec.run_id, spec.provider.name, context.region, calibration.fit
+        ),
+        context.settings.control.redis_patience_s,
+        "keeping the prompt calibration",
+    )
 
 
 def stage_window(load: LoadShape, warmup_s: float, cooldown_s: float) -> dict[str, int]:

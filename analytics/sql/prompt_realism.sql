@@ -1,13 +1,24 @@
 -- Prompt-length realism per provider × stage × region of one run: the planned prompt
--- length against the server-reported one (requests whose counts came from `usage`).
--- The difference is the chat template plus the tokenizer disagreeing with our estimate.
+-- length against the server-reported one (requests whose counts came from `usage`),
+-- after warm-up: requests sent while the shard was still calibrating from the server
+-- (`planned_prompt_source = 'warmup'`, docs/lengths.md) have their own error. The rest
+-- of the difference is the chat template, and a tokenizer disagreeing with the plan.
 -- Parameters: $run_id.
 SELECT
     provider, stage, region,
-    avg(planned_prompt_tokens)                                          AS prompt_tokens_planned_mean,
-    avg(prompt_tokens) FILTER (token_count_source = 'usage')            AS prompt_tokens_reported_mean,
+    avg(planned_prompt_tokens) FILTER (steady)                          AS prompt_tokens_planned_mean,
+    avg(prompt_tokens) FILTER (steady AND token_count_source = 'usage') AS prompt_tokens_reported_mean,
     100 * avg((prompt_tokens - planned_prompt_tokens) / planned_prompt_tokens)
-        FILTER (token_count_source = 'usage')                           AS prompt_length_error_pct
-FROM requests
-WHERE run_id = $run_id AND status = 'ok'
+        FILTER (steady AND token_count_source = 'usage')                AS prompt_length_error_pct,
+    100 * avg((prompt_tokens - planned_prompt_tokens) / planned_prompt_tokens)
+        FILTER (NOT steady AND token_count_source = 'usage')            AS prompt_length_warmup_error_pct,
+    count(*) FILTER (NOT steady)                                        AS prompt_warmup_requests,
+    mode(planned_prompt_source) FILTER (steady)                         AS prompt_length_source,
+    avg(prompt_tokens_per_word) FILTER (steady)                         AS prompt_tokens_per_word,
+    avg(prompt_template_tokens) FILTER (steady)                         AS prompt_template_tokens
+FROM (
+    SELECT *, coalesce(planned_prompt_source, '') <> 'warmup' AS steady
+    FROM requests
+    WHERE run_id = $run_id AND status = 'ok'
+)
 GROUP BY provider, stage, region

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -303,6 +303,27 @@ def _percent(value: float | None) -> str:
     return "–" if value is None else f"{value:.0f} %"
 
 
+def realism_note(row: Mapping[str, Any]) -> str:
+    """One stage's planned → reported prompt tokens, with how lengths were made and the
+    calibration warm-up's own error when there was one."""
+    note = (
+        f"{row['provider']} s{row['stage']} {row['region']}: "
+        f"{row['prompt_tokens_planned_mean']:.0f} → {row['prompt_tokens_reported_mean']:.0f} "
+        f"({row['prompt_length_error_pct']:+.1f} %"
+    )
+    source = row.get("prompt_length_source")
+    if source == "calibrated" and row.get("prompt_tokens_per_word") is not None:
+        note += f", calibrated at {row['prompt_tokens_per_word']:.2f} tok/word"
+    elif source:
+        note += f", {source}"
+    if row.get("prompt_length_warmup_error_pct") is not None:
+        note += (
+            f"; warm-up {row['prompt_length_warmup_error_pct']:+.1f} % "
+            f"over {row['prompt_warmup_requests']}"
+        )
+    return note + ")"
+
+
 def print_report(
     console: Console, report: RunReport, fmt: str, shown: Sequence[ReportColumn] | None = None
 ) -> None:
@@ -324,16 +345,15 @@ def print_report(
     for line in error_lines(report.errors, report.stages):
         console.print(line, markup=False, highlight=False)
     realism = [
-        f"{r['provider']} s{r['stage']} {r['region']}: {r['prompt_tokens_planned_mean']:.0f} → "
-        f"{r['prompt_tokens_reported_mean']:.0f} ({r['prompt_length_error_pct']:+.1f} %)"
-        for r in report.stages
-        if r.get("prompt_length_error_pct") is not None
+        realism_note(r) for r in report.stages if r.get("prompt_length_error_pct") is not None
     ]
     if realism:
         console.print(
-            "prompt tokens, planned → server-reported (mean error): " + "; ".join(realism),
+            "prompt tokens, planned → server-reported (mean error after warm-up; docs/lengths.md)",
             highlight=False,
         )
+        for note in realism:
+            console.print(f"  {note}", highlight=False)
     warmed = [
         f"{r['provider']} s{r['stage']} {r['region']}: {h['prewarmed_connections']} in "
         f"{h.get('prewarm_ms', 0):.0f} ms"
@@ -342,10 +362,11 @@ def print_report(
     ]
     if warmed:
         console.print(
-            "connections opened before the stage clock (pre-warm, docs/load.md): "
-            + "; ".join(warmed),
+            "connections opened before the stage clock (pre-warm, docs/load.md)",
             highlight=False,
         )
+        for line in warmed:
+            console.print(f"  {line}", highlight=False)
     for row in report.stages:
         if row.get("client_bound"):
             health = row["client_health"]

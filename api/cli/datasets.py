@@ -2,7 +2,8 @@
 
 ``tokenbench run`` and ``tokenbench submit`` run on the user's machine, which may read
 the files its scenario names (``workload.prompts.path``, ``workload.replay.path``,
-relative to the current directory). Each is read as a regular file of bounded size
+``workload.tokenizer.path``: a tokenizer.json or a directory holding one; relative to
+the current directory). Each is read as a regular file of bounded size
 (``read_bounded``: never a FIFO, device or directory) and replaced by a reference to a
 dataset: stored in the local DuckDB file by ``run`` (:func:`store_local_datasets`),
 uploaded with ``POST /v1/datasets`` by ``submit``. A run then takes the same path as
@@ -17,6 +18,7 @@ from analytics.datasets import DatasetStore
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
 from scenarios.settings import ApiSettings
+from scenarios.tokenizer_files import TokenizerUnavailable, local_tokenizer_file
 from scenarios.workload_files import WorkloadFileError, read_bounded
 
 __all__ = [
@@ -29,17 +31,20 @@ __all__ = [
 
 
 def local_files(scenario: Scenario) -> dict[str, str]:
-    """``{use: path}`` of the local files the scenario names (use: prompts, replay)."""
+    """``{use: path}`` of the local files the scenario names (use: prompts, replay,
+    tokenizer)."""
     workload = scenario.workload
-    refs = {"prompts": workload.prompts, "replay": workload.replay}
+    refs = {"prompts": workload.prompts, "replay": workload.replay, "tokenizer": workload.tokenizer}
     return {use: ref.path for use, ref in refs.items() if ref is not None and ref.path}
 
 
 def read_local(use: str, path: str, limits: ApiSettings, source: str | None = None) -> bytes:
-    """The bytes of a local workload file; ScenarioError at ``workload.<use>.path``."""
+    """The bytes of a local workload file (a tokenizer directory's tokenizer.json);
+    ScenarioError at ``workload.<use>.path``."""
     try:
-        return read_bounded(path, limits.max_dataset_bytes)
-    except WorkloadFileError as exc:
+        name = str(local_tokenizer_file(path)) if use == "tokenizer" else path
+        return read_bounded(name, limits.max_dataset_bytes)
+    except (WorkloadFileError, TokenizerUnavailable) as exc:
         raise ScenarioError([Problem(f"workload.{use}.path", str(exc))], source) from None
 
 
@@ -71,6 +76,8 @@ def store_local_datasets(
             message = (
                 f"{path} cannot be replayed (every line needs timestamp and max_tokens): "
                 f"{info.replay_problem}"
+                if use == "replay" and "prompts" in info.kinds
+                else f"{path} is not usable as {use} (it is: {', '.join(info.kinds)})"
             )
             raise ScenarioError([Problem(f"workload.{use}.path", message)], source)
         ids[use] = info.dataset_id

@@ -93,6 +93,14 @@ def run(
     output_tokens: Annotated[
         int | None, Flag(help="Answer length (max_tokens, fixed).", rich_help_panel=_ADHOC)
     ] = None,
+    tokenizer: Annotated[
+        str | None,
+        Flag(
+            help="Exact prompt lengths with this tokenizer: a local tokenizer.json or "
+            "directory, else a Hugging Face hub name (docs/lengths.md).",
+            rich_help_panel=_ADHOC,
+        ),
+    ] = None,
     name: Annotated[str | None, Flag(help="Scenario name.", rich_help_panel=_ADHOC)] = None,
     save: Annotated[
         Path | None,
@@ -139,6 +147,9 @@ def run(
             prompt_tokens=prompt_tokens,
             output_tokens=output_tokens,
             name=name,
+            tokenizer=None
+            if tokenizer is None
+            else {"path" if Path(tokenizer).exists() else "hub": tokenizer},
         )
     except BadInput as exc:
         raise exit_for(exc) from None

@@ -9,6 +9,7 @@ Register it with ``app.command()(simulate)``; bad options exit with code 2.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -80,6 +81,17 @@ def simulate(
         int | None, typer.Option(help="Chunked prefill: token budget per step (default off).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the fault draws (default 0).")] = None,
+    prompt_token_ratio: Annotated[
+        float | None,
+        typer.Option(help="Prompt tokens reported per word (default 1; 1.3 is English BPE)."),
+    ] = None,
+    prompt_tokenizer: Annotated[
+        str | None,
+        typer.Option(
+            help="Count prompt tokens with this tokenizer: a local tokenizer.json or "
+            "directory, else a Hugging Face hub name (from the cache)."
+        ),
+    ] = None,
     served_model_name: Annotated[
         str | None,
         typer.Option(help="Model id the endpoint reports (default --model, else 'simulated')."),
@@ -107,6 +119,10 @@ def simulate(
         "max_batch": max_batch,
         "chunked_prefill_tokens": chunked_prefill_tokens,
         "seed": seed,
+        "prompt_token_ratio": prompt_token_ratio,
+        "prompt_tokenizer": None
+        if prompt_tokenizer is None
+        else ({"path": prompt_tokenizer} if Path(prompt_tokenizer).exists() else prompt_tokenizer),
     }
     try:
         spec = build_spec(options)
@@ -115,4 +131,7 @@ def simulate(
     name = served_model_name or spec.model or "simulated"
     kind = "fixed latency" if spec.model is None else f"batching {spec.model}"
     errors.print(f"simulated endpoint ({kind}) on http://{host}:{port}/v1 (Ctrl-C stops)")
-    run_simulator(spec, name, host, port, parent_pid=None)
+    try:
+        run_simulator(spec, name, host, port, parent_pid=None)
+    except BadInput as exc:  # e.g. a tokenizer that cannot be had
+        raise exit_for(exc) from None

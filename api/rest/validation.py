@@ -10,7 +10,7 @@ from api.schemas import RunOverrides
 from scenarios.egress import EgressDenied, check_url, provider_endpoints
 from scenarios.limits import MAX_DURATION_S, MAX_TOTAL_REQUESTS
 from scenarios.loader import Problem, ScenarioError, parse_scenario, validate_scenario
-from scenarios.model import Scenario
+from scenarios.model import Scenario, SimulatedProvider
 from scenarios.settings import EgressSettings
 
 
@@ -71,20 +71,28 @@ PATH_REFUSED = (
 )
 
 
+SIMULATOR_PATH_REFUSED = (
+    "a scenario submitted over REST cannot name a file: give the simulated endpoint's "
+    "tokenizer as a Hugging Face hub name (resolved from the worker's cache)"
+)
+
+
 def check_scenario_datasets(scenario: Scenario, datasets: DatasetStore) -> None:
     """Refuse a REST scenario naming a path (never looked at), an unknown dataset, or a
     dataset not valid for its use, as a 422 at the field."""
-    problems = []
+    problems = _simulator_paths(scenario)
     for use, source in (
         ("prompts", scenario.workload.prompts),
         ("replay", scenario.workload.replay),
+        ("tokenizer", scenario.workload.tokenizer),
     ):
         if source is None:
             continue
         if source.path is not None:
             problems.append(Problem(f"workload.{use}.path", PATH_REFUSED))
             continue
-        assert source.dataset is not None
+        if source.dataset is None:
+            continue  # a tokenizer's hub name: resolved by the workers
         info = datasets.find(source.dataset)
         if info is None:
             message = f"no dataset {source.dataset}: upload the file with POST /v1/datasets"
@@ -93,12 +101,27 @@ def check_scenario_datasets(scenario: Scenario, datasets: DatasetStore) -> None:
             message = (
                 f"dataset {source.dataset} cannot be replayed (every line needs timestamp "
                 f"and max_tokens): {info.replay_problem}"
+                if use == "replay" and "prompts" in info.kinds
+                else f"dataset {source.dataset} is not usable as {use} (it is: "
+                f"{', '.join(info.kinds)})"
             )
             problems.append(Problem(f"workload.{use}.dataset", message))
         elif use == "replay":
             problems += _replay_bounds(scenario, datasets, source.dataset)
     if problems:
         raise ScenarioError(problems)
+
+
+def _simulator_paths(scenario: Scenario) -> list[Problem]:
+    """A simulated endpoint's tokenizer is read by the worker that starts it: over REST
+    a hub name only, never a path."""
+    return [
+        Problem(f"providers.{index}.simulate.prompt_tokenizer.path", SIMULATOR_PATH_REFUSED)
+        for index, provider in enumerate(scenario.providers)
+        if isinstance(provider, SimulatedProvider)
+        and provider.simulate.prompt_tokenizer is not None
+        and provider.simulate.prompt_tokenizer.path is not None
+    ]
 
 
 def _replay_bounds(scenario: Scenario, datasets: DatasetStore, dataset_id: str) -> list[Problem]:

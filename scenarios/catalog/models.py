@@ -84,6 +84,13 @@ class Model(CatalogEntry):
     kv_heads: int = Field(ge=1, description="Key/value heads per layer (GQA groups).")
     head_dim: int = Field(ge=1, description="Width of one attention head.")
     context_tokens: int = Field(ge=1, description="Longest supported context in tokens.")
+    tokenizer: str | None = Field(
+        default=None,
+        description=(
+            "Hugging Face repository whose tokenizer.json the model uses: give it as "
+            "workload.tokenizer for exact prompt lengths (docs/lengths.md)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _grouped_heads(self) -> Model:

@@ -30,6 +30,7 @@ from scenarios.settings import RedisSettings, Settings
 from scenarios.wire import ShardSpec, dataset_key, events_stream
 from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait_for_run
 from tests.fakes.catcher import Catcher
+from tests.support.tiny_tokenizer import train_bpe
 from workers.client.http import make_client
 from workers.context import WorkerContext
 from workers.datasets import DatasetCache
@@ -403,3 +404,43 @@ def test_restart_with_a_missing_dataset_fails_that_run_and_starts(
             client.post(f"/v1/runs/{survivor.json()['id']}/cancel")
     finally:
         proc.stop()
+
+
+def test_an_uploaded_tokenizer_sizes_the_prompts_of_a_rest_run(
+    api: httpx.Client, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    content = train_bpe(tmp_path / "tokenizer.json").read_bytes()
+    uploaded = api.post(
+        "/v1/datasets", content=content, headers={"content-type": "application/json"}
+    )
+    assert uploaded.status_code in (200, 201), uploaded.text
+    info = uploaded.json()
+    assert info["kinds"] == ["tokenizer"] and info["entries"] > 256
+    scenario = {
+        "name": "uploaded-tokenizer",
+        "providers": [
+            {"name": "sim", "kind": "simulated", "simulate": {"ttft_ms": 2, "itl_ms": 1}}
+        ],
+        "workload": {
+            "tokenizer": {"dataset": info["id"]},
+            "mix": [
+                {
+                    "prompt_tokens": {"dist": "uniform", "min": 50, "max": 300},
+                    "output_tokens": {"dist": "fixed", "value": 2},
+                }
+            ],
+        },
+        "load": {"concurrency": [2], "requests_per_level": 6},
+        "regions": ["eu"],
+    }
+    created = api.post("/v1/runs", json={"scenario": scenario})
+    assert created.status_code == 201, created.text
+    view = wait_for_run(api, created.json()["id"])
+    assert view["state"] == "finished", view
+    table = _records(api, view["id"]).to_pylist()
+    assert [row["planned_prompt_source"] for row in table] == ["tokenizer"] * 6
+    # The tokenizer's one-token words are whole words: a server counting words agrees.
+    assert [row["prompt_tokens"] for row in table] == [
+        row["planned_prompt_tokens"] for row in table
+    ]
+    assert redis.Redis.from_url(redis_server.url).ttl(dataset_key(info["id"])) > 0

@@ -180,3 +180,52 @@ def test_dataset_upload_is_bounded_and_validated(hostile_stack: HostileStack) ->
     )
     assert wrong_type.status_code == 415, wrong_type.text
     hostile_stack.assert_healthy()
+
+
+def _with_tokenizer(path: str, catcher: Catcher) -> dict[str, Any]:
+    scenario = _prompts("unused", catcher)
+    scenario["workload"] = {"mix": scenario["workload"]["mix"], "tokenizer": {"path": path}}
+    return scenario
+
+
+def _simulator_tokenizer(path: str, catcher: Catcher) -> dict[str, Any]:
+    scenario = _with_tokenizer("unused", catcher)
+    scenario["workload"].pop("tokenizer")
+    scenario["providers"] = [
+        {"name": "sim", "kind": "simulated", "simulate": {"prompt_tokenizer": {"path": path}}}
+    ]
+    return scenario
+
+
+@pytest.mark.parametrize(
+    ("build", "loc"),
+    [
+        (_with_tokenizer, ["scenario", "workload", "tokenizer", "path"]),
+        (
+            _simulator_tokenizer,
+            ["scenario", "providers", 0, "simulate", "prompt_tokenizer", "path"],
+        ),
+    ],
+)
+def test_rest_scenario_naming_a_tokenizer_path_is_refused_at_the_field(
+    hostile_stack: HostileStack,
+    catcher: Catcher,
+    fifo: Path,
+    tmp_path: Path,
+    build: Any,
+    loc: list[Any],
+) -> None:
+    answers = []
+    for path in _paths(fifo, tmp_path):
+        for route, body in (
+            ("/v1/runs", {"scenario": build(path, catcher)}),
+            ("/v1/scenarios", build(path, catcher)),
+        ):
+            answer = hostile_stack.client.post(route, json=body)
+            assert answer.status_code == 422, (route, path, answer.text)
+            assert [d["loc"] for d in answer.json()["detail"]] == [loc]
+            assert path not in answer.text
+            answers.append(answer.content)
+    assert len(set(answers)) == 1, set(answers)  # no oracle of the service's files
+    assert catcher.requests == []
+    hostile_stack.assert_healthy()

@@ -14,7 +14,7 @@ import asyncio
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httptools
 import orjson
@@ -22,6 +22,10 @@ import orjson
 from scenarios.model import SimulateSpec
 from workers.simulator.batching import latency_for
 from workers.simulator.latency import LatencyModel
+from workers.tokenizer import load_local_tokenizer
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 _WORD = " tok"
 
@@ -48,10 +52,13 @@ class SimulatorApp:
     model: str = "simulated"
     latency: LatencyModel | None = None
     _rng: random.Random = field(init=False)
+    tokenizer: Tokenizer | None = field(init=False, default=None)
     _chunks: dict[int, bytes] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.spec.seed)
+        tokenizer_ref = self.spec.prompt_tokenizer
+        self.tokenizer = None if tokenizer_ref is None else load_local_tokenizer(tokenizer_ref)
         if self.latency is None:
             self.latency = latency_for(self.spec)  # batching when spec.model is set
         model = orjson.dumps(self.model).decode()
@@ -62,6 +69,17 @@ class SimulatorApp:
         )
         self._finish = f'{self._prefix}{{}},"finish_reason":"length"}}]}}\n\n'
         self._usage_head = f'data: {head}{model},"choices":[],"usage":'
+
+    def count_prompt(self, messages: list[dict[str, Any]]) -> int:
+        """Prompt tokens of a chat request as this endpoint reports them: its tokenizer's
+        count of each message's text, else whitespace-separated words times
+        ``prompt_token_ratio`` (docs/lengths.md). No chat template is added."""
+        texts = [_content_text(message) for message in messages]
+        if self.tokenizer is not None:
+            encoded = self.tokenizer.encode_batch(texts, add_special_tokens=False)
+            return max(sum(len(item.ids) for item in encoded), 1)
+        words = sum(len(text.split()) for text in texts)
+        return max(round(words * self.spec.prompt_token_ratio), 1)
 
     def draw_faults(self) -> _Faults:
         """Which faults this request suffers (seeded, so a run is reproducible)."""
@@ -166,7 +184,7 @@ class _Connection(asyncio.Protocol):
     async def _chat(self, raw: bytes) -> None:
         try:
             body = orjson.loads(raw)
-            prompt_tokens = _prompt_tokens(body["messages"])
+            prompt_tokens = self.app.count_prompt(body["messages"])
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             self._write_simple(400, b'{"error":{"message":"invalid chat request"}}')
             return
@@ -266,15 +284,12 @@ def _wants_usage(body: dict[str, Any]) -> bool:
     return isinstance(options, dict) and bool(options.get("include_usage"))
 
 
-def _prompt_tokens(messages: list[dict[str, Any]]) -> int:
-    """Approximate prompt tokens as whitespace-separated words (what our prompts are made of)."""
-    total = 0
-    for message in messages:
-        content = message.get("content") or ""
-        if isinstance(content, list):
-            content = " ".join(str(part.get("text", "")) for part in content)
-        total += len(str(content).split())
-    return max(total, 1)
+def _content_text(message: dict[str, Any]) -> str:
+    """The text of one chat message (text parts of a multi-part content joined)."""
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        content = " ".join(str(part.get("text", "")) for part in content)
+    return str(content)
 
 
 async def start_server(app: SimulatorApp, host: str = "127.0.0.1", port: int = 0) -> asyncio.Server:

@@ -1,4 +1,5 @@
-"""``/v1/datasets``: upload JSONL prompt files and traffic logs; list and describe them.
+"""``/v1/datasets``: upload JSONL prompt files, traffic logs and tokenizer.json files
+(``workload.tokenizer: {dataset: ID}``); list and describe them.
 
 A scenario submitted over REST names a dataset by id (``workload.prompts.dataset``,
 ``workload.replay.dataset``), never a path: the service reads no file a submitter
@@ -25,7 +26,12 @@ from scenarios.workload_files import WorkloadFileError
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], dependencies=[Authenticated])
 
-MEDIA_TYPES = ("application/x-ndjson", "application/jsonl", "application/octet-stream")
+MEDIA_TYPES = (
+    "application/x-ndjson",
+    "application/jsonl",
+    "application/json",  # a tokenizer.json
+    "application/octet-stream",
+)
 # Uploads stored at once (each holds its body, up to the byte cap, while it is checked);
 # further ones wait before their body is read.
 CONCURRENT_UPLOADS = 2
@@ -40,8 +46,8 @@ class DatasetPublic(BaseModel):
     bytes: int
     entries: int = Field(description="Lines with a prompt (blank and # lines excluded).")
     kinds: list[str] = Field(
-        description="Uses it is valid for: prompts (always), replay (every line has "
-        "timestamp and max_tokens)."
+        description="Uses it is valid for: prompts (JSONL), replay (every line has "
+        "timestamp and max_tokens), tokenizer (a tokenizer.json; entries: its vocabulary)."
     )
     replay_problem: str | None = Field(default=None, description="Why it cannot be replayed.")
     created_at: dt.datetime

@@ -19,6 +19,7 @@ from scenarios.model import Scenario
 from scenarios.settings import ApiSettings
 from scenarios.workload_files import WorkloadFileError
 from tests.support.builders import PROMPTS, TRAFFIC
+from tests.support.tiny_tokenizer import train_bpe
 
 # --------------------------------------------------------------------------- store
 
@@ -177,3 +178,60 @@ def test_a_replay_is_planned_from_the_stored_times(store: DatasetStore) -> None:
     assert shard.rate.rps == pytest.approx(2 / 8.0)  # 3 arrivals over (14 - 10) s × 2
     with pytest.raises(ValueError, match="timestamps"):
         plan_run("r", scenario)
+
+
+# --------------------------------------------------------------------------- tokenizers
+
+
+def test_a_tokenizer_json_is_a_dataset_of_its_own_kind(store: DatasetStore, tmp_path: Path) -> None:
+    content = train_bpe(tmp_path / "tokenizer.json").read_bytes()
+    info, created = store.add(content, 10)  # a pretty-printed file: not held to the line cap
+    assert created and info.kinds == ("tokenizer",) and info.entries > 256
+    assert workload_datasets(
+        validate_scenario(
+            _scenario({"mix": MIX, "tokenizer": {"dataset": info.dataset_id}})
+        ).workload
+    ) == [("tokenizer", info.dataset_id)]
+    broken = content.replace(b'"model"', b'"model": {"type": "BPE", "vocab": 3}, "x"', 1)
+    with pytest.raises(WorkloadFileError, match="not a tokenizer"):
+        store.add(broken, 10)
+
+
+def test_rest_check_of_tokenizers(store: DatasetStore, tmp_path: Path) -> None:
+    tokenizer, _ = store.add(train_bpe(tmp_path / "tokenizer.json").read_bytes(), 10)
+    prompts, _ = store.add(PROMPTS, 100)
+    for workload in (
+        {"mix": MIX, "tokenizer": "meta-llama/Llama-3.1-8B-Instruct"},  # resolved by workers
+        {"mix": MIX, "tokenizer": {"dataset": tokenizer.dataset_id}},
+    ):
+        check_scenario_datasets(validate_scenario(_scenario(workload)), store)
+    for workload, field in (
+        ({"mix": MIX, "tokenizer": {"path": "/etc/passwd"}}, "workload.tokenizer.path"),
+        ({"mix": MIX, "tokenizer": {"dataset": prompts.dataset_id}}, "workload.tokenizer.dataset"),
+        ({"mix": MIX, "prompts": {"dataset": tokenizer.dataset_id}}, "workload.prompts.dataset"),
+    ):
+        with pytest.raises(ScenarioError) as caught:
+            check_scenario_datasets(validate_scenario(_scenario(workload)), store)
+        assert [p.path for p in caught.value.problems] == [field]
+    simulated = _scenario({"mix": MIX})
+    simulated["providers"] = [
+        {"name": "sim", "kind": "simulated", "simulate": {"prompt_tokenizer": {"path": "/x"}}}
+    ]
+    with pytest.raises(ScenarioError) as caught:
+        check_scenario_datasets(validate_scenario(simulated), store)
+    assert [p.path for p in caught.value.problems] == ["providers.0.simulate.prompt_tokenizer.path"]
+
+
+def test_a_local_tokenizer_directory_becomes_a_dataset(store: DatasetStore, tmp_path: Path) -> None:
+    train_bpe(tmp_path / "tokenizer.json")
+    scenario = validate_scenario(_scenario({"mix": MIX, "tokenizer": {"path": str(tmp_path)}}))
+    stored = store_local_datasets(scenario, store, ApiSettings())
+    ref = stored.workload.tokenizer
+    assert ref is not None and ref.path is None and ref.dataset is not None
+    assert store.get(ref.dataset).kinds == ("tokenizer",)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    scenario = validate_scenario(_scenario({"mix": MIX, "tokenizer": {"path": str(empty)}}))
+    with pytest.raises(ScenarioError) as caught:
+        store_local_datasets(scenario, store, ApiSettings())
+    assert [p.path for p in caught.value.problems] == ["workload.tokenizer.path"]

@@ -10,10 +10,12 @@ import pytest
 from pydantic import ValidationError
 
 from analytics.db import SCHEMA_VERSION, connect, is_current, load_sql, schema_version
+from analytics.record_table import request_records_sql
 from analytics.report import build_report
 from analytics.safe_sql import open_locked, run_query
 from analytics.stored import ExactLimits
 from analytics.views import code_sha256, stored_sha256
+from scenarios.records import REQUEST_RECORD_SCHEMA
 from scenarios.settings import DuckDBSettings
 from tests.support.builders import MS, S, failed_result, ok_result
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
@@ -33,7 +35,12 @@ V1_COLUMNS = {
     "shard_attempts": "run_id, shard_id, attempt, worker, state, started_at, finished_at, "
     "records, batches, message",
     "ingested_batches": "*",
-    "request_records": "*",
+    # v9 added how each planned prompt length was made (docs/lengths.md).
+    "request_records": ", ".join(
+        name
+        for name in REQUEST_RECORD_SCHEMA.names
+        if name not in ("planned_prompt_source", "prompt_tokens_per_word", "prompt_template_tokens")
+    ),
 }
 
 
@@ -69,9 +76,13 @@ def v1_file(path: Path, source: Path) -> None:
 def report_json(path: Path, **kwargs: object) -> object:
     con = connect(path, read_only=True)
     try:
-        return json.loads(json.dumps(build_report(con, "run", **kwargs).to_dict()))  # type: ignore[arg-type]
+        report = json.loads(json.dumps(build_report(con, "run", **kwargs).to_dict()))  # type: ignore[arg-type]
     finally:
         con.close()
+    for row in report["stages"]:
+        # How planned prompt lengths were made is recorded since v9: unknown (None) before.
+        row.pop("prompt_length_source", None)
+    return report
 
 
 def test_a_v1_file_upgrades_in_one_step_and_reports_like_a_new_one(tmp_path: Path) -> None:
@@ -92,6 +103,8 @@ def test_migrations_create_tables_only(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "m.duckdb"))
     con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
     for version in range(1, SCHEMA_VERSION + 1):
+        if version == 1:
+            con.execute(request_records_sql())  # as migrate() does: from the Arrow schema
         con.execute(load_sql(f"schema_v{version}"))
         views = con.execute("SELECT count(*) FROM duckdb_views() WHERE NOT internal").fetchone()
         assert views == (0,), f"schema_v{version}.sql creates a view"

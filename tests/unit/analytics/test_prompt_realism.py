@@ -37,3 +37,30 @@ def test_prompt_realism_is_the_mean_relative_error_of_reported_prompt_lengths(
     assert row["prompt_tokens_planned_mean"] == pytest.approx(9.0)
     assert row["prompt_tokens_reported_mean"] == pytest.approx(10.0)
     assert row["prompt_length_error_pct"] == pytest.approx(12.5)
+
+
+def test_warm_up_requests_are_reported_apart_with_the_calibration_used(tmp_path: Path) -> None:
+    con = connect(tmp_path / "p.duckdb")
+    RunStore(con).create_run(
+        "run", parse_scenario(VALID_SCENARIO), [PlannedShard("s0.a.local", 0, "a", "local", 4, 2)]
+    )
+    # Reported 10 each time (timed_result's usage): two warm-up requests planned as one
+    # word a token (8: +25 %), two calibrated ones planned right (10: 0 %).
+    requests = [
+        PlannedRequest(0, 8, 5, "p", prompt_source="warmup"),
+        PlannedRequest(1, 8, 5, "p", prompt_source="warmup"),
+        PlannedRequest(2, 10, 5, "p", prompt_source="calibrated", tokens_per_word=1.25),
+        PlannedRequest(3, 10, 5, "p", prompt_source="calibrated", tokens_per_word=1.35),
+    ]
+    rows = [record_row(ROW_CONTEXT, r, timed_result(r.seq, 50, [5])) for r in requests]
+    ingest_batches(
+        con, [BatchMessage("run", "s0.a.local", 1, 0, batch_to_ipc(records_to_batch(rows)))]
+    )
+    RunStore(con).shard_done("run", "s0.a.local", "finished", 1, None)
+    (row,) = with_prompt_realism(con, "run", [{"provider": "a", "stage": 0, "region": "local"}])
+    assert row["prompt_length_error_pct"] == pytest.approx(0.0)
+    assert row["prompt_length_warmup_error_pct"] == pytest.approx(25.0)
+    assert row["prompt_warmup_requests"] == 2
+    assert row["prompt_length_source"] == "calibrated"
+    assert row["prompt_tokens_per_word"] == pytest.approx(1.3)
+    assert row["prompt_tokens_planned_mean"] == pytest.approx(10.0)

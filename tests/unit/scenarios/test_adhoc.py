@@ -118,3 +118,13 @@ def test_parse_list_names_the_flag() -> None:
         parse_list("fast", "--rate", float)
     with pytest.raises(BadInput, match="at least one"):
         parse_list(",", "--rate", float)
+
+
+def test_tokenizer_flag_names_the_workload_tokenizer() -> None:
+    flags = AdHocFlags(
+        target="http://127.0.0.1:8000", model="m", tokenizer={"hub": "Qwen/Qwen2.5-7B-Instruct"}
+    )
+    scenario = validate_scenario(build_document(None, flags))
+    assert scenario.workload.tokenizer is not None
+    assert scenario.workload.tokenizer.hub == "Qwen/Qwen2.5-7B-Instruct"
+    assert scenario.workload.mix  # the default lengths stay
