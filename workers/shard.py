@@ -81,22 +81,44 @@ async def execute_shard(spec: ShardSpec, context: WorkerContext) -> int:
     return 0
 
 
-async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) -> int:
-    redis = context.redis
-    patience = context.settings.control.redis_patience_s
-    attempts = attempts_key(spec.run_id, spec.shard_id)
-    attempt = int(await retrying(lambda: redis.incr(attempts), patience, "counting attempts"))
+def _publisher(
+    spec: ShardSpec, context: WorkerContext, claim: Claim, attempt: int
+) -> ShardPublisher:
     publish = context.settings.publish
-    publisher = ShardPublisher(
-        redis,
+    return ShardPublisher(
+        context.redis,
         spec.run_id,
         spec.shard_id,
         attempt,
         publish.batch_rows,
         publish.batch_interval_s,
         claim=claim,
-        patience_s=patience,
+        patience_s=context.settings.control.redis_patience_s,
     )
+
+
+def _row_context(spec: ShardSpec, context: WorkerContext, attempt: int) -> RowContext:
+    """What every record of this attempt shares."""
+    return RowContext(
+        run_id=spec.run_id,
+        stage=spec.stage,
+        shard_id=spec.shard_id,
+        attempt=attempt,
+        provider=spec.provider.name,
+        model=spec.provider.model,
+        region=context.region,
+        worker=context.worker_name,
+        load_kind="closed" if spec.rate is None else "open",
+        concurrency=spec.concurrency,
+    )
+
+
+async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) -> int:
+    redis = context.redis
+    patience = context.settings.control.redis_patience_s
+    attempts = attempts_key(spec.run_id, spec.shard_id)
+    attempt = int(await retrying(lambda: redis.incr(attempts), patience, "counting attempts"))
+    publisher = _publisher(spec, context, claim, attempt)
     await publisher.event(EventType.STARTED, worker=context.worker_name, region=context.region)
     try:
         # Checked again here, after DNS, on the machine that will connect, so that a
@@ -109,18 +131,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
 
-    rows = RowContext(
-        run_id=spec.run_id,
-        stage=spec.stage,
-        shard_id=spec.shard_id,
-        attempt=attempt,
-        provider=spec.provider.name,
-        model=spec.provider.model,
-        region=context.region,
-        worker=context.worker_name,
-        load_kind="closed" if spec.rate is None else "open",
-        concurrency=spec.concurrency,
-    )
+    rows = _row_context(spec, context, attempt)
     try:
         entries, maker = await _workload_inputs(spec, context)
         plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
@@ -176,8 +187,26 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         return publisher.records_published
     if calibration is not None:  # the next stage starts calibrated
         await _keep_calibration(spec, context, calibration)
+    await _finish(spec, context, attempt, publisher, load, progress, health)
+    return publisher.records_published
+
+
+async def _finish(
+    spec: ShardSpec,
+    context: WorkerContext,
+    attempt: int,
+    publisher: ShardPublisher,
+    load: LoadShape,
+    progress: Progress,
+    health: ShardHealth,
+) -> None:
+    """Mark the attempt done, then publish its last progress and its `finished` event."""
     done = done_key(spec.run_id, spec.shard_id)
-    await retrying(lambda: redis.set(done, attempt, ex=DONE_TTL_S), patience, "finishing")
+    await retrying(
+        lambda: context.redis.set(done, attempt, ex=DONE_TTL_S),
+        context.settings.control.redis_patience_s,
+        "finishing",
+    )
     # The last progress, so that the live view's figures cover every request of the shard.
     await publisher.event(
         EventType.PROGRESS,
@@ -195,7 +224,6 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         **stage_window(load, spec.warmup_s, spec.cooldown_s),
         **health.summary(**rate_figures(load, _target_rps(spec))),
     )
-    return publisher.records_published
 
 
 async def _workload_inputs(
