@@ -7,9 +7,12 @@ live workers in the region and splits a stage over them (``api/control/planner.p
 
 The supervisor:
 
-- restarts a child that dies, unless it died within ``early_exit_s`` of its start: that
-  is a configuration error (no broker, a bad setting) that a restart would only repeat,
-  so the supervisor stops the other children and exits with that child's exit code;
+- restarts a child that dies, unless it died before it was ready or within
+  ``early_exit_s`` of that: a configuration error (a bad setting or option) that a
+  restart would only repeat, so the supervisor stops the other children and exits with
+  that child's exit code. "Ready" is the child's own word (its pid written to a pipe
+  when Celery is consuming), not a time since it was spawned: on a loaded machine a
+  worker's imports alone can take over 10 s;
 - forwards SIGTERM, SIGINT and SIGQUIT to every child and waits for them: each handles
   the signal as a single worker does (SIGTERM and SIGINT a warm shutdown, SIGQUIT a cold
   one), and the supervisor exits 0 when they all did. Children run in process groups of
@@ -32,20 +35,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-# A child that dies sooner than this after its start failed to start: not restarted.
+# A child that dies sooner than this after it was ready failed to start: not restarted.
 EARLY_EXIT_S = 10.0
 POLL_S = 0.2
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 PARENT_PID_ENV = "TOKENBENCH_PARENT_PID"
+# The descriptor a child writes "<pid>\n" to once it is ready (workers/worker_main.py).
+READY_FD_ENV = "TOKENBENCH_READY_FD"
 
 
 @dataclass
 class Child:
-    """One worker process and when it was started."""
+    """One worker process, and when it said it was ready (None: not yet)."""
 
     index: int
     process: subprocess.Popen[bytes]
-    started: float
+    ready_at: float | None = None
 
 
 def exit_code(returncode: int) -> int:
@@ -74,8 +79,15 @@ class Supervisor:
         self.command = list(command)
         self.processes = processes
         self.early_exit_s = early_exit_s
-        # Children watch this process and exit when it is gone (workers/worker_main.py).
-        self.env = {**(os.environ if env is None else env), PARENT_PID_ENV: str(os.getpid())}
+        self._ready_read, self._ready_write = os.pipe()
+        os.set_blocking(self._ready_read, False)
+        # Children watch this process and exit when it is gone (workers/worker_main.py),
+        # and say on the pipe when they are ready.
+        self.env = {
+            **(os.environ if env is None else env),
+            PARENT_PID_ENV: str(os.getpid()),
+            READY_FD_ENV: str(self._ready_write),
+        }
         self.children: list[Child] = []
         self.stopping: signal.Signals | None = None  # the signal passed on to the children
         self.code = 0
@@ -89,6 +101,7 @@ class Supervisor:
                 self._start(index)
             while self.children:
                 time.sleep(POLL_S)
+                self._read_ready()
                 for child in list(self.children):
                     if child.process.poll() is not None:
                         self._ended(child)
@@ -96,12 +109,18 @@ class Supervisor:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            os.close(self._ready_read)
+            os.close(self._ready_write)
 
     def _start(self, index: int) -> None:
         process = subprocess.Popen(
-            self.command, env=self.env, stdin=subprocess.DEVNULL, process_group=0
+            self.command,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            process_group=0,
+            pass_fds=(self._ready_write,),
         )
-        self.children.append(Child(index, process, time.monotonic()))
+        self.children.append(Child(index, process))
         if self.stopping is not None:  # signalled while it was being started
             process.send_signal(self.stopping)
 
@@ -112,11 +131,17 @@ class Supervisor:
         if self.stopping is not None:
             self.code = self.code or code
             return
-        lived_s = time.monotonic() - child.started
+        self._read_ready()  # it may have said it was ready just before it ended
+        lived_s = 0.0 if child.ready_at is None else time.monotonic() - child.ready_at
         if lived_s < self.early_exit_s:
+            when = (
+                "before it was ready"
+                if child.ready_at is None
+                else f"{lived_s:.1f} s after it was ready"
+            )
             _say(
                 f"worker process {child.index} (pid {child.process.pid}) exited with code "
-                f"{code} {lived_s:.1f} s after its start: stopping the others, not restarting"
+                f"{code} {when}: stopping the others, not restarting"
             )
             self.code = code or 1  # a worker never ends by itself: that is a failure
             self._stop(signal.SIGTERM)
@@ -126,6 +151,18 @@ class Supervisor:
             f"{code} after {lived_s:.0f} s: starting it again"
         )
         self._start(child.index)
+
+    def _read_ready(self) -> None:
+        """Note the children that said they are ready since the last look."""
+        try:
+            said = os.read(self._ready_read, 65536).decode()
+        except BlockingIOError:
+            return
+        now = time.monotonic()
+        pids = {int(word) for word in said.split()}
+        for child in self.children:
+            if child.process.pid in pids and child.ready_at is None:
+                child.ready_at = now
 
     def _forward(self, signum: int, _frame: FrameType | None) -> None:
         self._stop(signal.Signals(signum))
@@ -163,4 +200,11 @@ def run_worker_processes(region: str, concurrency: int, loglevel: str, processes
     return Supervisor(worker_command(region, concurrency, loglevel), processes).run()
 
 
-__all__ = ["EARLY_EXIT_S", "Supervisor", "exit_code", "run_worker_processes", "worker_command"]
+__all__ = [
+    "EARLY_EXIT_S",
+    "READY_FD_ENV",
+    "Supervisor",
+    "exit_code",
+    "run_worker_processes",
+    "worker_command",
+]
