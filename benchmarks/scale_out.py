@@ -10,9 +10,9 @@ side by side: the parts and the distinct worker processes that ran them, token e
 over the run (all requests' token events / first send to last end), the speed-up over the
 first configuration, TTFT error against the endpoint's 50 ms (p50 / p99 of requests sent
 after ``--warmup``), how late the endpoint itself was (p99), CPU (1.0 = one core) of the
-worker processes, of the control plane (the run process), of Redis and of the endpoint,
-averaged over the whole command (start-up included), the run's client-bound verdict, and
-the highest 1-minute load average while each ran.
+worker processes, of the control plane (the run process), of Redis and of the endpoint
+while the stage ran (first send to last end), the run's client-bound verdict, and the
+highest 1-minute load average while the stage ran.
 """
 
 from __future__ import annotations
@@ -42,13 +42,14 @@ READY = "SSE_SERVER_READY port="
 
 
 class CpuSampler:
-    """Cumulative CPU seconds per process of a tree, sampled until stopped (a process's
-    last figure is its last sample: up to one period of its shutdown is missed)."""
+    """CPU seconds per role (workers, control, Redis) of a process tree, sampled with
+    their wall-clock time until stopped, and the load average at each sample."""
 
     def __init__(self, root: psutil.Process, period_s: float = 0.25) -> None:
         self.root = root
         self.period_s = period_s
         self.cpu: dict[int, tuple[str, float]] = {}
+        self.samples: list[tuple[float, dict[str, float]]] = []
         self.load: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -75,13 +76,26 @@ class CpuSampler:
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     continue
                 self.cpu[proc.pid] = (role, times.user + times.system)
+            roles: dict[str, float] = {}
+            for role, seconds in self.cpu.values():
+                roles[role] = roles.get(role, 0.0) + seconds
+            self.samples.append((time.time(), roles))
 
-    def by_role(self) -> dict[str, float]:
-        """CPU seconds summed per role."""
-        roles: dict[str, float] = {}
-        for role, seconds in self.cpu.values():
-            roles[role] = roles.get(role, 0.0) + seconds
-        return roles
+    def cores(self, start: float, end: float) -> dict[str, float]:
+        """Cores used per role between two wall-clock instants (the samples nearest
+        inside them)."""
+        inside = [(t, roles) for t, roles in self.samples if start <= t <= end]
+        if len(inside) < 2:
+            return {}
+        (t0, first), (t1, last) = inside[0], inside[-1]
+        return {role: (last[role] - first.get(role, 0.0)) / (t1 - t0) for role in last}
+
+    def load_between(self, start: float, end: float) -> float:
+        """Highest 1-minute load average sampled between two instants."""
+        loads = [
+            load for (t, _), load in zip(self.samples, self.load, strict=False) if start <= t <= end
+        ]
+        return max(loads, default=os.getloadavg()[0])
 
 
 def _role(cmdline: list[str]) -> str:
@@ -129,25 +143,22 @@ def run_once(
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENBENCH__")}
     env["TOKENBENCH__WORKER__PROCESSES"] = str(processes)
     urllib.request.urlopen(f"{base}/stats").read()  # reset the endpoint's lateness figures
-    endpoint_cpu0 = sum(endpoint.cpu_times()[:2])
-    started = time.monotonic()
     run = subprocess.Popen(
         [sys.executable, "-m", "api", "run", str(path), "--db", str(db), "--format", "json"],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    with CpuSampler(psutil.Process(run.pid)) as sampler:
+    with CpuSampler(psutil.Process(run.pid)) as sampler, CpuSampler(endpoint) as served:
         out, _ = run.communicate(timeout=args.duration * 10 + 300)
-    wall = time.monotonic() - started
-    endpoint_cpu = sum(endpoint.cpu_times()[:2]) - endpoint_cpu0
     with urllib.request.urlopen(f"{base}/stats") as answer:
         late = json.loads(answer.read())
     report = json.loads(out[out.index(b"{") :])
     con = duckdb.connect(str(db), read_only=True)
     try:
-        span, events, requests = con.execute(
-            "SELECT epoch(max(end_at) - min(sent_at)), sum(token_events), count(*) "
+        start, end, events, requests = con.execute(
+            "SELECT epoch(min(sent_at)), epoch(max(end_at)), sum(token_events), count(*) "
             "FROM requests WHERE status = 'ok'"
-        ).fetchone() or (0.0, 0, 0)
+        ).fetchone() or (0.0, 0.0, 0, 0)
+        span = end - start
         ttft = np.array(
             [
                 row[0]
@@ -164,7 +175,7 @@ def run_once(
         errors = con.execute("SELECT count(*) FROM requests WHERE status <> 'ok'").fetchone()
     finally:
         con.close()
-    roles = sampler.by_role()
+    roles = sampler.cores(start, end)
     stage = report["stages"][0]
     err = ttft - TTFT_MS
     return {
@@ -177,12 +188,12 @@ def run_once(
         "ttft_err_p50": float(np.percentile(err, 50)) if err.size else float("nan"),
         "ttft_err_p99": float(np.percentile(err, 99)) if err.size else float("nan"),
         "server_late_p99": float(late["p99_ms"]),
-        "cpu_workers": roles.get("workers", 0.0) / wall,
-        "cpu_control": roles.get("control", 0.0) / wall,
-        "cpu_redis": roles.get("redis", 0.0) / wall,
-        "cpu_endpoint": endpoint_cpu / wall,
+        "cpu_workers": roles.get("workers", 0.0),
+        "cpu_control": roles.get("control", 0.0),
+        "cpu_redis": roles.get("redis", 0.0),
+        "cpu_endpoint": sum(served.cores(start, end).values()),
         "client_bound": stage.get("client_bound"),
-        "load": max(sampler.load) if sampler.load else os.getloadavg()[0],
+        "load": sampler.load_between(start, end),
     }
 
 
