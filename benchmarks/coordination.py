@@ -10,7 +10,9 @@ worker process (64), then four (256). Printed per size (median and max of
 ``--repeat`` runs): POST /v1/runs → first request sent, → every shard's first request sent
 (all shards running), → run finished; shards started per second; the control plane's CPU
 per shard (its process's CPU from the POST to the end of the run, polling included, over
-the shards); the distinct worker processes that ran them; and the load average.
+the shards); the distinct worker processes that ran them; and the load average. Then, with the stack
+stopped, it times the DuckDB statements of one shard's lifecycle on the same file, which
+the control loop runs one after the other.
 Wall-clock instants are compared on one machine (the records' ``sent_at`` and this
 script's clock).
 """
@@ -23,6 +25,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +37,16 @@ from control_plane import spawn, wait_http
 from rich.console import Console
 from rich.table import Table
 
+from analytics.db import connect
+from analytics.ingest import BatchMessage, ingest_batches
+from analytics.runs import PlannedShard, RunStore
 from api.local.redis_server import free_port, start_redis_server
+from scenarios.model import Scenario
+from scenarios.records import batch_to_ipc, records_to_batch
 from scenarios.wire import heartbeat_pattern
+from workers.client.result import RequestResult
+from workers.prompts import PlannedRequest
+from workers.rows import RowContext, record_row
 
 TOKEN = "bench-token"
 POLL_S = 0.2
@@ -82,6 +93,47 @@ def run_once(client: httpx.Client, body: dict[str, Any], plane: psutil.Process) 
         "workers": len(workers),
         "records": len(sent),
     }
+
+
+def duckdb_per_shard(db: Path, shards: int) -> dict[str, float]:
+    """Seconds of the DuckDB statements one shard's lifecycle costs the control loop,
+    timed on the benchmark's own file after its runs (so on a database of that size): the
+    run's creation (per shard), dispatch, start, one 1-record batch ingested, end, settle."""
+    scenario_doc = scenario(1, ["r0"], "http://127.0.0.1:9/v1")
+    parsed = Scenario.model_validate(scenario_doc)
+    con = connect(db)
+    store = RunStore(con)
+    run_id = f"timing-{time.time_ns()}"
+    ids = [f"s0.p{i}.r0" for i in range(shards)]
+    times: dict[str, float] = {}
+
+    def timed(name: str, action: Callable[[], object]) -> None:
+        start = time.perf_counter()
+        action()
+        times[name] = times.get(name, 0.0) + (time.perf_counter() - start) / shards
+
+    planned = [PlannedShard(i, 0, f"p{n}", "r0", 1, 1) for n, i in enumerate(ids)]
+    timed("create", lambda: store.create_run(run_id, parsed, planned))
+    sent = time.time_ns()
+    for n, shard_id in enumerate(ids):
+        ctx = RowContext(run_id, 0, shard_id, 1, f"p{n}", "m", "r0", "w", "closed", 1)
+        result = RequestResult(
+            intended_start=sent, sent=sent, first_byte=sent + 1_000_000,
+            first_token=sent + 5_000_000, first_output_token=sent + 5_000_000,
+            last_token=sent + 8_000_000, end=sent + 9_000_000,
+            token_stamps=[sent + 5_000_000 + k * 1_000_000 for k in range(4)],
+            prompt_tokens=8, completion_tokens=4, token_count_source="usage",
+        )  # fmt: skip
+        row = record_row(ctx, PlannedRequest(0, 8, 4, "p"), result)
+        ipc = batch_to_ipc(records_to_batch([row]))
+        timed("dispatch", lambda s=shard_id: store.shard_dispatched(run_id, s, 1))
+        timed("start", lambda s=shard_id: store.attempt_started(run_id, s, 1, "w"))
+        message = [BatchMessage(run_id, shard_id, 1, 0, ipc)]
+        timed("ingest", lambda m=message: ingest_batches(con, m))
+        timed("end", lambda s=shard_id: store.attempt_ended(run_id, s, 1, "finished", 1, 1, None))
+        timed("settle", lambda s=shard_id: store.shard_done(run_id, s, "finished", 1, None))
+    con.close()
+    return times
 
 
 def wait_workers(url: str, regions: list[str], per_region: int, timeout_s: float) -> None:
@@ -131,6 +183,8 @@ def main() -> None:
                 work / "api.log",
             )
         )
+        wait_http(f"http://127.0.0.1:{sim_port}/health", timeout_s=300)
+        wait_http(f"http://127.0.0.1:{api_port}/healthz", timeout_s=300)
         started = time.monotonic()
         for region in regions:
             procs.append(
@@ -148,8 +202,6 @@ def main() -> None:
                     work / f"{region}.log",
                 )
             )
-        wait_http(f"http://127.0.0.1:{sim_port}/health")
-        wait_http(f"http://127.0.0.1:{api_port}/healthz")
         wait_workers(server.url, regions, args.processes, timeout_s=900)
         console.print(
             f"[dim]{total} worker processes alive after {time.monotonic() - started:.0f} s"
@@ -210,6 +262,14 @@ def main() -> None:
         )
     console.print(table)
     console.print(f"load average at the end (1, 5, 15 min): {load}")
+    costs = duckdb_per_shard(work / "coord.duckdb", 256)
+    parts = ", ".join(f"{name} {seconds * 1000:.1f}" for name, seconds in costs.items())
+    total_ms = sum(costs.values()) * 1000
+    console.print(
+        f"DuckDB statements of one shard's lifecycle on this file (ms, mean of 256): {parts}; "
+        f"total {total_ms:.1f} ms, so at most {1000 / total_ms:.0f} shards/s on a core "
+        f"(load average {os.getloadavg()[0]:.1f})"
+    )
 
 
 if __name__ == "__main__":
