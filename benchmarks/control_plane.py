@@ -105,7 +105,7 @@ def main() -> None:
         for region in REGIONS:
             procs.append(
                 spawn(
-                    ["worker", "--region", region, "--concurrency", "16"],
+                    ["worker", "--processes", "1", "--region", region, "--concurrency", "16"],
                     env,
                     work / f"{region}.log",
                 )

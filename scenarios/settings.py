@@ -55,6 +55,14 @@ class WorkerSettings(BaseModel):
 
     region: str = Field(default="local", description="Region whose queue this worker consumes.")
     heartbeat_s: float = Field(default=2.0, gt=0, description="Heartbeat period.")
+    processes: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Worker processes of `tokenbench worker` (unset: one per core) and of each "
+            "region `tokenbench run` starts (unset: one)."
+        ),
+    )
     secret_hosts: dict[str, list[str]] = Field(
         default_factory=dict,
         description=(

@@ -93,7 +93,7 @@ def eu_worker(
         # The test endpoints live on loopback: the key may be sent there, nowhere else.
         "TOKENBENCH__WORKER__SECRET_HOSTS": '{"TEST_PROVIDER_KEY": ["127.0.0.1"]}',
     }
-    proc = _spawn(["worker", "--region", "eu"], log, env)
+    proc = _spawn(["worker", "--processes", "1", "--region", "eu"], log, env)
     client = redis.Redis.from_url(redis_server.url)
     _wait(
         lambda: (
@@ -109,8 +109,9 @@ def eu_worker(
 
 
 def start_worker(region: str, env: dict[str, str], log: Path, redis_url: str) -> Proc:
-    """A real `tokenbench worker` process for ``region``, returned once it heartbeats."""
-    proc = _spawn(["worker", "--region", region], log, env)
+    """A real `tokenbench worker` process for ``region``, returned once it heartbeats
+    (one process: tests kill and signal it as the worker itself)."""
+    proc = _spawn(["worker", "--processes", "1", "--region", region], log, env)
     client = redis.Redis.from_url(redis_url)
     _wait(
         lambda: (

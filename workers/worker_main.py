@@ -86,6 +86,7 @@ def start_worker(region: str, concurrency: int = 8, loglevel: str = "WARNING") -
     @worker_ready.connect(weak=False)  # type: ignore[untyped-decorator]
     def _ready(**_: Any) -> None:
         beat.start()
+        _say_ready()
         parent = os.environ.get("TOKENBENCH_PARENT_PID")
         if parent:
             _exit_with_parent(int(parent))
@@ -118,6 +119,16 @@ def start_worker(region: str, concurrency: int = 8, loglevel: str = "WARNING") -
             "--without-heartbeat",
         ]
     )
+
+
+def _say_ready() -> None:
+    """Under ``tokenbench worker --processes N``: tell the supervisor this process is
+    consuming, so that a later death is restarted (workers/worker_processes.py)."""
+    ready_fd = os.environ.get("TOKENBENCH_READY_FD")
+    if ready_fd:
+        with contextlib.suppress(OSError):  # the supervisor is gone: nobody to tell
+            os.write(int(ready_fd), f"{os.getpid()}\n".encode())
+            os.close(int(ready_fd))
 
 
 def _exit_with_parent(parent_pid: int) -> None:

@@ -17,10 +17,11 @@ from api.cli.plan import plan
 from api.cli.providers import providers_app
 from api.cli.report import report, sql
 from api.cli.run import demo, run
-from api.cli.serve import serve, worker
+from api.cli.serve import serve
 from api.cli.simulate import simulate
 from api.cli.submit import submit
 from api.cli.validate import schema, validate
+from api.cli.worker import worker
 
 app = typer.Typer(
     name="tokenbench",

@@ -1,5 +1,5 @@
-"""``tokenbench serve`` (the REST control plane) and ``tokenbench worker`` (a regional
-worker): the two long-running processes of a deployment."""
+"""``tokenbench serve``: the REST control plane, the long-running process next to the
+DuckDB file (its workers: ``api/cli/worker.py``)."""
 
 from __future__ import annotations
 
@@ -49,14 +49,3 @@ def serve(
     finally:
         if server is not None:
             server.stop()
-
-
-def worker(
-    region: Annotated[str, typer.Option(help="Region whose queue to consume.")] = "local",
-    concurrency: Annotated[int, typer.Option(help="Shards this worker runs at once.")] = 8,
-    loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "WARNING",
-) -> None:
-    """Run a regional worker (needs TOKENBENCH__REDIS__URL)."""
-    from workers.worker_main import start_worker  # noqa: PLC0415
-
-    start_worker(region, concurrency, loglevel)

@@ -16,6 +16,7 @@ streams (its shards), and no end until it is stopped.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from analytics.datasets import DatasetStore, UnknownDatasetError
@@ -349,11 +350,21 @@ class RunCoordinator(Coordinator):
 
     @classmethod
     def create(
-        cls, run_id: str, scenario: Scenario, store: RunStore, max_streams_per_shard: int
+        cls,
+        run_id: str,
+        scenario: Scenario,
+        store: RunStore,
+        max_streams_per_shard: int,
+        workers: Mapping[str, int] | None = None,
     ) -> RunCoordinator:
-        """A new run, recorded in the database with its planned shards."""
+        """A new run, recorded in the database with its planned shards; its stages are
+        split over ``workers``, the live worker processes of each region."""
         stages = plan_run(
-            run_id, scenario, max_streams_per_shard, replay_times=replay_times(scenario, store)
+            run_id,
+            scenario,
+            max_streams_per_shard,
+            replay_times=replay_times(scenario, store),
+            workers=workers,
         )
         store.create_run(
             run_id,

@@ -176,11 +176,18 @@ class ControlPlane:
         """Create a run; its first stage is dispatched by the loop right away.
         ``wait_for_workers`` lets its shards wait for a region's first worker."""
         run_id = run_id or new_run_id()
+        # Each stage is split over the worker processes alive now (docs/scaling.md).
+        workers = {r: await live_worker_count(self.redis, r) for r in scenario.regions}
         # Planning (linear in the shards, at most MAX_SHARDS_PER_RUN) and the run's rows
         # are done in a worker thread, on a cursor of its own (its own transaction, rolled
         # back on failure), so the event loop keeps serving while a large run is created.
         coordinator = await asyncio.to_thread(
-            _create_run, self.con.cursor(), run_id, scenario, self.settings.max_streams_per_shard
+            _create_run,
+            self.con.cursor(),
+            run_id,
+            scenario,
+            self.settings.max_streams_per_shard,
+            workers,
         )
         coordinator.store = self.store  # later transitions are written on the loop's connection
         coordinator.wait_for_workers = wait_for_workers
@@ -568,11 +575,17 @@ def _dataset_content(cursor: duckdb.DuckDBPyConnection, dataset_id: str) -> byte
 
 
 def _create_run(
-    cursor: duckdb.DuckDBPyConnection, run_id: str, scenario: Scenario, max_streams_per_shard: int
+    cursor: duckdb.DuckDBPyConnection,
+    run_id: str,
+    scenario: Scenario,
+    max_streams_per_shard: int,
+    workers: dict[str, int],
 ) -> RunCoordinator:
     """Plan a run and record it on ``cursor`` (closed afterwards), in a worker thread."""
     try:
-        return RunCoordinator.create(run_id, scenario, RunStore(cursor), max_streams_per_shard)
+        return RunCoordinator.create(
+            run_id, scenario, RunStore(cursor), max_streams_per_shard, workers
+        )
     finally:
         cursor.close()
 

@@ -10,13 +10,23 @@ above ``max_rps_per_shard`` (or a ``max_in_flight`` cap above ``max_streams_per_
 is split into parts that share one seeded schedule, part p sending arrivals p, p + P,
 p + 2P, ... of it. Their union is the planned schedule whatever P is, as long as the
 parts start together (a stage's shards are dispatched at once).
+
+Scale-out (docs/scaling.md): one worker process drives its shards on one event loop, so
+one core. A region with several live worker processes (``tokenbench worker --processes
+N``, counted by their heartbeats when the run is created) gets each stage split into as
+many parts, as long as each part keeps at least ``MIN_STREAMS_PER_PART`` streams or
+``MIN_RPS_PER_PART`` arrivals per second: below that one process has cores to spare and
+a split only adds shards to coordinate. Each idle process takes one part from the
+region's queue (Redis serves blocked consumers in turn). The report shows the stage's
+level, never a part's share (``stage_concurrency``; an open loop's parts all carry the
+stage's rate).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from scenarios.limits import MAX_SHARDS_PER_RUN
@@ -28,6 +38,9 @@ DEFAULT_MAX_STREAMS_PER_SHARD = 512
 # What one worker process sends comfortably with room for its token events
 # (benchmarks/client_capacity.py; docs/load.md).
 DEFAULT_MAX_RPS_PER_SHARD = 200.0
+# Smallest part a stage is split into to spread it over a region's worker processes.
+MIN_STREAMS_PER_PART = 64
+MIN_RPS_PER_PART = 25.0
 
 
 @dataclass(frozen=True)
@@ -66,9 +79,13 @@ def split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def closed_parts(concurrency: int, requests: int | None, max_streams_per_shard: int) -> int:
-    """Shards one provider and region of a closed-loop stage is split into."""
+def closed_parts(
+    concurrency: int, requests: int | None, max_streams_per_shard: int, workers: int = 1
+) -> int:
+    """Shards one provider and region of a closed-loop stage is split into, with
+    ``workers`` live worker processes in the region."""
     parts = math.ceil(concurrency / max_streams_per_shard)
+    parts = max(parts, min(workers, concurrency // MIN_STREAMS_PER_PART))
     if requests is not None:
         parts = min(parts, requests)  # never a shard with nothing to send
     return max(parts, 1)
@@ -80,9 +97,12 @@ def open_parts(
     requests: int | None,
     max_streams_per_shard: int,
     max_rps_per_shard: float,
+    workers: int = 1,
 ) -> int:
-    """Shards one provider and region of an open-loop stage is split into."""
+    """Shards one provider and region of an open-loop stage is split into, with
+    ``workers`` live worker processes in the region."""
     parts = math.ceil(rps / max_rps_per_shard)
+    parts = max(parts, min(workers, math.floor(rps / MIN_RPS_PER_PART)))
     if max_in_flight is not None:
         parts = max(parts, math.ceil(max_in_flight / max_streams_per_shard))
         parts = min(parts, max_in_flight)  # every part needs a slot of the cap
@@ -93,8 +113,8 @@ def open_parts(
 
 def check_plan_size(scenario: Scenario, parts: int) -> None:
     """Refuse a plan of more than MAX_SHARDS_PER_RUN shards (``parts`` summed over the
-    stages, for one provider and region), before any shard is built."""
-    shards = parts * len(scenario.providers) * len(scenario.regions)
+    stages and regions, for one provider), before any shard is built."""
+    shards = parts * len(scenario.providers)
     if shards > MAX_SHARDS_PER_RUN:
         message = (
             f"the run would have {shards} shards (providers × regions × stages × the parts "
@@ -110,14 +130,19 @@ def plan_run(
     max_streams_per_shard: int = DEFAULT_MAX_STREAMS_PER_SHARD,
     max_rps_per_shard: float = DEFAULT_MAX_RPS_PER_SHARD,
     replay_times: Sequence[float] = (),
+    workers: Mapping[str, int] | None = None,
 ) -> list[Stage]:
     """Stages and shards of a run. Every provider and region of a stage receives the same
     requests (same sequence numbers, so the same prompts and lengths). A replay is
     planned from its dataset's timestamps (``replay_times``, in order, from the dataset
-    store): no file is read here."""
+    store): no file is read here. ``workers`` is the number of live worker processes per
+    region (missing: one); a stage is split over them."""
+    live = {region: (workers or {}).get(region, 1) for region in scenario.regions}
     if scenario.workload.replay is not None:
         return [
-            _replay_stage(run_id, scenario, max_streams_per_shard, max_rps_per_shard, replay_times)
+            _replay_stage(
+                run_id, scenario, max_streams_per_shard, max_rps_per_shard, replay_times, live
+            )
         ]
     rate = scenario.load.rate
     requests = scenario.load.requests_per_level
@@ -125,13 +150,17 @@ def plan_run(
     # field's bound can still multiply into too many shards (levels × parts × ...).
     if rate is not None:
         parts = [
-            open_parts(rps, rate.max_in_flight, requests, max_streams_per_shard, max_rps_per_shard)
+            open_parts(
+                rps, rate.max_in_flight, requests, max_streams_per_shard, max_rps_per_shard, n
+            )
             for rps in rate.rps
+            for n in live.values()
         ]
     else:
         parts = [
-            closed_parts(level, requests, max_streams_per_shard)
+            closed_parts(level, requests, max_streams_per_shard, n)
             for level in scenario.load.concurrency
+            for n in live.values()
         ]
     check_plan_size(scenario, sum(parts))
     if rate is not None:
@@ -145,37 +174,44 @@ def plan_run(
                 scenario.load.requests_per_level,
                 max_streams_per_shard,
                 max_rps_per_shard,
+                live,
             )
             for index, rps in enumerate(rate.rps)
         ]
     return [
-        _closed_stage(run_id, scenario, index, concurrency, max_streams_per_shard)
+        _closed_stage(run_id, scenario, index, concurrency, max_streams_per_shard, live)
         for index, concurrency in enumerate(scenario.load.concurrency)
     ]
 
 
 def _closed_stage(
-    run_id: str, scenario: Scenario, index: int, concurrency: int, max_streams_per_shard: int
+    run_id: str,
+    scenario: Scenario,
+    index: int,
+    concurrency: int,
+    max_streams_per_shard: int,
+    workers: Mapping[str, int],
 ) -> Stage:
     requests = scenario.load.requests_per_level
-    parts = closed_parts(concurrency, requests, max_streams_per_shard)
-    check_plan_size(scenario, parts)
-    streams = split(concurrency, parts)
-    counts = split(requests, parts) if requests is not None else [None] * parts
-    # Running sums, linear in the parts (each part's requests start where the last ended).
-    starts = [0, *itertools.accumulate(c or 0 for c in counts[:-1])]
-    shards = [
-        _shard(run_id, scenario, index, provider_index, region, part, parts).model_copy(
-            update={
-                "concurrency": streams[part],
-                "seq_start": starts[part],
-                "requests": counts[part],
-            }
-        )
-        for provider_index in range(len(scenario.providers))
-        for region in scenario.regions
-        for part in range(parts)
-    ]
+    shards: list[ShardSpec] = []
+    for provider_index in range(len(scenario.providers)):
+        for region in scenario.regions:
+            parts = closed_parts(concurrency, requests, max_streams_per_shard, workers[region])
+            streams = split(concurrency, parts)
+            counts = split(requests, parts) if requests is not None else [None] * parts
+            # Running sums, linear in the parts (each part's requests start where the
+            # last ended).
+            starts = [0, *itertools.accumulate(c or 0 for c in counts[:-1])]
+            shards += [
+                _shard(run_id, scenario, index, provider_index, region, part, parts).model_copy(
+                    update={
+                        "concurrency": streams[part],
+                        "seq_start": starts[part],
+                        "requests": counts[part],
+                    }
+                )
+                for part in range(parts)
+            ]
     return Stage(index, concurrency, shards)
 
 
@@ -188,28 +224,40 @@ def _open_stage(
     requests: int | None,
     max_streams_per_shard: int,
     max_rps_per_shard: float,
+    workers: Mapping[str, int],
 ) -> Stage:
-    parts = open_parts(rate.rps, max_in_flight, requests, max_streams_per_shard, max_rps_per_shard)
-    check_plan_size(scenario, parts)
-    caps = split(max_in_flight, parts) if max_in_flight is not None else [0] * parts
-    # Arrivals are dealt round-robin, so part p sends seqs p, p + P, ...: with N requests
-    # that is split(N, P)[p] of them.
-    counts = split(requests, parts) if requests is not None else [None] * parts
-    shards = [
-        _shard(run_id, scenario, index, provider_index, region, part, parts).model_copy(
-            update={
-                "concurrency": caps[part],
-                "seq_start": part,
-                "requests": counts[part],
-                "rate": rate.model_copy(
-                    update={"part": part, "parts": parts, "max_in_flight": caps[part] or None}
-                ),
-            }
-        )
-        for provider_index in range(len(scenario.providers))
-        for region in scenario.regions
-        for part in range(parts)
-    ]
+    shards: list[ShardSpec] = []
+    for provider_index in range(len(scenario.providers)):
+        for region in scenario.regions:
+            parts = open_parts(
+                rate.rps,
+                max_in_flight,
+                requests,
+                max_streams_per_shard,
+                max_rps_per_shard,
+                workers[region],
+            )
+            caps = split(max_in_flight, parts) if max_in_flight is not None else [0] * parts
+            # Arrivals are dealt round-robin, so part p sends seqs p, p + P, ...: with N
+            # requests that is split(N, P)[p] of them.
+            counts = split(requests, parts) if requests is not None else [None] * parts
+            shards += [
+                _shard(run_id, scenario, index, provider_index, region, part, parts).model_copy(
+                    update={
+                        "concurrency": caps[part],
+                        "seq_start": part,
+                        "requests": counts[part],
+                        "rate": rate.model_copy(
+                            update={
+                                "part": part,
+                                "parts": parts,
+                                "max_in_flight": caps[part] or None,
+                            }
+                        ),
+                    }
+                )
+                for part in range(parts)
+            ]
     return Stage(index, max_in_flight or 0, shards, rate.rps)
 
 
@@ -219,6 +267,7 @@ def _replay_stage(
     max_streams_per_shard: int,
     max_rps_per_shard: float,
     times: Sequence[float],
+    workers: Mapping[str, int],
 ) -> Stage:
     replay = scenario.workload.replay
     assert replay is not None
@@ -230,6 +279,11 @@ def _replay_stage(
     first, last = times[0], times[count - 1]
     span_s = (last - first) * replay.time_scale
     rps = (count - 1) / span_s if count > 1 and span_s > 0 else max_rps_per_shard
+    parts = sum(
+        open_parts(rps, None, count, max_streams_per_shard, max_rps_per_shard, n)
+        for n in workers.values()
+    )
+    check_plan_size(scenario, parts)
     return _open_stage(
         run_id,
         scenario,
@@ -239,6 +293,7 @@ def _replay_stage(
         count,
         max_streams_per_shard,
         max_rps_per_shard,
+        workers,
     )
 
 

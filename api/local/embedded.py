@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 
 from api.local.redis_server import start_redis_server
-from scenarios.settings import env_name
+from scenarios.settings import env_name, get_settings
 from workers.worker_main import live_workers
 
 WORKER_START_TIMEOUT_S = 60.0
@@ -36,8 +36,10 @@ class LocalWorker:
         log_dir: Path,
         concurrency: int = 16,
         secret_hosts: str | None = None,
+        processes: int = 1,
     ) -> None:
         self.region = region
+        self.processes = processes
         self.log_path = log_dir / f"worker-{region}.log"
         # The worker exits by itself if this process dies without cleaning up.
         env = {
@@ -55,7 +57,7 @@ class LocalWorker:
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "api", "worker", "--region", region,
-             "--concurrency", str(concurrency)],
+             "--concurrency", str(concurrency), "--processes", str(processes)],
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -80,7 +82,8 @@ class LocalWorker:
 
 
 def wait_for_workers(client: redis.Redis, workers: list[LocalWorker], timeout_s: float) -> None:
-    """Block until each worker's region has a heartbeat; fail with its log otherwise."""
+    """Block until each worker's region has a heartbeat per process (a stage is split
+    over the processes alive when the run starts); fail with its log otherwise."""
     deadline = time.monotonic() + timeout_s
     waiting = list(workers)
     while waiting:
@@ -89,7 +92,7 @@ def wait_for_workers(client: redis.Redis, workers: list[LocalWorker], timeout_s:
                 raise RuntimeError(
                     f"worker for region {worker.region!r} exited:\n{worker.log_tail()}"
                 )
-            if live_workers(client, worker.region):
+            if live_workers(client, worker.region) >= worker.processes:
                 waiting.remove(worker)
         if waiting and time.monotonic() > deadline:
             raise RuntimeError(
@@ -114,9 +117,12 @@ def local_stack(
         stack.callback(client.close)
         log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tokenbench-")))
         missing = [r for r in regions if not live_workers(client, r)]
+        processes = get_settings().worker.processes or 1
         workers = []
         for region in missing:
-            worker = LocalWorker(region, redis_url, log_dir, secret_hosts=secret_hosts)
+            worker = LocalWorker(
+                region, redis_url, log_dir, secret_hosts=secret_hosts, processes=processes
+            )
             stack.callback(worker.stop)
             workers.append(worker)
         wait_for_workers(client, workers, WORKER_START_TIMEOUT_S)

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -18,7 +17,7 @@ import pytest
 
 from api.cli import serve
 from api.local.redis_server import RedisServer, free_port
-from tests.conftest import REPO, CliResult, Proc
+from tests.conftest import REPO, Proc
 
 pytestmark = pytest.mark.integration
 
@@ -68,9 +67,3 @@ def test_serve_uses_the_configured_redis_and_refuses_all_without_tokens(
     text = proc.text()
     assert "TOKENBENCH__API__TOKENS is empty: every API request will be refused" in text
     assert "embedded Redis" not in text
-
-
-def test_a_worker_needs_a_broker(tokenbench: Callable[..., CliResult]) -> None:
-    done = tokenbench(serve.worker.__name__, "--region", "nowhere", env=_environment(), timeout=120)
-    assert done.code == 1
-    assert "set TOKENBENCH__REDIS__URL" in done.stderr

@@ -142,3 +142,57 @@ def test_stored_stages_keep_an_open_loops_rate_and_cap() -> None:
     (stored,) = stored_stages([(planned.concurrency, s) for s in planned.shards])
     assert (stored.index, stored.concurrency, stored.rate) == (0, 1000, 500)
     assert stored.shards == planned.shards
+
+
+def levels(concurrency: str, regions: str = "[local]", requests: int = 1000) -> Scenario:
+    return parse_scenario(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", f"concurrency: {concurrency}")
+        .replace("requests_per_level: 50", f"requests_per_level: {requests}")
+        .replace("regions: [local]", f"regions: {regions}")
+    )
+
+
+def test_a_stage_is_split_over_the_live_worker_processes_of_its_region() -> None:
+    stages = plan_run("r", levels("[8, 256]", "[eu, us]"), workers={"eu": 4, "us": 1})
+    low, high = ([s for s in st.shards if s.provider.name == "sim-fast"] for st in stages)
+    # 8 streams: not worth a part each (under 64 streams a part); one shard per region.
+    assert [(s.region, s.concurrency) for s in low] == [("eu", 8), ("us", 8)]
+    # 256 streams: 4 parts of 64 in eu (its 4 processes), the whole level in us.
+    assert [(s.region, s.concurrency) for s in high] == [("eu", 64)] * 4 + [("us", 256)]
+    eu = [s for s in high if s.region == "eu"]
+    seqs = sorted(seq for s in eu for seq in range(s.seq_start, s.seq_start + (s.requests or 0)))
+    assert seqs == list(range(1000))  # every request of the stage once
+    assert stages[1].concurrency == 256  # the stage's level, not a part's share
+
+
+def test_parts_keep_at_least_64_streams_whatever_the_processes() -> None:
+    (stage,) = plan_run("r", levels("[200]"), workers={"local": 8})
+    parts = [s.concurrency for s in stage.shards if s.provider.name == "sim-fast"]
+    assert parts == [67, 67, 66]  # 3 parts, not 8 of 25
+
+
+def test_an_open_loop_is_split_over_processes_in_parts_of_at_least_25_rps() -> None:
+    scenario = parse_scenario(OPEN)  # rates 2 and 500 req/s
+    low, high = plan_run("r", scenario, workers={"local": 2})
+    assert len([s for s in low.shards if s.provider.name == "sim-fast"]) == 1
+    parts = [s for s in high.shards if s.provider.name == "sim-fast"]
+    # 500 req/s is 3 parts of at most 200 req/s already; two processes add none.
+    assert [(p.rate.part, p.rate.parts, p.rate.rps) for p in parts if p.rate] == [
+        (0, 3, 500), (1, 3, 500), (2, 3, 500)
+    ]  # fmt: skip
+    (mid,) = plan_run(
+        "r", parse_scenario(OPEN.replace("rps: [2, 500]", "rps: [60]")), workers={"local": 4}
+    )
+    assert [s.rate.parts for s in mid.shards if s.rate and s.provider.name == "sim-fast"] == [2, 2]
+
+
+def test_a_created_run_stores_the_split_and_the_stage_level(tmp_path: Path) -> None:
+    con = connect(tmp_path / "split.duckdb")
+    created = RunCoordinator.create("r", levels("[128]"), RunStore(con), 512, {"local": 2})
+    assert len(created.shards) == 4  # 2 parts × 2 providers
+    rows = con.execute(
+        "SELECT DISTINCT concurrency, stage_concurrency FROM shards WHERE run_id = 'r'"
+    ).fetchall()
+    assert rows == [(64, 128)]
+    resumed = RunCoordinator.resume("r", RunStore(con), 512)
+    assert sorted(resumed.shards) == sorted(created.shards)
