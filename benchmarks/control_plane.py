@@ -1,4 +1,5 @@
-"""Control-plane latency: POST /v1/runs → first request sent, and fan-out of 200 shards.
+"""Control-plane latency: POST /v1/runs → first request sent, and fan-out of 128 shards
+(32 providers, the most a scenario may name, × 4 regions).
 
     python benchmarks/control_plane.py [--repeat 5]
 
@@ -28,6 +29,7 @@ from api.local.redis_server import free_port, start_redis_server
 
 TOKEN = "bench-token"
 REGIONS = ["r0", "r1", "r2", "r3"]
+FANOUT_PROVIDERS = 32  # the most a scenario may name (scenarios/limits.py)
 
 
 def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -49,9 +51,12 @@ def wait_http(url: str, timeout_s: float = 60) -> None:
     raise TimeoutError(url)
 
 
-def scenario(providers: int, regions: list[str], endpoint: str) -> dict[str, Any]:
+def scenario(
+    providers: int, regions: list[str], endpoint: str, name: str = "fanout"
+) -> dict[str, Any]:
+    """Providers × regions shards of one tiny request each (8 prompt, 4 output tokens)."""
     return {
-        "name": f"fanout-{providers * len(regions)}",
+        "name": f"{name}-{providers * len(regions)}",
         "providers": [
             {"name": f"p{i}", "kind": "openai", "base_url": endpoint, "model": "simulated"}
             for i in range(providers)
@@ -129,7 +134,10 @@ def main() -> None:
             single = [
                 run_once(client, scenario(1, ["r0"], endpoint))[0] for _ in range(args.repeat)
             ]
-            fanout = [run_once(client, scenario(50, REGIONS, endpoint)) for _ in range(args.repeat)]
+            fanout = [
+                run_once(client, scenario(FANOUT_PROVIDERS, REGIONS, endpoint))
+                for _ in range(args.repeat)
+            ]
         table = Table(
             title=f"control plane latency (median of {args.repeat}, 2-core machine, loopback)"
         )
@@ -144,12 +152,12 @@ def main() -> None:
         first = [f for f, _ in fanout]
         last = [last for _, last in fanout]
         table.add_row(
-            "200 shards: POST → first request sent",
+            f"{FANOUT_PROVIDERS * len(REGIONS)} shards: POST → first request sent",
             f"{statistics.median(first) * 1000:.0f} ms",
             f"{max(first) * 1000:.0f} ms",
         )
         table.add_row(
-            "200 shards: POST → every shard's first request sent",
+            f"{FANOUT_PROVIDERS * len(REGIONS)} shards: POST → every shard's first request sent",
             f"{statistics.median(last) * 1000:.0f} ms",
             f"{max(last) * 1000:.0f} ms",
         )

@@ -34,7 +34,7 @@ import httpx
 import psutil
 import pyarrow as pa
 import redis
-from control_plane import spawn, wait_http
+from control_plane import scenario, spawn, wait_http
 from rich.console import Console
 from rich.table import Table
 
@@ -51,26 +51,6 @@ from workers.rows import RowContext, record_row
 
 TOKEN = "bench-token"
 POLL_S = 0.2
-
-
-def scenario(providers: int, regions: list[str], endpoint: str) -> dict[str, Any]:
-    return {
-        "name": f"coordination-{providers * len(regions)}",
-        "providers": [
-            {"name": f"p{i}", "kind": "openai", "base_url": endpoint, "model": "simulated"}
-            for i in range(providers)
-        ],
-        "workload": {
-            "mix": [
-                {
-                    "prompt_tokens": {"dist": "fixed", "value": 8},
-                    "output_tokens": {"dist": "fixed", "value": 4},
-                }
-            ]
-        },
-        "load": {"concurrency": [1], "requests_per_level": 1},
-        "regions": regions,
-    }
 
 
 def run_once(client: httpx.Client, body: dict[str, Any], plane: psutil.Process) -> dict[str, float]:
@@ -219,7 +199,7 @@ def main() -> None:
         ) as client:
             for per_process in (1, 4):
                 providers = args.processes * per_process
-                body = scenario(providers, regions, endpoint)
+                body = scenario(providers, regions, endpoint, "coordination")
                 rows.append(
                     (per_process, [run_once(client, body, plane) for _ in range(args.repeat)])
                 )

@@ -4,8 +4,8 @@
 
 Three `tokenbench run`s of the same scenario (embedded Redis and worker, closed loop at
 concurrency 1 then 4), against three simulated endpoints that count prompt tokens their
-own way: one word a token (`words`), 1.3 tokens a word (`ratio-1.3`, English BPE) and a
-real tokenizer (`tokenizer`: the one given, else a tiny byte-level BPE trained here on
+own way: one word a token (`sim-words`), 1.3 tokens a word (`sim-ratio`, English BPE) and a
+real tokenizer (`sim-tokenizer`: the one given, else a tiny byte-level BPE trained here on
 the prompt words, ~2.5 tokens a word). The runs size prompts with one word a token and
 no calibration, with calibration from the server's usage (the default), and exactly with
 the same tokenizer (`workload.tokenizer`). The table shows, per server and stage, the
@@ -31,9 +31,9 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tests.support.counting_servers import counting_servers_scenario  # noqa: E402
 from tests.support.tiny_tokenizer import train_bpe  # noqa: E402
 
-FAST = {"ttft_ms": 2, "itl_ms": 1}
 PATHS = {
     "1 word/token": {"calibrate": False},
     "calibrated": {},
@@ -43,33 +43,7 @@ PATHS = {
 
 def scenario(tokenizer: Path, workload: dict[str, Any], requests: int) -> dict[str, Any]:
     """Three servers counting differently, one length mix, two stages."""
-    return {
-        "name": "prompt-lengths",
-        "seed": 3,
-        "providers": [
-            {"name": "words", "kind": "simulated", "simulate": FAST},
-            {
-                "name": "ratio-1.3",
-                "kind": "simulated",
-                "simulate": {**FAST, "prompt_token_ratio": 1.3},
-            },
-            {
-                "name": "tokenizer",
-                "kind": "simulated",
-                "simulate": {**FAST, "prompt_tokenizer": {"path": str(tokenizer)}},
-            },
-        ],
-        "workload": {
-            "mix": [
-                {
-                    "prompt_tokens": {"dist": "uniform", "min": 800, "max": 1600},
-                    "output_tokens": {"dist": "fixed", "value": 4},
-                }
-            ],
-            **workload,
-        },
-        "load": {"concurrency": [1, 4], "requests_per_level": requests},
-    }
+    return counting_servers_scenario("prompt-lengths", tokenizer, workload, requests)
 
 
 def run(path: Path, db: Path) -> dict[str, Any]:

@@ -16,41 +16,14 @@ import pytest
 import yaml
 
 from tests.conftest import CliResult
+from tests.support.counting_servers import counting_servers_scenario
 from tests.support.tiny_tokenizer import train_bpe
 
 pytestmark = pytest.mark.integration
 
-FAST = {"ttft_ms": 2, "itl_ms": 1}
-
 
 def _scenario(tokenizer: Path, workload: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": "exact-lengths",
-        "seed": 3,
-        "providers": [
-            {"name": "sim-words", "kind": "simulated", "simulate": FAST},
-            {
-                "name": "sim-ratio",
-                "kind": "simulated",
-                "simulate": {**FAST, "prompt_token_ratio": 1.3},
-            },
-            {
-                "name": "sim-tokenizer",
-                "kind": "simulated",
-                "simulate": {**FAST, "prompt_tokenizer": {"path": str(tokenizer)}},
-            },
-        ],
-        "workload": {
-            "mix": [
-                {
-                    "prompt_tokens": {"dist": "uniform", "min": 800, "max": 1600},
-                    "output_tokens": {"dist": "fixed", "value": 4},
-                }
-            ],
-            **workload,
-        },
-        "load": {"concurrency": [1, 4], "requests_per_level": 40},
-    }
+    return counting_servers_scenario("exact-lengths", tokenizer, workload, requests=40)
 
 
 def _run(
