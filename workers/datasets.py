@@ -67,21 +67,33 @@ class DatasetCache:
             raise
 
 
-async def _fetch(redis: Redis, dataset_id: str, replay: bool, max_bytes: int) -> Entries:
+async def dataset_bytes(
+    redis: Redis,
+    dataset_id: str,
+    max_bytes: int,
+    error: type[Exception] = WorkloadFileError,
+    what: str = "dataset",
+) -> bytes:
+    """An uploaded dataset's bytes from Redis, refused (as ``error``) when larger than this
+    worker accepts or gone; its size is checked before it is read."""
     key = dataset_key(dataset_id)
     size = int(await redis.strlen(key))
     if size > max_bytes:
-        raise WorkloadFileError(
-            f"dataset {dataset_id} has {size} bytes, more than this worker accepts "
+        raise error(
+            f"{what} {dataset_id} has {size} bytes, more than this worker accepts "
             f"({max_bytes}; {env_name('api.max_dataset_bytes')})"
         )
     data: bytes | str | None = await redis.get(key) if size else None
     if not data:
-        raise WorkloadFileError(
-            f"dataset {dataset_id} is not in Redis (expired or lost); the control plane "
+        raise error(
+            f"{what} {dataset_id} is not in Redis (expired or lost); the control plane "
             "puts it back when it dispatches the shard again"
         )
-    raw = data if isinstance(data, bytes) else data.encode()
+    return data if isinstance(data, bytes) else data.encode()
+
+
+async def _fetch(redis: Redis, dataset_id: str, replay: bool, max_bytes: int) -> Entries:
+    raw = await dataset_bytes(redis, dataset_id, max_bytes)
     return await asyncio.to_thread(parse_entries, raw, f"dataset {dataset_id}", replay=replay)
 
 

@@ -27,7 +27,7 @@ from scenarios.tokenizer_files import (
     tokenizers_module,
 )
 from scenarios.tokenizer_ref import TokenizerRef
-from scenarios.wire import dataset_key
+from workers.datasets import dataset_bytes
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -48,26 +48,11 @@ async def workload_tokenizer(redis: Redis, ref: TokenizerRef, max_bytes: int) ->
     if ref.path is not None:
         raise TokenizerUnavailable("workers read tokenizers from datasets, never a path")
     if ref.dataset is not None:
-        data = await _dataset_bytes(redis, ref.dataset, max_bytes)
+        data = await dataset_bytes(
+            redis, ref.dataset, max_bytes, TokenizerUnavailable, "tokenizer dataset"
+        )
         return await asyncio.to_thread(tokenizer_from_bytes, data, f"dataset {ref.dataset}")
     return await asyncio.to_thread(load_local_tokenizer, ref, max_bytes)
-
-
-async def _dataset_bytes(redis: Redis, dataset_id: str, max_bytes: int) -> bytes:
-    key = dataset_key(dataset_id)
-    size = int(await redis.strlen(key))
-    if size > max_bytes:
-        raise TokenizerUnavailable(
-            f"tokenizer dataset {dataset_id} has {size} bytes, more than this worker accepts "
-            f"({max_bytes}; {env_name('api.max_dataset_bytes')})"
-        )
-    data: bytes | str | None = await redis.get(key) if size else None
-    if not data:
-        raise TokenizerUnavailable(
-            f"tokenizer dataset {dataset_id} is not in Redis (expired or lost); the control "
-            "plane puts it back when it dispatches the shard again"
-        )
-    return data if isinstance(data, bytes) else data.encode()
 
 
 def load_local_tokenizer(ref: TokenizerRef, max_bytes: int = DEFAULT_MAX_BYTES) -> Tokenizer:
