@@ -97,6 +97,11 @@ MAX_GPU_HOUR_USD: Final = 100_000.0
 # Serialized JSON of a provider's extra_body, and of a Replicate provider's input: sent
 # with every request, so it must stay small next to the prompt.
 MAX_EXTRA_BODY_BYTES: Final = 65_536
+# Tools offered with one request: OpenAI accepts at most 128 functions per request.
+MAX_TOOLS: Final = 128
+# Serialized JSON of a workload's tool definitions: sent with every request that carries
+# tools, so it must stay small next to the prompt (128 tools of ~500 bytes each).
+MAX_TOOL_DEFINITIONS_BYTES: Final = 65_536
 # Keys of a Replicate provider's extra input.
 MAX_INPUT_KEYS: Final = 256
 # Free text (a scenario's description).

@@ -44,6 +44,7 @@ from scenarios.providers import (
     SimulateSpec,
 )
 from scenarios.tokenizer_ref import TokenizerRef
+from scenarios.tools import ToolsSpec
 
 __all__ = [
     "DATASET_ID_PATTERN",
@@ -69,6 +70,7 @@ __all__ = [
     "SimulateSpec",
     "SimulatedProvider",
     "TokenizerRef",
+    "ToolsSpec",
     "UniformLength",
     "Workload",
 ]
@@ -231,6 +233,14 @@ class Workload(StrictModel):
         description=(
             "Without a tokenizer: measure each provider's reported prompt_tokens during "
             "warm-up and rescale generated prompts to the planned length (docs/lengths.md)."
+        ),
+    )
+
+    tools: ToolsSpec | None = Field(
+        default=None,
+        description=(
+            "Function tools sent with a share of the requests (tools, tool_choice); a "
+            "streamed tool call counts as output (docs/metrics.md)."
         ),
     )
 

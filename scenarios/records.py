@@ -78,6 +78,13 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("planned_prompt_source", pa.string()),
         pa.field("prompt_tokens_per_word", pa.float64()),
         pa.field("prompt_template_tokens", pa.float64()),
+        # tool calls (workload.tools): whether the request offered tools, whether the
+        # answer streamed a tool call, when its first delta arrived (ns since sent) and
+        # how many calls it made
+        pa.field("tools_offered", pa.bool_()),
+        pa.field("tool_call", pa.bool_()),
+        pa.field("tool_call_at_ns", pa.int64()),
+        pa.field("tool_calls", pa.int32()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

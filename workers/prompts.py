@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from scenarios.model import (
     FixedLength,
@@ -69,6 +69,15 @@ class PlannedRequest:
     prompt_source: str = "words"
     tokens_per_word: float | None = None
     template_tokens: float | None = None
+    tools: ToolSet | None = None  # tools offered with this request (workload.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSet:
+    """The ``tools`` and ``tool_choice`` of requests that carry tools (one per run)."""
+
+    tools: list[dict[str, Any]]
+    tool_choice: str | dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +143,29 @@ def request_planner(
     workload's dataset (``workload.replay`` or ``workload.prompts``; replay entries in
     timestamp order); this module never reads files. ``maker`` sizes the prompts
     (default: one word per token)."""
-    maker = maker or WordPrompts()
+    plan = _request_planner(workload, seed, stage, entries, maker or WordPrompts())
+    spec = workload.tools
+    if spec is None or spec.fraction == 0:
+        return plan
+    tool_set, fraction = ToolSet(spec.tools(), spec.choice()), spec.fraction
+
+    def with_tools(seq: int) -> PlannedRequest:
+        request = plan(seq)
+        # Its own seeded draw, so that adding tools changes no request's lengths or text.
+        if fraction >= 1 or random.Random(f"{seed}/{stage}/{seq}/tools").random() < fraction:
+            return replace(request, tools=tool_set)
+        return request
+
+    return with_tools
+
+
+def _request_planner(
+    workload: Workload,
+    seed: int,
+    stage: int,
+    entries: tuple[FileEntry, ...] | None,
+    maker: PromptMaker,
+) -> Callable[[int], PlannedRequest]:
     prefix_tokens = workload.shared_prefix_tokens
     if (workload.replay is not None or workload.prompts is not None) and not entries:
         raise WorkloadFileError("the workload's dataset was not loaded")

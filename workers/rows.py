@@ -111,6 +111,10 @@ def record_row(
         "planned_prompt_source": request.prompt_source,
         "prompt_tokens_per_word": request.tokens_per_word,
         "prompt_template_tokens": request.template_tokens,
+        "tools_offered": request.tools is not None,
+        "tool_call": result.tool_call_at is not None,
+        "tool_call_at_ns": since_sent(result.tool_call_at),
+        "tool_calls": result.tool_calls,
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

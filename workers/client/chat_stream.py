@@ -2,7 +2,8 @@
 
 Fed one decoded SSE payload at a time with the arrival stamp of its bytes, it records
 the stamps of docs/metrics.md: a role-only first chunk is not a token; reasoning text counts
-for ``first_token`` but not for ``first_output_token``; a chunk with several tokens is
+for ``first_token`` but not for ``first_output_token``; a tool-call delta is output like
+content (and its first stamp and the number of calls are kept); a chunk with several tokens is
 one event; ``usage`` supplies the counts when the server sends it.
 """
 
@@ -16,18 +17,21 @@ from workers.client.streaming import json_object, stream_error, token_event
 
 _DONE = b"[DONE]"
 _REASONING_KEYS = ("reasoning_content", "reasoning")
+# Distinct tool calls counted per answer: a hostile server cannot grow the set unbounded.
+_MAX_TOOL_CALLS = 1024
 
 
 class ChatStream:
     """Accumulates one streamed chat completion into a RequestResult."""
 
-    __slots__ = ("done", "finished", "result", "token_events")
+    __slots__ = ("done", "finished", "result", "token_events", "tool_keys")
 
     def __init__(self, result: RequestResult) -> None:
         self.result = result
         self.done = False  # saw [DONE]
         self.finished = False  # saw a finish_reason
         self.token_events = 0
+        self.tool_keys: set[tuple[Any, Any]] = set()  # (choice, tool call index) seen
 
     def on_payload(self, payload: bytes, stamp: int) -> None:
         """Account for one SSE ``data`` payload that arrived at ``stamp``."""
@@ -56,6 +60,9 @@ class ChatStream:
                 raise ProtocolFailure("choice without a 'delta' object")
             if delta.get("content"):
                 has_token = has_output = True
+            elif delta.get("tool_calls"):
+                self._on_tool_calls(choice.get("index", 0), delta["tool_calls"], stamp)
+                has_token = has_output = True
             elif any(delta.get(key) for key in _REASONING_KEYS):
                 has_token = True
             if choice.get("finish_reason"):
@@ -63,6 +70,22 @@ class ChatStream:
         if has_token:
             token_event(self.result, stamp, output=has_output)
             self.token_events += 1
+
+    def _on_tool_calls(self, choice: Any, tool_calls: Any, stamp: int) -> None:
+        """A tool-call delta: output like content (docs/metrics.md). OpenAI streams each
+        call as deltas sharing its ``index`` (the first carries ``id`` and the function's
+        name, the rest pieces of ``arguments``), so calls are counted by distinct index."""
+        if not isinstance(tool_calls, list):
+            raise ProtocolFailure("'tool_calls' is not a list")
+        if self.result.tool_call_at is None:
+            self.result.tool_call_at = stamp
+        for call in tool_calls:
+            index = call.get("index") if isinstance(call, dict) else None
+            # Some servers omit the index when they send each call whole: one call each.
+            key = (choice, index) if isinstance(index, int) else (choice, len(self.tool_keys))
+            if key not in self.tool_keys and len(self.tool_keys) < _MAX_TOOL_CALLS:
+                self.tool_keys.add(key)
+        self.result.tool_calls = len(self.tool_keys)
 
     def _on_usage(self, usage: dict[str, Any]) -> None:
         result = self.result

@@ -26,6 +26,9 @@ class RequestResult:
     token_count_source: str | None = None
     server_prompt_ns: int | None = None
     server_decode_ns: int | None = None
+    # Stamp of the first streamed tool-call delta, and the tool calls the answer made.
+    tool_call_at: int | None = None
+    tool_calls: int = 0
     retries: int = 0
     retry_wait_ns: int = 0
     failure: RequestFailure | None = None

@@ -35,11 +35,20 @@ V1_COLUMNS = {
     "shard_attempts": "run_id, shard_id, attempt, worker, state, started_at, finished_at, "
     "records, batches, message",
     "ingested_batches": "*",
-    # v9 added how each planned prompt length was made (docs/lengths.md).
+    # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls.
     "request_records": ", ".join(
         name
         for name in REQUEST_RECORD_SCHEMA.names
-        if name not in ("planned_prompt_source", "prompt_tokens_per_word", "prompt_template_tokens")
+        if name
+        not in (
+            "planned_prompt_source",
+            "prompt_tokens_per_word",
+            "prompt_template_tokens",
+            "tools_offered",
+            "tool_call",
+            "tool_call_at_ns",
+            "tool_calls",
+        )
     ),
 }
 

@@ -56,7 +56,8 @@ def chat_body(
     extra_body: dict[str, Any] | None = None,
 ) -> bytes:
     """Request body asking for a stream with usage, answer bounded by the planned output
-    length; a prompt file's or replay log's conversation is sent as it was captured."""
+    length; a prompt file's or replay log's conversation is sent as it was captured, and
+    the workload's tools with the requests that carry them."""
     messages = (
         [{"role": role, "content": content} for role, content in request.messages]
         if request.messages
@@ -69,6 +70,9 @@ def chat_body(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if request.tools is not None:
+        body["tools"] = request.tools.tools
+        body["tool_choice"] = request.tools.tool_choice
     if enforce_output_length:
         body["ignore_eos"] = True
         body["min_tokens"] = request.output_tokens
