@@ -98,6 +98,15 @@ class SimulateSpec(StrictModel):
     )
     cut_rate: float = Field(default=0.0, ge=0, le=1, description="Share cut off mid-stream.")
     seed: int = Field(default=0, ge=MIN_SEED, le=MAX_SEED, description="Seed of the fault draws.")
+    tool_call_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Share of requests carrying tools (tool_choice auto) answered with a streamed "
+            "tool call; tool_choice required or a named function always is, none never."
+        ),
+    )
     model: str | None = Field(
         default=None,
         max_length=MAX_ID_CHARS,

@@ -81,6 +81,10 @@ def simulate(
         int | None, typer.Option(help="Chunked prefill: token budget per step (default off).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the fault draws (default 0).")] = None,
+    tool_call_rate: Annotated[
+        float | None,
+        typer.Option(help="Share of tool_choice auto requests answered with a tool call (0)."),
+    ] = None,
     prompt_token_ratio: Annotated[
         float | None,
         typer.Option(help="Prompt tokens reported per word (default 1; 1.3 is English BPE)."),
@@ -119,6 +123,7 @@ def simulate(
         "max_batch": max_batch,
         "chunked_prefill_tokens": chunked_prefill_tokens,
         "seed": seed,
+        "tool_call_rate": tool_call_rate,
         "prompt_token_ratio": prompt_token_ratio,
         "prompt_tokenizer": None
         if prompt_tokenizer is None

@@ -99,9 +99,16 @@ class SimulatorApp:
             chunk = self._chunks[count] = _chunk(event)
         return chunk
 
-    def closing_chunks(self, prompt_tokens: int, completion_tokens: int, usage: bool) -> bytes:
-        """Finish event, usage event (if asked for), ``[DONE]`` and the terminal chunk."""
-        text = self._finish
+    def finish_event(self, delta: str, reason: str) -> str:
+        """An SSE finish event with ``delta`` (JSON) and finish ``reason``."""
+        return f'{self._prefix}{delta},"finish_reason":"{reason}"}}]}}\n\n'
+
+    def closing_chunks(
+        self, prompt_tokens: int, completion_tokens: int, usage: bool, finish: str | None = None
+    ) -> bytes:
+        """Finish event (``length`` unless ``finish`` is given), usage event (if asked
+        for), ``[DONE]`` and the terminal chunk."""
+        text = self._finish if finish is None else finish
         if usage:
             counts = _usage(prompt_tokens, completion_tokens)
             text += f"{self._usage_head}{counts.decode()}}}\n\n"
@@ -112,6 +119,41 @@ class SimulatorApp:
         """JSON of the latency model's own measurements (its timing drift), if it has any."""
         report = getattr(self.latency, "stats", None)
         return orjson.dumps(report() if callable(report) else {"latency_model": "fixed"})
+
+    def tool_call_of(self, body: dict[str, Any]) -> str | None:
+        """The function this request's answer calls, or None for a text answer: a forced
+        ``tool_choice`` (``required`` or a named function) always calls, ``none`` never,
+        ``auto`` with probability ``tool_call_rate`` (seeded; drawn only then, so runs
+        without tools keep their fault draws)."""
+        tools = body.get("tools")
+        names = (
+            [
+                tool["function"]["name"]
+                for tool in tools
+                if isinstance(tool, dict)
+                and isinstance(tool.get("function"), dict)
+                and isinstance(tool["function"].get("name"), str)
+            ]
+            if isinstance(tools, list)
+            else []
+        )
+        if not names:
+            return None
+        choice = body.get("tool_choice", "auto")
+        if isinstance(choice, dict):
+            function = choice.get("function")
+            name = function.get("name") if isinstance(function, dict) else None
+            return name if isinstance(name, str) and name in names else names[0]
+        if choice == "required":
+            return names[0]
+        rate = self.spec.tool_call_rate
+        if choice == "auto" and rate > 0 and self._rng.random() < rate:
+            return names[0]
+        return None
+
+    def tool_call_chunks(self, name: str) -> ToolCallChunks:
+        """Encoder of one streamed tool call of function ``name``."""
+        return ToolCallChunks(self._prefix, name)
 
     def role_chunk(self) -> bytes:
         """The role-only first event that OpenAI-style servers send (not a token)."""
@@ -202,29 +244,53 @@ class _Connection(asyncio.Protocol):
         if faults.stall:
             await asyncio.sleep(app.spec.stall_ms / 1000)
         assert app.latency is not None
+        tool = app.tool_call_of(body)
         if body.get("stream"):
-            await self._stream(prompt_tokens, max_tokens, faults.cut, _wants_usage(body))
+            await self._stream(prompt_tokens, max_tokens, faults.cut, _wants_usage(body), tool)
         else:
-            await self._complete(prompt_tokens, max_tokens)
+            await self._complete(prompt_tokens, max_tokens, tool)
 
-    async def _stream(self, prompt_tokens: int, max_tokens: int, cut: bool, usage: bool) -> None:
+    async def _stream(
+        self, prompt_tokens: int, max_tokens: int, cut: bool, usage: bool, tool: str | None
+    ) -> None:
         app, write = self.app, self._write
         assert app.latency is not None
         write(_STREAM_HEAD + app.role_chunk())
+        calls = None if tool is None else app.tool_call_chunks(tool)
         produced = 0
         async for count in app.latency.emissions(prompt_tokens, max_tokens):
-            write(app.token_chunk(count))
+            if calls is None:
+                write(app.token_chunk(count))
+            else:
+                write(calls.delta(count, last=produced + count >= max_tokens))
             produced += count
             if cut and produced * 2 >= max_tokens:
                 self._close()  # mid-stream cut: no terminal chunk, no [DONE]
                 return
-        write(app.closing_chunks(prompt_tokens, produced, usage))
+        if calls is None:
+            write(app.closing_chunks(prompt_tokens, produced, usage))
+        else:
+            finish = app.finish_event(calls.finish_delta(), "tool_calls")
+            write(app.closing_chunks(prompt_tokens, produced, usage, finish))
 
-    async def _complete(self, prompt_tokens: int, max_tokens: int) -> None:
+    async def _complete(self, prompt_tokens: int, max_tokens: int, tool: str | None) -> None:
         assert self.app.latency is not None
         produced = 0
         async for count in self.app.latency.emissions(prompt_tokens, max_tokens):
             produced += count
+        message: dict[str, Any] = {"role": "assistant", "content": _WORD * produced}
+        if tool is not None:
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": _TOOL_CALL_ID,
+                        "type": "function",
+                        "function": {"name": tool, "arguments": tool_arguments(produced)},
+                    }
+                ],
+            }
         answer = {
             "id": "chatcmpl-sim",
             "object": "chat.completion",
@@ -233,8 +299,8 @@ class _Connection(asyncio.Protocol):
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": _WORD * produced},
-                    "finish_reason": "length",
+                    "message": message,
+                    "finish_reason": "length" if tool is None else "tool_calls",
                 }
             ],
             "usage": orjson.loads(_usage(prompt_tokens, produced)),
@@ -255,6 +321,56 @@ class _Connection(asyncio.Protocol):
     def _close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+_TOOL_CALL_ID = "call_sim_0"
+_TOOL_ARG_HEAD = '{"query": "'
+_TOOL_ARG_TAIL = '"}'
+
+
+def tool_arguments(tokens: int) -> str:
+    """The JSON arguments of a simulated call of ``tokens`` tokens: one word per token in
+    a ``query`` string, closed by the last piece so the joined pieces parse."""
+    return _TOOL_ARG_HEAD + "tok " * max(tokens - 2, 0) + _TOOL_ARG_TAIL
+
+
+class ToolCallChunks:
+    """The SSE events of one streamed tool call, as OpenAI sends them: the first delta
+    carries the call's ``id``, ``type`` and function name with the first piece of
+    ``arguments``, later deltas only further pieces under the same ``index``, and the
+    finish event says ``tool_calls``. An event of ``count`` tokens carries ``count``
+    words of the arguments, so lengths and timing are those of a text answer."""
+
+    __slots__ = ("_closed", "_name", "_prefix", "_sent")
+
+    def __init__(self, prefix: str, name: str) -> None:
+        self._prefix = prefix
+        self._name = name
+        self._sent = 0
+        self._closed = False
+
+    def delta(self, count: int, last: bool) -> bytes:
+        """One event of ``count`` tokens of the call; the ``last`` one closes the JSON."""
+        piece = (_TOOL_ARG_HEAD if self._sent == 0 else "") + "tok " * count
+        if last:
+            piece += _TOOL_ARG_TAIL
+            self._closed = True
+        function: dict[str, Any] = {"arguments": piece}
+        call: dict[str, Any] = {"index": 0, "function": function}
+        if self._sent == 0:
+            function["name"] = self._name
+            call = {"index": 0, "id": _TOOL_CALL_ID, "type": "function", "function": function}
+        self._sent += count
+        delta = orjson.dumps({"tool_calls": [call]}).decode()
+        return _chunk(f'{self._prefix}{delta},"finish_reason":null}}]}}\n\n')
+
+    def finish_delta(self) -> str:
+        """The finish event's delta: the arguments' closing piece if the answer ended
+        before its planned last event (a cut context), else empty."""
+        if self._closed:
+            return "{}"
+        tail = {"tool_calls": [{"index": 0, "function": {"arguments": _TOOL_ARG_TAIL}}]}
+        return orjson.dumps(tail).decode()
 
 
 _STREAM_HEAD = (
