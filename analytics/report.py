@@ -21,6 +21,7 @@ from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
 from analytics.plots import errors_over_time, plot_data
 from analytics.prompt_realism import with_prompt_realism
+from analytics.tool_calls import with_tool_calls
 from analytics.roofline_view import with_roofline
 from analytics.sqlfiles import load_sql
 from analytics.stats import CI_QUANTILES
@@ -192,7 +193,7 @@ def build_report(
     )
     slo_rows = _rows(con.execute("SELECT * EXCLUDE (run_id) FROM slos WHERE run_id = ?", [run_id]))
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
-    stages = with_prompt_realism(con, run_id, stages)
+    stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
     return RunReport(
         run_id,
         str(run[0]),
