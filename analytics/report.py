@@ -21,7 +21,6 @@ from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
 from analytics.plots import errors_over_time, plot_data
 from analytics.prompt_realism import with_prompt_realism
-from analytics.tool_calls import with_tool_calls
 from analytics.roofline_view import with_roofline
 from analytics.sqlfiles import load_sql
 from analytics.stats import CI_QUANTILES
@@ -34,6 +33,7 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
+from analytics.tool_calls import with_tool_calls
 from analytics.top_errors import top_errors
 from scenarios.errors import NotFound
 

@@ -126,24 +126,18 @@ class SimulatorApp:
         ``auto`` with probability ``tool_call_rate`` (seeded; drawn only then, so runs
         without tools keep their fault draws)."""
         tools = body.get("tools")
-        names = (
-            [
-                tool["function"]["name"]
-                for tool in tools
-                if isinstance(tool, dict)
-                and isinstance(tool.get("function"), dict)
-                and isinstance(tool["function"].get("name"), str)
-            ]
-            if isinstance(tools, list)
-            else []
-        )
+        names: list[str] = []
+        for tool in tools if isinstance(tools, list) else []:
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                names.append(function["name"])
         if not names:
             return None
         choice = body.get("tool_choice", "auto")
         if isinstance(choice, dict):
             function = choice.get("function")
             name = function.get("name") if isinstance(function, dict) else None
-            return name if isinstance(name, str) and name in names else names[0]
+            return name if name in names else names[0]
         if choice == "required":
             return names[0]
         rate = self.spec.tool_call_rate

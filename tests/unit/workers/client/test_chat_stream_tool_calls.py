@@ -14,6 +14,7 @@ from scenarios.model import Workload
 from scenarios.tools import ToolsSpec, generated_tool
 from tests.unit.workers.client.test_chat_stream import DONE, USAGE, event, run_stream
 from workers.client.adapters.openai_chat import chat_body
+from workers.client.errors import ProtocolFailure
 from workers.prompts import request_planner
 
 
@@ -65,8 +66,6 @@ def test_calls_without_an_index_count_one_each_and_a_text_answer_has_none() -> N
 
 
 def test_tool_calls_that_are_not_a_list_are_a_protocol_failure() -> None:
-    from workers.client.errors import ProtocolFailure  # noqa: PLC0415
-
     with pytest.raises(ProtocolFailure):
         run_stream([(5, event({"tool_calls": {"index": 0}}))])
 
