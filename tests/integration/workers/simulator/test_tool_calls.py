@@ -30,20 +30,21 @@ def _stream(base: str, **request: Any) -> tuple[list[Any], str | None, Any]:
     """Chunks' tool-call deltas, the finish reason and the usage of one streamed answer."""
     deltas: list[Any] = []
     finish = usage = None
-    stream = _client(base).chat.completions.create(
-        model="simulated",
-        messages=MESSAGES,
-        stream=True,
-        stream_options={"include_usage": True},
-        **request,
-    )
-    for chunk in stream:
-        if chunk.usage is not None:
-            usage = chunk.usage
-        for choice in chunk.choices:
-            if choice.delta.tool_calls:
-                deltas.extend(choice.delta.tool_calls)
-            finish = choice.finish_reason or finish
+    with _client(base) as client:
+        stream = client.chat.completions.create(
+            model="simulated",
+            messages=MESSAGES,
+            stream=True,
+            stream_options={"include_usage": True},
+            **request,
+        )
+        for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                if choice.delta.tool_calls:
+                    deltas.extend(choice.delta.tool_calls)
+                finish = choice.finish_reason or finish
     return deltas, finish, usage
 
 
@@ -87,9 +88,10 @@ def test_auto_calls_a_tool_at_the_configured_rate(simulate_endpoint: Start) -> N
 
 def test_a_plain_answer_carries_the_whole_call(simulate_endpoint: Start) -> None:
     base = simulate_endpoint(ttft_ms=1, itl_ms=1)
-    answer = _client(base).chat.completions.create(
-        model="simulated", messages=MESSAGES, max_tokens=6, tools=TOOLS, tool_choice="required"
-    )
+    with _client(base) as client:
+        answer = client.chat.completions.create(
+            model="simulated", messages=MESSAGES, max_tokens=6, tools=TOOLS, tool_choice="required"
+        )
     choice = answer.choices[0]
     assert choice.finish_reason == "tool_calls"
     calls = choice.message.tool_calls or []
