@@ -15,6 +15,7 @@ import duckdb
 import pytest
 import yaml
 
+from analytics.tool_calls import with_tool_calls
 from tests.conftest import CliResult
 
 pytestmark = pytest.mark.integration
@@ -72,3 +73,6 @@ def test_a_streamed_tool_call_is_the_first_token_and_is_recorded(
     assert stage["tool_requests"] == len(offered)
     assert stage["tool_call_pct"] == pytest.approx(100)
     assert stage["tool_call_p50_ms"] > 0
+    # A run no request of which carried tools keeps its stage rows as they were.
+    plain_rows = [{"provider": "sim", "stage": 0, "region": stage["region"]}]
+    assert with_tool_calls(con, "no-such-run", plain_rows) is plain_rows

@@ -12,10 +12,31 @@ from pydantic import ValidationError
 from scenarios.limits import MAX_TOOL_DEFINITIONS_BYTES, MAX_TOOLS
 from scenarios.model import Workload
 from scenarios.tools import ToolsSpec, generated_tool
-from tests.unit.workers.client.test_chat_stream import DONE, USAGE, event, run_stream
 from workers.client.adapters.openai_chat import chat_body
+from workers.client.chat_stream import ChatStream
 from workers.client.errors import ProtocolFailure
+from workers.client.result import RequestResult
+from workers.client.sse import SSEDecoder
 from workers.prompts import request_planner
+
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":5}}\n\n'
+DONE = b"data: [DONE]\n\n"
+
+
+def event(delta: dict[str, object], finish: str | None = None) -> bytes:
+    body = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def run_stream(chunks: list[tuple[int, bytes]]) -> RequestResult:
+    result = RequestResult(intended_start=0, sent=0)
+    stream = ChatStream(result)
+    decoder = SSEDecoder()
+    for stamp, chunk in chunks:
+        for payload in decoder.feed(chunk):
+            stream.on_payload(payload, stamp)
+    stream.finish(3)
+    return result
 
 
 def call(index: int, arguments: str, name: str | None = None) -> dict[str, Any]:
