@@ -58,10 +58,10 @@ class ChatStream:
             delta = choice.get("delta") if isinstance(choice, dict) else None
             if not isinstance(delta, dict):
                 raise ProtocolFailure("choice without a 'delta' object")
-            if delta.get("content"):
-                has_token = has_output = True
-            elif delta.get("tool_calls"):
+            if delta.get("tool_calls"):
                 self._on_tool_calls(choice.get("index", 0), delta["tool_calls"], stamp)
+                has_token = has_output = True
+            if delta.get("content"):
                 has_token = has_output = True
             elif any(delta.get(key) for key in _REASONING_KEYS):
                 has_token = True

@@ -76,6 +76,13 @@ def test_content_before_a_tool_call_keeps_the_first_token_and_stamps_the_call() 
     assert result.completion_tokens == 3  # no usage: counted events
 
 
+def test_a_delta_with_content_and_a_tool_call_is_one_event_of_both() -> None:
+    both = {"content": "Checking.", "tool_calls": [call(0, "{}", name="f")]}
+    result = run_stream([(9, event(both, finish="tool_calls") + DONE)])
+    assert result.token_stamps == [9]
+    assert result.first_output_token == result.tool_call_at == 9 and result.tool_calls == 1
+
+
 def test_calls_without_an_index_count_one_each_and_a_text_answer_has_none() -> None:
     whole = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     result = run_stream(
