@@ -31,7 +31,7 @@ class ChatStream:
         self.done = False  # saw [DONE]
         self.finished = False  # saw a finish_reason
         self.token_events = 0
-        self.tool_keys: set[tuple[Any, Any]] = set()  # (choice, tool call index) seen
+        self.tool_keys: set[tuple[int, int]] = set()  # (choice, tool call index) seen
 
     def on_payload(self, payload: bytes, stamp: int) -> None:
         """Account for one SSE ``data`` payload that arrived at ``stamp``."""
@@ -59,7 +59,10 @@ class ChatStream:
             if not isinstance(delta, dict):
                 raise ProtocolFailure("choice without a 'delta' object")
             if delta.get("tool_calls"):
-                self._on_tool_calls(choice.get("index", 0), delta["tool_calls"], stamp)
+                index = choice.get("index")
+                self._on_tool_calls(
+                    index if isinstance(index, int) else 0, delta["tool_calls"], stamp
+                )
                 has_token = has_output = True
             if delta.get("content"):
                 has_token = has_output = True
@@ -71,7 +74,7 @@ class ChatStream:
             token_event(self.result, stamp, output=has_output)
             self.token_events += 1
 
-    def _on_tool_calls(self, choice: Any, tool_calls: Any, stamp: int) -> None:
+    def _on_tool_calls(self, choice: int, tool_calls: Any, stamp: int) -> None:
         """A tool-call delta: output like content (docs/metrics.md). OpenAI streams each
         call as deltas sharing its ``index`` (the first carries ``id`` and the function's
         name, the rest pieces of ``arguments``), so calls are counted by distinct index."""

@@ -93,6 +93,14 @@ def test_calls_without_an_index_count_one_each_and_a_text_answer_has_none() -> N
     assert text.tool_call_at is None and text.tool_calls == 0
 
 
+def test_hostile_indices_are_neither_unhashable_nor_unbounded() -> None:
+    odd = b'data: {"choices":[{"index":{},"delta":{"tool_calls":[{"index":[1]}]}}]}\n\n'
+    many = event({"tool_calls": [call(i, "") for i in range(5000)]}, finish="tool_calls")
+    result = run_stream([(3, odd), (4, many)])
+    assert result.tool_call_at == 3
+    assert result.tool_calls == 1024  # capped
+
+
 def test_tool_calls_that_are_not_a_list_are_a_protocol_failure() -> None:
     with pytest.raises(ProtocolFailure):
         run_stream([(5, event({"tool_calls": {"index": 0}}))])
