@@ -131,8 +131,17 @@ def shard_table(
         "error_class": pa.array(np.where(ok, None, "http_429")),
         "http_status": pa.array(np.where(ok, 0, 429).astype(np.int16), mask=ok),
         "error_message": pa.array(np.where(ok, None, "HTTP 429")),
+        "planned_prompt_source": pa.array(["calibrated"] * rows),
+        "prompt_tokens_per_word": pa.array(np.full(rows, 1.3)),
+        "tools_offered": pa.array(np.zeros(rows, bool)),
+        "tool_call": pa.array(np.zeros(rows, bool)),
     }
-    return pa.table(columns).cast(REQUEST_RECORD_SCHEMA)
+    # Columns a later schema adds and this record does not use are null, as they would be.
+    for field in REQUEST_RECORD_SCHEMA:
+        columns.setdefault(field.name, pa.nulls(rows, field.type))
+    return pa.table({f.name: columns[f.name] for f in REQUEST_RECORD_SCHEMA}).cast(
+        REQUEST_RECORD_SCHEMA
+    )
 
 
 def messages(table: pa.Table, shard_id: str, batch_rows: int, first_seq: int) -> list[BatchMessage]:
