@@ -9,8 +9,8 @@ from this worker's environment), and each result becomes one record carrying the
 primary's ``request_key``, so that the comparison can pair them (docs/shadow.md). A
 sample is sent its arrival offset after the batch's first (the gaps between live
 requests are kept: a batch is not a burst), and its records are published as soon as
-its providers answered, not when the whole batch is done. A single :class:`ShadowTask` (what gateways sent before batches) is run
-as a batch of one.
+its providers answered, not when the whole batch is done. A single :class:`ShadowTask`
+(what gateways sent before batches) is run as a batch of one.
 
 Records of a shadow session are published per (session, shard id) with a batch number
 drawn from a Redis counter rather than counted per process: many gateway and worker

@@ -73,7 +73,13 @@ def test_shadow_tasks_run_on_the_regions_worker(redis_server: RedisServer, eu_wo
             {**sample, "request_key": "req-2", "seq": 2, "offset_ms": 20.0},
         ],
     }
-    single = {**sample, "run_id": single_run, "request_key": "req-9", "seq": 0, "providers": [SHADOW]}
+    single = {
+        **sample,
+        "run_id": single_run,
+        "request_key": "req-9",
+        "seq": 0,
+        "providers": [SHADOW],
+    }
     sender = sending_app(redis_server.url)
     try:
         sender.send_task(RUN_SHADOW_BATCH, args=[batch], queue=region_queue("eu"))

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from scenarios.records import ipc_to_table
 from pydantic import ValidationError
 
+from scenarios.records import ipc_to_table
 from scenarios.wire import (
     MAX_SHADOW_BATCH,
     EventType,
@@ -93,7 +92,10 @@ def test_a_shadow_batch_gives_each_sample_as_a_task_with_the_batchs_session() ->
         }
     )
     tasks = batch.tasks()
-    assert [(t.run_id, t.request_key, t.seq) for t in tasks] == [("sess", "k1", 4), ("sess", "k2", 5)]
+    assert [(t.run_id, t.request_key, t.seq) for t in tasks] == [
+        ("sess", "k1", 4),
+        ("sess", "k2", 5),
+    ]
     assert tasks[1].params == {"temperature": 0.5} and tasks[1].providers == batch.providers
     assert [s.offset_ms for s in batch.samples] == [0.0, 12.5]
     # A single task (what a gateway before batches sent) is a batch of one.
