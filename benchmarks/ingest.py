@@ -498,7 +498,9 @@ def main() -> None:
             c = ceiling(workdir, table, lever)
             out.add_row(lever.name, f"{c.rows_s:,.0f}", f"{c.cpu_us:.2f}",
                         f"{c.commit_s:.2f}", f"{c.checkpoint_s:.2f}")  # fmt: skip
-            if not lever.in_memory and (best_ceiling is None or c.rows_s > best_ceiling[1].rows_s):
+            # Lowest CPU per row, not most rows/s: on a shared machine the share of the
+            # cores this process gets moves rows/s far more than the configuration does.
+            if not lever.in_memory and (best_ceiling is None or c.cpu_us < best_ceiling[1].cpu_us):
                 best_ceiling = (lever.name, c)
         console.print(out)
         console.print(f"load after: {load()}")
@@ -540,8 +542,10 @@ def main() -> None:
             for size in (1_024, 65_536):
                 for mode in ("old", "buffer, 1 part", "buffer, parts per core"):
                     d = drained(workdir, server, by_size[size], size, rows, mode)
+                    cpu = d.cpu_us + d.redis_cpu_us
                     if mode != "old" and (
-                        best_pipeline is None or d.rows_s > best_pipeline[1].rows_s
+                        best_pipeline is None
+                        or cpu < best_pipeline[1].cpu_us + best_pipeline[1].redis_cpu_us
                     ):
                         best_pipeline = (f"{size:,}-row entries, {mode}", d)
                     out.add_row(
@@ -611,8 +615,10 @@ def main() -> None:
             out.add_row(name, f"{rows_s:,.0f}", f"{cpu_us:.2f}", f"{2e6 / cpu_us:,.0f}")
         console.print(out)
         console.print(
-            "CPU µs/row of the pipeline includes the Redis server's; 'if two cores were free' "
-            "is 2 cores ÷ CPU per row, an upper bound (DuckDB's append is not fully parallel)"
+            "best = least CPU per row; the pipeline's includes the Redis server's. 'If two "
+            "cores were free' is 2 cores ÷ CPU per row, an upper bound. 1M rows/s on "
+            f"{os.cpu_count()} cores needs at most {os.cpu_count() or 1:.1f} µs "
+            f"of CPU per row; DuckDB's bulk append alone used {best_ceiling[1].cpu_us:.2f}"
         )
     console.print(f"targets: ≥ 1M rows/s; freshness p99 ≤ 2 s at 200k/s · load {load()}")
 
