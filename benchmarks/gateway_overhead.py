@@ -327,7 +327,7 @@ def main() -> None:
     parser.add_argument("--capture-rps", type=float, default=320.0,
                         help="the capture alone: requests per second")  # fmt: skip
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=150)
     redis = start_redis_server()
     tmp = Path(tempfile.mkdtemp(prefix="tb-gateway-bench-"))
     tmp.chmod(0o755)  # nginx's worker runs as nobody
