@@ -52,6 +52,22 @@ def _within(value: int | None, ceiling: int) -> int | None:
     return value if _holds(value, ceiling) else None
 
 
+_SESSION_COLUMNS = ("session_id", "turn", "session_turns", "context_tokens", "session_end")
+
+
+def _session_columns(request: PlannedRequest) -> dict[str, object]:
+    place = request.session
+    if place is None:
+        return dict.fromkeys(_SESSION_COLUMNS)
+    return {
+        "session_id": place.session_id,
+        "turn": place.turn,
+        "session_turns": place.turns,
+        "context_tokens": _within(place.context_tokens, _INT32_MAX),
+        "session_end": place.end,
+    }
+
+
 def record_row(
     ctx: RowContext, request: PlannedRequest, result: RequestResult
 ) -> dict[str, object]:
@@ -115,6 +131,7 @@ def record_row(
         "tool_call": result.tool_call_at is not None,
         "tool_call_at_ns": since_sent(result.tool_call_at),
         "tool_calls": result.tool_calls,
+        **_session_columns(request),
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

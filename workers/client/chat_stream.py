@@ -4,7 +4,8 @@ Fed one decoded SSE payload at a time with the arrival stamp of its bytes, it re
 the stamps of docs/metrics.md: a role-only first chunk is not a token; reasoning text counts
 for ``first_token`` but not for ``first_output_token``; a tool-call delta is output like
 content (and its first stamp and the number of calls are kept); a chunk with several tokens is
-one event; ``usage`` supplies the counts when the server sends it.
+one event; ``usage`` supplies the counts when the server sends it. The answer's text is
+kept only when the result asks for it (``result.answer``: a session's next turn).
 """
 
 from __future__ import annotations
@@ -64,8 +65,11 @@ class ChatStream:
                     index if isinstance(index, int) else 0, delta["tool_calls"], stamp
                 )
                 has_token = has_output = True
-            if delta.get("content"):
+            content = delta.get("content")
+            if content:
                 has_token = has_output = True
+                if self.result.answer is not None and isinstance(content, str):
+                    self.result.answer.add(content)
             elif any(delta.get(key) for key in _REASONING_KEYS):
                 has_token = True
             if choice.get("finish_reason"):
