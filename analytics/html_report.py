@@ -105,7 +105,9 @@ def _sessions(report: RunReport) -> str:
         [False, True, False] + [True] * (len(TURNS_HEADER) - 3),
     )
     ends = _table(
-        ENDS_HEADER, end_rows(report.sessions), [False, True, False] + [True] * (len(ENDS_HEADER) - 3)
+        ENDS_HEADER,
+        end_rows(report.sessions),
+        [False, True, False] + [True] * (len(ENDS_HEADER) - 3),
     )
     return (
         f'<h2 id="sessions">{escape(TURNS_TITLE)}</h2>{turns}'

@@ -272,8 +272,7 @@ class Workload(StrictModel):
                 raise ValueError("sessions: turns are generated from the mix: drop prompts")
             if self.tools is not None:
                 raise ValueError(
-                    "sessions: a tool call's result would have to be made up to go on: "
-                    "drop tools"
+                    "sessions: a tool call's result would have to be made up to go on: drop tools"
                 )
         return self
 

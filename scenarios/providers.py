@@ -119,16 +119,16 @@ class SimulateSpec(StrictModel):
     prefix_cache: bool = Field(
         default=False,
         description=(
-            "Keep the prompts and answers served (message by message, LRU): a request "
-            "that starts with a conversation seen before prefills only the rest, and usage "
-            "reports prompt_tokens_details.cached_tokens (docs/workloads.md)."
+            "Keep the prompts and answers served (in blocks of 16 words, LRU): a request "
+            "that starts with words seen before prefills only the rest, and usage reports "
+            "prompt_tokens_details.cached_tokens (docs/workloads.md)."
         ),
     )
-    prefix_cache_tokens: int = Field(
+    prefix_cache_words: int = Field(
         default=1_000_000,
         ge=1,
         le=MAX_CONTEXT_TOKENS,
-        description="Tokens the prefix cache holds before it evicts the least recently used.",
+        description="Words the prefix cache holds before it evicts the least recently used.",
     )
     model: str | None = Field(
         default=None,

@@ -32,7 +32,9 @@ __all__ = ["Conversation"]
 class Conversation:
     """The state of one session while its turns run."""
 
-    def __init__(self, session: PlannedSession, max_context_tokens: int, maker: PromptMaker) -> None:
+    def __init__(
+        self, session: PlannedSession, max_context_tokens: int, maker: PromptMaker
+    ) -> None:
         self.session = session
         self.max_context_tokens = max_context_tokens
         self.maker = maker
@@ -54,9 +56,7 @@ class Conversation:
         last = index + 1 >= session.turns
         # The last turn's answer is never sent back: no need to keep its text.
         keep = 0 if last else planned.output_tokens * MAX_ANSWER_CHARS_PER_TOKEN
-        place = SessionTurn(
-            session.session_id, index + 1, session.turns, self.context_tokens, keep
-        )
+        place = SessionTurn(session.session_id, index + 1, session.turns, self.context_tokens, keep)
         return replace(
             planned,
             prompt_tokens=self.context_tokens + planned.prompt_tokens,

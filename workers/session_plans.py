@@ -88,7 +88,9 @@ def session_planner(
     def plan(session: int) -> PlannedSession:
         rng = random.Random(f"{seed}/{stage}/session/{session}")  # stable (SHA-512 seed)
         turns = sample_turns(spec.turns, rng)
-        gaps = tuple(round(sample_seconds(spec.think_time, rng) * NS_PER_S) for _ in range(turns - 1))
+        gaps = tuple(
+            round(sample_seconds(spec.think_time, rng) * NS_PER_S) for _ in range(turns - 1)
+        )
 
         def plan_turn(turn: int) -> PlannedRequest:
             return (first if turn == 0 else later)(turn_seq(session, turn))

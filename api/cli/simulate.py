@@ -107,8 +107,8 @@ def simulate(
             help="Reuse conversations served: later turns prefill only what is new.",
         ),
     ] = None,
-    prefix_cache_tokens: Annotated[
-        int | None, typer.Option(help="Tokens the prefix cache holds (default 1000000).")
+    prefix_cache_words: Annotated[
+        int | None, typer.Option(help="Words the prefix cache holds (default 1000000).")
     ] = None,
     served_model_name: Annotated[
         str | None,
@@ -141,7 +141,7 @@ def simulate(
         "prompt_token_ratio": prompt_token_ratio,
         "prefill_ms_per_token": prefill_ms_per_token,
         "prefix_cache": prefix_cache,
-        "prefix_cache_tokens": prefix_cache_tokens,
+        "prefix_cache_words": prefix_cache_words,
         "prompt_tokenizer": None
         if prompt_tokenizer is None
         else ({"path": prompt_tokenizer} if Path(prompt_tokenizer).exists() else prompt_tokenizer),

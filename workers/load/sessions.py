@@ -87,7 +87,9 @@ class SessionRunner:
                 first = result
             elif self.later_lags is not None:
                 self.later_lags.add(result.sent - intended)
-            end, following, due = self._next(session, conversation, index, request, result, intended)
+            end, following, due = self._next(
+                session, conversation, index, request, result, intended
+            )
             if end is not None:
                 assert request.session is not None
                 request = replace(request, session=replace(request.session, end=end))
@@ -216,4 +218,3 @@ def build_session_load(
         inner = loop
         runner = SessionRunner(cap, maker, spec.duration_s, loop.send_lags_ns)
     return SessionLoad(inner, runner, spec.duration_s)
-

@@ -3,14 +3,18 @@
 Serving stacks keep the KV of prompts (and of the answers they generated) and reuse it
 for a later request that starts with the same tokens (vLLM's automatic prefix caching,
 SGLang's radix cache): such a request prefills only its uncached suffix, which is what
-makes a multi-turn session's later turns fast. This model works message by message
-rather than in blocks of tokens: entry ``i`` of a conversation is the hash of its first
-``i`` messages (role and text), worth the tokens of message ``i``. A request's cached
-tokens are those of its longest run of leading messages the cache holds; after it is
-served, its messages and its answer are stored, so the next turn of the conversation
+makes a multi-turn session's later turns and prompts with a shared prefix fast.
+
+This model does what vLLM does, in words instead of tokens: a conversation is the
+sequence of its messages' words, each message opened by a marker of its role; it is cut
+into blocks of :data:`BLOCK_WORDS` words, and block ``i``'s key is a hash of blocks
+``0..i`` (a chain), so a block matches only after the same whole prefix. A request's
+cached share is its longest run of leading blocks the cache holds (only whole blocks
+are cached); its cached tokens are that share of its prompt tokens. After a request is
+served its conversation and its answer are stored, so the next turn of the conversation
 (which sends them back, answer included) finds them. The cache holds at most
-``capacity`` tokens and evicts the least recently used entries first; an evicted entry
-cuts every longer prefix of its conversation, as a freed KV block does.
+``capacity`` words and evicts the least recently used blocks first; an evicted block
+cuts every longer prefix that runs through it, as a freed KV block does.
 """
 
 from __future__ import annotations
@@ -18,70 +22,86 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["PrefixCache", "chain"]
+__all__ = ["BLOCK_WORDS", "Blocks", "PrefixCache", "blocks"]
+
+BLOCK_WORDS = 16  # vLLM's default block size is 16 tokens
 
 Message = tuple[str, str]  # (role, text)
 
 
-def chain(messages: Sequence[Message], previous: bytes = b"") -> list[bytes]:
-    """Hash of each leading run of ``messages``: entry i covers messages 0..i (after the
-    run whose hash is ``previous``)."""
-    hashes = []
+@dataclass(frozen=True, slots=True)
+class Blocks:
+    """A conversation cut into blocks: the chained key of each whole block, its words,
+    and the words of its unfinished last block (with its running hash) to extend."""
+
+    keys: tuple[bytes, ...]
+    words: int
+    tail: tuple[str, ...]
+    previous: bytes
+
+
+def blocks(messages: Sequence[Message], after: Blocks | None = None) -> Blocks:
+    """The blocks of ``messages`` (following the conversation ``after``, if given)."""
+    keys = list(after.keys) if after is not None else []
+    pending = list(after.tail) if after is not None else []
+    previous = after.previous if after is not None else b""
+    words = after.words if after is not None else 0
     for role, text in messages:
-        digest = hashlib.blake2b(previous, digest_size=16)
-        digest.update(role.encode())
-        digest.update(b"\0")
-        digest.update(text.encode())
-        previous = digest.digest()
-        hashes.append(previous)
-    return hashes
+        for word in (f"<{role}>", *text.split()):
+            pending.append(word)
+            words += 1
+            if len(pending) == BLOCK_WORDS:
+                digest = hashlib.blake2b(previous, digest_size=16)
+                digest.update("\0".join(pending).encode())
+                previous = digest.digest()
+                keys.append(previous)
+                pending = []
+    return Blocks(tuple(keys), words, tuple(pending), previous)
 
 
 class PrefixCache:
-    """Leading runs of conversations served, bounded in tokens, least recently used out."""
+    """Blocks of the conversations served, bounded in words, least recently used out."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.tokens = 0  # held by the entries
-        self.hits = 0  # requests that found some of their prompt cached
-        self.cached_tokens = 0  # prompt tokens served from the cache, over all requests
-        self._entries: OrderedDict[bytes, int] = OrderedDict()
+        self.hits = 0  # requests that found part of their prompt cached
+        self.cached_words = 0  # prompt words served from the cache, over all requests
+        self._blocks: OrderedDict[bytes, None] = OrderedDict()
 
-    def lookup(self, hashes: Sequence[bytes], tokens: Sequence[int]) -> int:
-        """Tokens of the longest leading run of messages held (``tokens[i]`` is message
-        i's); the run's entries become the most recently used."""
-        cached = 0
-        for digest, count in zip(hashes, tokens, strict=True):
-            if digest not in self._entries:
+    def cached_share(self, prompt: Blocks) -> float:
+        """The share of ``prompt``'s words in its longest run of cached leading blocks;
+        those blocks become the most recently used."""
+        matched = 0
+        for key in prompt.keys:
+            if key not in self._blocks:
                 break
-            self._entries.move_to_end(digest)
-            cached += count
-        if cached:
-            self.hits += 1
-            self.cached_tokens += cached
-        return cached
+            self._blocks.move_to_end(key)
+            matched += 1
+        if not matched or not prompt.words:
+            return 0.0
+        self.hits += 1
+        self.cached_words += matched * BLOCK_WORDS
+        return matched * BLOCK_WORDS / prompt.words
 
-    def store(self, hashes: Sequence[bytes], tokens: Sequence[int]) -> None:
-        """Hold every leading run of a conversation served (``tokens[i]`` is message i's),
-        evicting the least recently used entries beyond the capacity."""
-        for digest, count in zip(hashes, tokens, strict=True):
-            held = self._entries.get(digest)
-            if held is None:
-                self._entries[digest] = count
-                self.tokens += count
+    def store(self, conversation: Blocks) -> None:
+        """Hold every whole block of a conversation served, evicting the least recently
+        used blocks beyond the capacity."""
+        for key in conversation.keys:
+            if key in self._blocks:
+                self._blocks.move_to_end(key)
             else:
-                self._entries.move_to_end(digest)
-        while self.tokens > self.capacity and self._entries:
-            _, count = self._entries.popitem(last=False)
-            self.tokens -= count
+                self._blocks[key] = None
+        while len(self._blocks) * BLOCK_WORDS > self.capacity:
+            self._blocks.popitem(last=False)
 
     def stats(self) -> dict[str, int]:
         """What the cache holds and has served."""
         return {
-            "entries": len(self._entries),
-            "tokens": self.tokens,
-            "capacity": self.capacity,
+            "blocks": len(self._blocks),
+            "block_words": BLOCK_WORDS,
+            "capacity_words": self.capacity,
             "hits": self.hits,
-            "cached_tokens": self.cached_tokens,
+            "cached_words": self.cached_words,
         }

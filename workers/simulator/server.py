@@ -24,7 +24,7 @@ import orjson
 from scenarios.model import SimulateSpec
 from workers.simulator.batching import latency_for
 from workers.simulator.latency import LatencyModel
-from workers.simulator.prefix_cache import PrefixCache, chain
+from workers.simulator.prefix_cache import Blocks, PrefixCache, blocks
 from workers.tokenizer import load_local_tokenizer
 
 if TYPE_CHECKING:
@@ -43,12 +43,11 @@ class _Request:
 @dataclass(slots=True)
 class _Prompt:
     """A chat request's prompt as this endpoint sees it: its tokens, how many of them
-    the prefix cache held, and (with the cache) its messages' hashes and token counts."""
+    the prefix cache held, and (with the cache) its blocks."""
 
     tokens: int
     cached: int = 0
-    hashes: list[bytes] = field(default_factory=list)
-    counts: list[int] = field(default_factory=list)
+    blocks: Blocks | None = None
 
 
 @dataclass(slots=True)
@@ -73,7 +72,7 @@ class SimulatorApp:
     def __post_init__(self) -> None:
         self._rng = random.Random(self.spec.seed)
         if self.spec.prefix_cache:
-            self.cache = PrefixCache(self.spec.prefix_cache_tokens)
+            self.cache = PrefixCache(self.spec.prefix_cache_words)
         tokenizer_ref = self.spec.prompt_tokenizer
         self.tokenizer = None if tokenizer_ref is None else load_local_tokenizer(tokenizer_ref)
         if self.latency is None:
@@ -98,34 +97,20 @@ class SimulatorApp:
         words = sum(len(text.split()) for text in texts)
         return max(round(words * self.spec.prompt_token_ratio), 1)
 
-    def message_tokens(self, texts: list[str]) -> list[int]:
-        """Tokens of each message's text (the prefix cache's entries), counted as
-        :meth:`count_prompt` counts a whole prompt."""
-        if self.tokenizer is not None:
-            encoded = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-            return [len(item.ids) for item in encoded]
-        ratio = self.spec.prompt_token_ratio
-        return [round(len(text.split()) * ratio) for text in texts]
-
     def prompt(self, messages: list[dict[str, Any]]) -> _Prompt:
         """The prompt of a chat request, looked up in the prefix cache if there is one."""
         tokens = self.count_prompt(messages)
         if self.cache is None:
             return _Prompt(tokens)
-        pairs = [(str(message.get("role", "")), _content_text(message)) for message in messages]
-        counts = self.message_tokens([text for _, text in pairs])
-        hashes = chain(pairs)
-        return _Prompt(tokens, min(self.cache.lookup(hashes, counts), tokens), hashes, counts)
+        conversation = blocks([(str(m.get("role", "")), _content_text(m)) for m in messages])
+        cached = min(round(tokens * self.cache.cached_share(conversation)), tokens)
+        return _Prompt(tokens, cached, conversation)
 
     def served(self, prompt: _Prompt, answer: str) -> None:
         """Keep a served conversation in the cache, its answer as the next message (the
         next turn sends it back)."""
-        if self.cache is None:
-            return
-        previous = prompt.hashes[-1] if prompt.hashes else b""
-        (answer_hash,) = chain([("assistant", answer)], previous)
-        (answer_tokens,) = self.message_tokens([answer])
-        self.cache.store([*prompt.hashes, answer_hash], [*prompt.counts, answer_tokens])
+        if self.cache is not None and prompt.blocks is not None:
+            self.cache.store(blocks([("assistant", answer)], after=prompt.blocks))
 
     def draw_faults(self) -> _Faults:
         """Which faults this request suffers (seeded, so a run is reproducible)."""
