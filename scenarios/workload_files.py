@@ -4,7 +4,8 @@ One JSON object per line; blank lines and lines starting with ``#`` are skipped.
 line may give ``messages`` (OpenAI chat messages) or ``prompt`` (one user message).
 Replay lines also carry ``timestamp`` (seconds as a number, or an ISO-8601 instant) and
 ``max_tokens``, and optionally ``session_id`` (a string or integer) and ``turn`` (an
-integer): the lines of one session id are the turns of one captured conversation. Errors name the source and line, so a bad log fails before any request.
+integer): the lines of one session id are the turns of one captured conversation.
+Errors name the source and line, so a bad log fails before any request.
 
 Parsing works on bytes, and is shared: the dataset store validates uploads with it
 (``analytics/datasets.py``), workers parse the bytes they get from Redis

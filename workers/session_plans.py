@@ -19,6 +19,7 @@ ones (scaled by ``time_scale``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -188,7 +189,7 @@ def replayed_sessions(
         stamps = [entries[i].timestamp_s or 0.0 for i in group]
         gaps = tuple(
             round(max(0.0, later - earlier) * time_scale * NS_PER_S)
-            for earlier, later in zip(stamps, stamps[1:], strict=False)
+            for earlier, later in itertools.pairwise(stamps)
         )
 
         def plan_turn(turn: int) -> PlannedRequest:

@@ -136,12 +136,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
     rows = _row_context(spec, context, attempt)
     try:
         entries, maker = await _workload_inputs(spec, context)
-        load: LoadShape
-        if spec.workload.sessions is not None or has_replayed_sessions(spec.workload, entries):
-            load = build_session_load(spec, entries or (), maker)
-        else:
-            plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
-            load = build_load(spec, plan, entries or ())
+        load = _load(spec, entries, maker)
     except (WorkloadFileError, TokenizerUnavailable) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
@@ -230,6 +225,14 @@ async def _finish(
         **stage_window(load, spec.warmup_s, spec.cooldown_s),
         **health.summary(**rate_figures(load, _target_rps(spec))),
     )
+
+
+def _load(spec: ShardSpec, entries: tuple[FileEntry, ...] | None, maker: PromptMaker) -> LoadShape:
+    """The shard's load: sessions (generated, or a replayed session log), else requests."""
+    if spec.workload.sessions is not None or has_replayed_sessions(spec.workload, entries):
+        return build_session_load(spec, entries or (), maker)
+    plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
+    return build_load(spec, plan, entries or ())
 
 
 async def _workload_inputs(

@@ -47,7 +47,7 @@ class ChatRecorder:
             def log_message(self, *_: object) -> None:  # quiet
                 return
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server dispatches by this name
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 words = int(body.get("max_tokens") or 1)

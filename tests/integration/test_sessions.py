@@ -5,6 +5,7 @@ session log, whose turns keep their order and captured gaps."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections import defaultdict
@@ -105,7 +106,7 @@ def test_sessions_grow_their_context_and_a_prefix_cache_keeps_later_turns_fast(
         assert [t["turn"] for t in turns] == [1, 2, 3]
         assert [t["session_end"] for t in turns] == [None, None, "done"]
         assert turns[0]["context_tokens"] == 0
-        for earlier, later in zip(turns, turns[1:], strict=False):
+        for earlier, later in itertools.pairwise(turns):
             # The earlier turn's whole prompt and its answer (usage) are the context.
             answer = earlier["completion_tokens"]
             assert later["context_tokens"] == earlier["planned_prompt_tokens"] + answer
@@ -191,7 +192,7 @@ def test_each_turn_sends_the_conversation_with_the_answers_the_server_gave(
     for bodies in conversations.values():
         for index, received in enumerate(bodies):
             assert len(received.body["messages"]) == 2 * index + 1
-        for earlier, later in zip(bodies, bodies[1:], strict=False):
+        for earlier, later in itertools.pairwise(bodies):
             # Turn n + 1 is turn n's conversation, the answer turn n got, a new message.
             expected = [*earlier.body["messages"], {"role": "assistant", "content": earlier.answer}]
             assert later.body["messages"][:-1] == expected
@@ -264,7 +265,7 @@ def test_a_replayed_session_log_keeps_its_turns_in_order(
     for turns in sessions.values():
         assert [t["turn"] for t in turns] == list(range(1, len(turns) + 1))
         assert turns[-1]["session_end"] == "done"
-        for earlier, later in zip(turns, turns[1:], strict=False):
+        for earlier, later in itertools.pairwise(turns):
             assert later["intended"] >= earlier["ended"]
             # The captured 0.2 s gap at time_scale 0.5, from the earlier turn's intent.
             assert later["intended"] - earlier["intended"] >= 100_000_000 - 1

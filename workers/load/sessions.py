@@ -73,7 +73,9 @@ class SessionRunner:
     async def run(self, session: PlannedSession, intended: int) -> RequestResult:
         """Run ``session`` from ``intended``; the first turn's result (the loop's)."""
         send, record, load = self._send, self._record, self._load
-        assert send is not None and record is not None and load is not None, "bind() first"
+        assert send is not None, "bind() first"
+        assert record is not None
+        assert load is not None
         self.sessions += 1
         conversation = Conversation(session, self.max_context_tokens, self.maker)
         request = conversation.turn(0)
