@@ -164,7 +164,7 @@ class SessionsSpec(StrictModel):
     @field_validator("turns", mode="before")
     @classmethod
     def _turns_number(cls, value: object) -> object:
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool):
             return {"dist": "fixed", "value": value}
         return value
 
