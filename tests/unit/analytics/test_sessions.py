@@ -26,7 +26,7 @@ from analytics.sessions import (
 from api.cli.console import session_tables
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
-from tests.support.builders import ROW_CONTEXT, S, VALID_SCENARIO, failed_result, timed_result
+from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result
 from workers.client.errors import ErrorClass
 from workers.prompts import PlannedRequest, SessionTurn
 from workers.rows import record_row

@@ -4,6 +4,7 @@ each later turn is intended, why sessions end, and what the loops report."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -80,7 +81,7 @@ def test_turns_run_in_order_each_intended_after_the_answer_and_its_think_time() 
     assert ends == {0: [None, None, "done"], 1: [None, "error"], 2: [None, None, "done"]}
     for turns in sessions.values():
         assert [r.session.turn for r, _ in turns if r.session] == list(range(1, len(turns) + 1))
-        for (_, earlier), (later, result) in zip(turns, turns[1:], strict=False):
+        for (_, earlier), (later, result) in itertools.pairwise(turns):
             assert result.intended_start == (earlier.end or 0) + 2 * MS  # end + think time
             assert later.messages is not None and later.messages[-2][0] == "assistant"
     assert len(load.intended) == len(fake.records) == 8
