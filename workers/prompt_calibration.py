@@ -98,7 +98,7 @@ class CalibratedPrompts:
         session's later turns are not words alone: their conversation holds answers)."""
         if request.session is not None and request.session.turn > 1:
             return
-        usage = result.failure is None and result.token_count_source == "usage"
+        usage = result.failure is None and result.prompt_count_source == "usage"
         if usage and result.prompt_tokens:
             self.observe(len(request.prompt.split()), result.prompt_tokens)
 

@@ -1,11 +1,9 @@
--- tokenbench DuckDB schema, version 11: multi-turn sessions (workload.sessions, a replayed
--- session log; docs/workloads.md). `session_id` is the session's number in its stage
--- (the same session for every provider and region), `turn` its turn (from 1) of the
--- `session_turns` it planned, `context_tokens` the earlier turns' tokens sent with this
--- one, and `session_end`, on the session's last turn, why it ended: done, error,
--- context_cap or stage_end. NULL for requests outside a session and rows before v11.
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS session_id BIGINT;
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS turn INTEGER;
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS session_turns INTEGER;
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS context_tokens INTEGER;
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS session_end VARCHAR;
+-- tokenbench DuckDB schema, version 11: token truth per request (docs/metrics.md).
+-- `prompt_count_source` says how `prompt_tokens` was counted: `usage` (the server's),
+-- `tokenizer` (the workload's tokenizer, when the server reported none); NULL with a NULL
+-- `prompt_tokens` when neither could count it. `finish_reason` is why the answer ended
+-- (stop | length | tool_calls | content_filter | the server's own word), NULL for
+-- dialects that never say (Replicate) and for failed requests. NULL on rows recorded
+-- before v11, whose `events` rows carried the planned prompt length in `prompt_tokens`.
+ALTER TABLE request_records ADD COLUMN IF NOT EXISTS prompt_count_source VARCHAR;
+ALTER TABLE request_records ADD COLUMN IF NOT EXISTS finish_reason VARCHAR;

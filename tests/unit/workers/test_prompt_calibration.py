@@ -15,7 +15,7 @@ from workers.prompts import PlannedRequest, SessionTurn, request_planner
 def _answer(prompt_tokens: int) -> RequestResult:
     result = RequestResult(intended_start=0, sent=0)
     result.prompt_tokens = prompt_tokens
-    result.token_count_source = "usage"
+    result.token_count_source = result.prompt_count_source = "usage"
     return result
 
 
@@ -85,7 +85,7 @@ def test_errors_and_other_count_sources_are_not_learnt_from() -> None:
     maker = CalibratedPrompts()
     request = PlannedRequest(0, 10, 1, "a b c d e f g h i j")
     counted = _answer(99)
-    counted.token_count_source = "events"
+    counted.prompt_count_source = None  # the server reported no prompt count
     for _ in range(2 * MIN_SAMPLES):
         maker.observe_answer(request, counted)
     assert maker.fit.n == 0
@@ -105,7 +105,7 @@ def test_a_carried_fit_starts_calibrated_and_scales_the_shared_prefix() -> None:
 
 def test_a_sessions_later_turns_do_not_calibrate() -> None:
     maker = CalibratedPrompts()
-    answered = RequestResult(0, prompt_tokens=80, token_count_source="usage")
+    answered = RequestResult(0, prompt_tokens=80, prompt_count_source="usage")
     later = PlannedRequest(1, 60, 4, "ten words " * 5, session=SessionTurn(0, 2, 3, 50))
     maker.observe_answer(later, answered)  # 80 tokens of conversation, not of its words
     assert maker.fit.n == 0

@@ -43,7 +43,6 @@ class PostStreamAdapter:
             self.parser,
             self.limits,
             self.retry,
-            request.prompt_tokens,
             intended_start,
             answer_chars=0 if request.session is None else request.session.answer_chars,
         )
