@@ -12,7 +12,8 @@ session's turns one after another, records each as it ends and waits between the
   t's answer ended. Schedule lag (sent − intended) is the client's own delay either way.
 
 A session ends after its last planned turn (``done``), after a failed turn (``error``:
-a conversation does not go on without its answer), before a turn that would exceed
+a conversation does not go on without its answer; a replayed one does, its next turn
+being captured, not answered), before a turn that would exceed
 ``max_context_tokens`` (``context_cap``), or when the stage ends (``stage_end``: its
 duration is over or the shard was stopped) before its next turn is due; the reason is
 recorded on its last turn's record (``session_end``). A stage's duration bounds turns,
@@ -115,7 +116,9 @@ class SessionRunner:
         intended: int,
     ) -> tuple[str | None, PlannedRequest | None, int]:
         """Why the session ends after this turn, or its next turn and when it is due."""
-        if result.failure is not None:
+        # A replayed turn does not depend on the answer before it (it is sent as captured):
+        # a failure does not end the session, or a failing server would shed the load.
+        if result.failure is not None and not session.captured:
             return "error", None, 0
         if index + 1 >= session.turns:
             return "done", None, 0

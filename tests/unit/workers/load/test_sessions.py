@@ -100,6 +100,13 @@ def test_a_captured_gap_counts_from_the_earlier_turns_intent_but_waits_for_its_a
             assert second.intended_start == first.end
 
 
+def test_a_replayed_session_goes_on_after_a_failed_turn() -> None:
+    fake = Fake(fail=((0, 1),))
+    asyncio.run(_closed(_plan(turns=3, gap_ns=MS, captured=True), 1).run(fake.send, fake.record))
+    turns = [(r.session.turn, r.session.end, res.ok) for r, res in fake.records if r.session]
+    assert turns == [(1, None, False), (2, None, True), (3, "done", True)]
+
+
 def test_the_cap_and_the_stage_end_end_sessions() -> None:
     fake = Fake()
     # Turn 2 needs 14 tokens of context + 10 + 4 > 20.
