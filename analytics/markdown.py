@@ -17,6 +17,15 @@ from analytics.formatting import (
     percentile_rows,
 )
 from analytics.report import RunReport
+from analytics.sessions import (
+    ENDS_HEADER,
+    ENDS_TITLE,
+    TURNS_HEADER,
+    TURNS_NOTE,
+    TURNS_TITLE,
+    end_rows,
+    turn_rows,
+)
 from analytics.top_errors import ERRORS_HEADER, ERRORS_NOTE, ERRORS_TITLE, error_rows
 
 
@@ -76,6 +85,16 @@ def render_markdown(report: RunReport) -> str:
         out += [f"## {ERRORS_TITLE}", ""]
         out.append(table(ERRORS_HEADER, error_rows(report.errors, report.stages), [False] * 6))
         out += ["", ERRORS_NOTE, ""]
+    if report.session_turns:
+        out += [f"## {TURNS_TITLE}", ""]
+        numeric = [False, True, False] + [True] * (len(TURNS_HEADER) - 3)
+        out.append(table(TURNS_HEADER, turn_rows(report.session_turns), numeric))
+        out += ["", f"_{TURNS_NOTE}_", ""]
+    if report.sessions:
+        out += [f"## {ENDS_TITLE}", ""]
+        numeric = [False, True, False] + [True] * (len(ENDS_HEADER) - 3)
+        out.append(table(ENDS_HEADER, end_rows(report.sessions), numeric))
+        out.append("")
     out += comparison_lines(report.comparison)
     if report.pareto:
         out += ["## Cost vs p99 TTFT", ""]

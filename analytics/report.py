@@ -3,7 +3,8 @@
 ``build_report`` returns everything every output format shows (the CLI's table,
 markdown, HTML and JSON, and the REST API): per stage × provider × region summary rows
 with percentiles, bootstrap intervals, low-sample flags, throughput, goodput and cost;
-each row's most frequent error messages; the Pareto view; chart data; and, when asked, a
+each row's most frequent error messages; the Pareto view; chart data; multi-turn
+sessions by turn and how they ended (empty without sessions); and, when asked, a
 pairwise comparison. Field meanings:
 docs/analytics.md.
 """
@@ -22,6 +23,7 @@ from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_
 from analytics.plots import errors_over_time, plot_data
 from analytics.prompt_realism import with_prompt_realism
 from analytics.roofline_view import with_roofline
+from analytics.sessions import session_ends, session_turns
 from analytics.sqlfiles import load_sql
 from analytics.stats import CI_QUANTILES
 from analytics.stored import (
@@ -57,6 +59,9 @@ class RunReport:
     errors: list[dict[str, Any]] = field(default_factory=list)
     # How the percentiles were computed: exact, or from stored histograms within a bound.
     percentiles: dict[str, Any] = field(default_factory=lambda: dict(EXACT))
+    # Multi-turn sessions (analytics/sessions.py): by turn index, and how they ended.
+    session_turns: list[dict[str, Any]] = field(default_factory=list)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -75,6 +80,8 @@ class RunReport:
             "columns": describe("summary"),
             "errors": self.errors,
             "percentiles": self.percentiles,
+            "session_turns": self.session_turns,
+            "sessions": self.sessions,
             "pareto": self.pareto,
             "comparison": self.comparison,
             "plots": self.plots,
@@ -208,6 +215,8 @@ def build_report(
         plots=charts,
         errors=top_errors(con, run_id, stored),
         percentiles=method,
+        session_turns=session_turns(con, run_id),
+        sessions=session_ends(con, run_id),
         replicates=replicates,
     )
 

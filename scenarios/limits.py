@@ -44,6 +44,18 @@ MAX_BURSTINESS: Final = 1000.0
 # Celery tasks grow with it; 10k shards plan in well under a second.
 MAX_SHARDS_PER_RUN: Final = 10_000
 
+# Turns of one multi-turn session (workload.sessions, a replayed session): chat sessions
+# run a few to a few dozen turns; 1000 bounds a session's records and its history.
+MAX_SESSION_TURNS: Final = 1000
+# Think time between an answer and the next turn: an hour; longer is a new session.
+MAX_THINK_TIME_S: Final = 3600.0
+# Characters of an answer a session keeps (to send back with the next turn) per planned
+# answer token: real tokens average ~4; past 16 a server ignored max_tokens, and the
+# answer is cut there so that one server cannot grow a worker's memory unbounded.
+MAX_ANSWER_CHARS_PER_TOKEN: Final = 16
+# Characters of a replayed session id: ids are uuids or hashes.
+MAX_SESSION_ID_CHARS: Final = 256
+
 # Sampled requests a shadow gateway holds before enqueueing them (each with its body).
 MAX_GATEWAY_PENDING: Final = 100_000
 # Tasks waiting in a region's queue above which a gateway drops new shadows.

@@ -43,11 +43,13 @@ from scenarios.providers import (
     SimulatedProvider,
     SimulateSpec,
 )
+from scenarios.sessions import SessionsSpec
 from scenarios.tokenizer_ref import TokenizerRef
 from scenarios.tools import ToolsSpec
 
 __all__ = [
     "DATASET_ID_PATTERN",
+    "SESSION_KINDS",
     "SLO",
     "AnyProvider",
     "Arrival",
@@ -67,6 +69,7 @@ __all__ = [
     "RateLoad",
     "Replay",
     "Scenario",
+    "SessionsSpec",
     "SimulateSpec",
     "SimulatedProvider",
     "TokenizerRef",
@@ -183,7 +186,9 @@ class Replay(DatasetSource):
     """A captured traffic log re-sent with its original gaps (docs/load.md).
 
     One JSON object per line: ``timestamp`` (seconds, any origin), ``messages`` (chat
-    messages) or ``prompt`` (text), ``max_tokens``.
+    messages) or ``prompt`` (text), ``max_tokens``; lines with a ``session_id`` (and
+    optionally ``turn``) are the turns of one captured session, replayed in order to one
+    provider, each after the previous answer (docs/workloads.md).
     """
 
     time_scale: float = Field(
@@ -243,6 +248,13 @@ class Workload(StrictModel):
             "streamed tool call counts as output (docs/metrics.md)."
         ),
     )
+    sessions: SessionsSpec | None = Field(
+        default=None,
+        description=(
+            "Multi-turn sessions: each turn sends the conversation so far, answers "
+            "included, to the same provider (docs/workloads.md)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _has_requests(self) -> Workload:
@@ -250,6 +262,18 @@ class Workload(StrictModel):
             raise ValueError("give a length mix, or a replay log")
         if self.replay is not None and (self.mix or self.prompts is not None):
             raise ValueError("replay carries its own prompts and lengths: drop mix and prompts")
+        if self.sessions is not None:
+            if self.replay is not None:
+                raise ValueError(
+                    "sessions: a replay keeps the sessions its log's session_id names: "
+                    "drop sessions"
+                )
+            if self.prompts is not None:
+                raise ValueError("sessions: turns are generated from the mix: drop prompts")
+            if self.tools is not None:
+                raise ValueError(
+                    "sessions: a tool call's result would have to be made up to go on: drop tools"
+                )
         return self
 
 
@@ -319,6 +343,12 @@ class Load(StrictModel):
         ge=1,
         le=MAX_REQUESTS_PER_LEVEL,
         description="Requests per stage and provider (per region).",
+    )
+    sessions_per_level: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_REQUESTS_PER_LEVEL,
+        description="With workload.sessions: sessions per stage and provider (per region).",
     )
     duration_s: float | None = Field(
         default=None,
@@ -416,13 +446,25 @@ class Scenario(StrictModel):
     def _stages_defined(self) -> Scenario:
         # Here, not on Load: whether a stage has a length depends on the workload too.
         load = self.load
+        sessions = self.workload.sessions
+        if sessions is None and load.sessions_per_level is not None:
+            raise ValueError("load: sessions_per_level counts workload.sessions: none are set")
         if self.workload.replay is not None:
             if load.concurrency or load.rate is not None:
                 raise ValueError("load: a replay sets its own arrivals: drop concurrency/rate")
             return self
         if not load.concurrency and load.rate is None:
             raise ValueError("load: give concurrency (closed loop) or rate (open loop)")
-        if load.requests_per_level is None and load.duration_s is None:
+        if sessions is not None:
+            self._check_session_providers()
+            if load.requests_per_level is not None:
+                raise ValueError(
+                    "load: with workload.sessions a stage is counted in sessions: "
+                    "give sessions_per_level instead of requests_per_level"
+                )
+            if load.sessions_per_level is None and load.duration_s is None:
+                raise ValueError("load: give sessions_per_level, duration_s or both")
+        elif load.requests_per_level is None and load.duration_s is None:
             raise ValueError("load: give requests_per_level, duration_s or both")
         planned = self.planned_requests()
         if planned is not None and planned > MAX_TOTAL_REQUESTS:
@@ -434,24 +476,43 @@ class Scenario(StrictModel):
             )
         return self
 
+    def _check_session_providers(self) -> None:
+        for provider in self.providers:
+            if provider.kind not in SESSION_KINDS:
+                raise ValueError(
+                    f"workload.sessions: provider {provider.name!r} is kind {provider.kind!r}; "
+                    f"a session sends a chat conversation, which kinds "
+                    f"{', '.join(SESSION_KINDS)} carry"
+                )
+
+    def units_per_level(self) -> int | None:
+        """What bounds a stage's count per provider and region: ``sessions_per_level``
+        with workload.sessions, else ``requests_per_level``."""
+        if self.workload.sessions is not None:
+            return self.load.sessions_per_level
+        return self.load.requests_per_level
+
     def planned_requests(self) -> float | None:
         """Requests the run plans at most over all stages, providers and regions: from
         ``requests_per_level``, or for an open loop ``rps × duration_s`` (None when only a
-        closed loop's duration bounds it, or for a replay)."""
+        closed loop's duration bounds it, or for a replay). With sessions, the sessions
+        so bounded times the most turns a session can have."""
         load = self.load
         if self.workload.replay is not None:
             return None
+        units = self.units_per_level()
         per_stage: list[float] = []
         for level in load.levels():
             bounds: list[float] = []
-            if load.requests_per_level is not None:
-                bounds.append(load.requests_per_level)
+            if units is not None:
+                bounds.append(units)
             if load.rate is not None and load.duration_s is not None:
                 bounds.append(level * load.duration_s)
             if not bounds:
                 return None
             per_stage.append(min(bounds))
-        return sum(per_stage) * len(self.providers) * len(self.regions)
+        turns = 1 if self.workload.sessions is None else self.workload.sessions.max_turns()
+        return sum(per_stage) * turns * len(self.providers) * len(self.regions)
 
     @field_validator("providers")
     @classmethod
@@ -471,6 +532,10 @@ class Scenario(StrictModel):
             if candidate.name == name:
                 return candidate
         raise KeyError(name)
+
+
+# Provider kinds whose adapter sends a chat conversation and keeps the answer's text.
+SESSION_KINDS = ("openai", "simulated", "azure-openai")
 
 
 def _reject_duplicates(values: list[str], what: str) -> None:

@@ -148,6 +148,29 @@ class SimulateSpec(StrictModel):
             "tool call; tool_choice required or a named function always is, none never."
         ),
     )
+    prefill_ms_per_token: float = Field(
+        default=0.0,
+        ge=0,
+        le=MAX_LATENCY_MS,
+        description=(
+            "Fixed latency model: time added to the first token per prompt token it must "
+            "prefill (not cached), so TTFT grows with the prompt."
+        ),
+    )
+    prefix_cache: bool = Field(
+        default=False,
+        description=(
+            "Keep the prompts and answers served (in blocks of 16 words, LRU): a request "
+            "that starts with words seen before prefills only the rest, and usage reports "
+            "prompt_tokens_details.cached_tokens (docs/workloads.md)."
+        ),
+    )
+    prefix_cache_words: int = Field(
+        default=1_000_000,
+        ge=1,
+        le=MAX_CONTEXT_TOKENS,
+        description="Words the prefix cache holds before it evicts the least recently used.",
+    )
     model: str | None = Field(
         default=None,
         max_length=MAX_ID_CHARS,
@@ -267,7 +290,9 @@ class SimulateSpec(StrictModel):
                 raise ValueError(f"set model to use {', '.join(stray)} (the batching simulator)")
             return self
         fixed = [
-            name for name in ("ttft_ms", "itl_ms") if getattr(self, name) != fields[name].default
+            name
+            for name in ("ttft_ms", "itl_ms", "prefill_ms_per_token")
+            if getattr(self, name) != fields[name].default
         ]
         if fixed:
             raise ValueError(

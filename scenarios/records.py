@@ -93,6 +93,15 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         # NULL for dialects that never say, and for failed requests)
         pa.field("prompt_count_source", pa.string()),
         pa.field("finish_reason", pa.string()),
+        # multi-turn sessions (workload.sessions, a replayed session log): the session's
+        # number in its stage, the turn (from 1) of the turns it planned, the earlier
+        # turns' tokens sent with this one, and on the session's last turn why it ended
+        # (done | error | context_cap | stage_end); NULL for requests outside a session
+        pa.field("session_id", pa.int64()),
+        pa.field("turn", pa.int32()),
+        pa.field("session_turns", pa.int32()),
+        pa.field("context_tokens", pa.int32()),
+        pa.field("session_end", pa.string()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

@@ -165,8 +165,12 @@ class ShardSpec(BaseModel):
     workload: Workload
     seed: int
     concurrency: int = Field(ge=0, description="Closed: virtual users; open: cap, 0 = none.")
-    seq_start: int = Field(default=0, ge=0, description="First request sequence number.")
-    requests: int | None = Field(default=None, ge=1, description="Requests to send.")
+    seq_start: int = Field(
+        default=0, ge=0, description="First request (or session) sequence number."
+    )
+    requests: int | None = Field(
+        default=None, ge=1, description="Requests (sessions, with workload.sessions) to send."
+    )
     duration_s: float | None = Field(default=None, gt=0, description="Stop starting after this.")
     rate: ShardRate | None = Field(default=None, description="Open loop; None: closed loop.")
     warmup_s: float = Field(default=0.0, ge=0, description="Not steady state: stage start.")

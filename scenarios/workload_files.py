@@ -3,7 +3,9 @@
 One JSON object per line; blank lines and lines starting with ``#`` are skipped. A
 line may give ``messages`` (OpenAI chat messages) or ``prompt`` (one user message).
 Replay lines also carry ``timestamp`` (seconds as a number, or an ISO-8601 instant) and
-``max_tokens``. Errors name the source and line, so a bad log fails before any request.
+``max_tokens``, and optionally ``session_id`` (a string or integer) and ``turn`` (an
+integer): the lines of one session id are the turns of one captured conversation.
+Errors name the source and line, so a bad log fails before any request.
 
 Parsing works on bytes, and is shared: the dataset store validates uploads with it
 (``analytics/datasets.py``), workers parse the bytes they get from Redis
@@ -25,6 +27,7 @@ from pathlib import Path
 import orjson
 
 from scenarios.errors import BadInput
+from scenarios.limits import MAX_SESSION_ID_CHARS
 from scenarios.settings import env_name
 
 __all__ = [
@@ -59,6 +62,8 @@ class FileEntry:
     messages: tuple[Message, ...]
     max_tokens: int | None = None
     timestamp_s: float | None = None
+    session_id: str | None = None  # the captured session this line is a turn of
+    turn: int | None = None  # its place in that session (else timestamp order)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +210,8 @@ def _entry(data: object, replay: bool) -> FileEntry:
     if replay:
         if max_tokens is None:
             raise KeyError("max_tokens")
-        return FileEntry(messages, max_tokens, _seconds(data["timestamp"]))
+        session_id, turn = _session(data)
+        return FileEntry(messages, max_tokens, _seconds(data["timestamp"]), session_id, turn)
     # A prompt file may carry timestamps; a bad one only makes it unfit for replay.
     try:
         timestamp = _seconds(data["timestamp"]) if "timestamp" in data else None
@@ -232,6 +238,24 @@ def _messages(data: dict[str, object]) -> tuple[Message, ...]:
             raise ValueError("each message needs string role and content")
         messages.append((role, content))
     return tuple(messages)
+
+
+def _session(data: dict[str, object]) -> tuple[str | None, int | None]:
+    """A replay line's ``session_id`` (a string or an integer, kept as a string) and
+    ``turn`` (an integer ≥ 0; only with a session id)."""
+    raw, turn = data.get("session_id"), data.get("turn")
+    if raw is None:
+        if turn is not None:
+            raise ValueError("turn needs a session_id")
+        return None, None
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise ValueError(f"session_id must be a string or an integer, got {raw!r}")
+    session_id = str(raw)
+    if not session_id or len(session_id) > MAX_SESSION_ID_CHARS:
+        raise ValueError(f"session_id must have 1 to {MAX_SESSION_ID_CHARS} characters")
+    if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or turn < 0):
+        raise ValueError(f"turn must be an integer >= 0, got {turn!r}")
+    return session_id, turn
 
 
 def _seconds(value: object) -> float:

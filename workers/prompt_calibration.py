@@ -94,7 +94,10 @@ class CalibratedPrompts:
         self._line = self.fit.line()
 
     def observe_answer(self, request: PlannedRequest, result: RequestResult) -> None:
-        """Learn from a successful answer whose server reported its prompt tokens."""
+        """Learn from a successful answer whose server reported its prompt tokens (a
+        session's later turns are not words alone: their conversation holds answers)."""
+        if request.session is not None and request.session.turn > 1:
+            return
         usage = result.failure is None and result.prompt_count_source == "usage"
         if usage and result.prompt_tokens:
             self.observe(len(request.prompt.split()), result.prompt_tokens)

@@ -70,6 +70,23 @@ class PlannedRequest:
     tokens_per_word: float | None = None
     template_tokens: float | None = None
     tools: ToolSet | None = None  # tools offered with this request (workload.tools)
+    session: SessionTurn | None = None  # the turn of a multi-turn session this request is
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTurn:
+    """Where a request stands in its session (docs/workloads.md): ``turn`` counts from 1
+    of the ``turns`` planned; ``context_tokens`` are the earlier turns' tokens sent with it
+    (user messages as planned, answers as counted); ``answer_chars`` is how much of the
+    answer's text to keep for the next turn (0: none); ``end`` is set on the session's last
+    turn: ``done``, ``error``, ``context_cap`` or ``stage_end``."""
+
+    session_id: int
+    turn: int
+    turns: int
+    context_tokens: int
+    answer_chars: int = 0
+    end: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +189,7 @@ def _request_planner(
     if workload.replay is not None:
         assert entries is not None
         replayed = entries
-        return lambda seq: _from_entry(
+        return lambda seq: plan_from_entry(
             seq, replayed[seq], maker, seed, prefix_tokens, replayed[seq].max_tokens or 1
         )
     prompts = entries if workload.prompts is not None else None
@@ -185,7 +202,7 @@ def _request_planner(
         output_tokens = sample_length(mix_class.output_tokens, rng)
         if prompts is not None:
             entry = prompts[seq % len(prompts)]
-            return _from_entry(
+            return plan_from_entry(
                 seq, entry, maker, seed, prefix_tokens, entry.max_tokens or output_tokens
             )
         prefix = maker.prefix(prefix_tokens, seed) if prefix_tokens else ""
@@ -210,7 +227,7 @@ def estimate_tokens(text: str) -> int:
     return max(1, round(len(text) / CHARS_PER_TOKEN))
 
 
-def _from_entry(
+def plan_from_entry(
     seq: int,
     entry: FileEntry,
     maker: PromptMaker,
@@ -218,6 +235,8 @@ def _from_entry(
     prefix_tokens: int,
     output_tokens: int,
 ) -> PlannedRequest:
+    """Request ``seq`` from a prompt file's or replay log's line: its conversation (the
+    shared prefix in front of the first message), counted by ``maker`` or estimated."""
     messages = entry.messages
     if prefix_tokens:
         # The prefix goes in front of the first message, where a prompt cache matches.

@@ -74,6 +74,22 @@ def _counts(
     return prompt, completion, source, prompt_source
 
 
+_SESSION_COLUMNS = ("session_id", "turn", "session_turns", "context_tokens", "session_end")
+
+
+def _session_columns(request: PlannedRequest) -> dict[str, object]:
+    place = request.session
+    if place is None:
+        return dict.fromkeys(_SESSION_COLUMNS)
+    return {
+        "session_id": place.session_id,
+        "turn": place.turn,
+        "session_turns": place.turns,
+        "context_tokens": _within(place.context_tokens, _INT32_MAX),
+        "session_end": place.end,
+    }
+
+
 def record_row(
     ctx: RowContext, request: PlannedRequest, result: RequestResult
 ) -> dict[str, object]:
@@ -131,6 +147,7 @@ def record_row(
         "tool_call_at_ns": since_sent(result.tool_call_at),
         "tool_calls": result.tool_calls,
         "finish_reason": result.finish_reason,
+        **_session_columns(request),
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

@@ -38,6 +38,7 @@ from workers.context import WorkerContext
 from workers.datasets import dataset_cache
 from workers.event_loop import shutting_down
 from workers.health import ShardHealth
+from workers.load.sessions import build_session_load
 from workers.load.shapes import LoadShape, build_load, connections_needed, rate_figures
 from workers.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.progress import Progress
@@ -46,6 +47,7 @@ from workers.prompt_makers import prompt_maker
 from workers.prompts import PlannedRequest, PromptMaker, request_planner
 from workers.publisher import ShardPublisher
 from workers.rows import RowContext, record_row, wall_ns
+from workers.session_plans import has_replayed_sessions
 
 OWNER_TTL_S = 10.0
 DONE_TTL_S = 7 * 24 * 3600
@@ -134,8 +136,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
     rows = _row_context(spec, context, attempt)
     try:
         entries, maker = await _workload_inputs(spec, context)
-        plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
-        load = build_load(spec, plan, entries or ())
+        load = _load(spec, entries, maker)
     except (WorkloadFileError, TokenizerUnavailable) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
@@ -224,6 +225,14 @@ async def _finish(
         **stage_window(load, spec.warmup_s, spec.cooldown_s),
         **health.summary(**rate_figures(load, _target_rps(spec))),
     )
+
+
+def _load(spec: ShardSpec, entries: tuple[FileEntry, ...] | None, maker: PromptMaker) -> LoadShape:
+    """The shard's load: sessions (generated, or a replayed session log), else requests."""
+    if spec.workload.sessions is not None or has_replayed_sessions(spec.workload, entries):
+        return build_session_load(spec, entries or (), maker)
+    plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
+    return build_load(spec, plan, entries or ())
 
 
 async def _workload_inputs(

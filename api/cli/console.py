@@ -32,6 +32,15 @@ from analytics.formatting import (
 )
 from analytics.report import RunReport
 from analytics.report_formats import REPORT_FORMATS
+from analytics.sessions import (
+    ENDS_HEADER,
+    ENDS_TITLE,
+    TURNS_HEADER,
+    TURNS_NOTE,
+    TURNS_TITLE,
+    end_rows,
+    turn_rows,
+)
 from analytics.token_truth import token_truth_lines
 from analytics.top_errors import error_lines
 from api.cli.errors import exit_for
@@ -296,6 +305,28 @@ def roofline_tables(report: RunReport, width: int) -> list[Table | Text]:
     )
 
 
+def session_tables(report: RunReport, width: int) -> list[Table | Text]:
+    """Multi-turn sessions: figures by turn index, and how sessions ended (none if the
+    run had no sessions)."""
+    tables: list[Table | Text] = []
+    for title, header, rows, caption in (
+        (TURNS_TITLE, TURNS_HEADER, turn_rows(report.session_turns), TURNS_NOTE),
+        (ENDS_TITLE, ENDS_HEADER, end_rows(report.sessions), ""),
+    ):
+        if not rows:
+            continue
+        cells = [[row[i] for row in rows] for i in range(len(header))]
+        keys = [
+            Column(header[i], cells[i], numeric=header[i] in ("stage", "turn")) for i in range(3)
+        ]
+        if header is TURNS_HEADER:
+            keys.append(Column(header[3], cells[3]))
+        first = len(keys)
+        values = [Column(header[i], cells[i]) for i in range(first, len(header))]
+        tables += fit(title, keys, values, width, caption=caption)
+    return tables
+
+
 def _number(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
@@ -340,6 +371,7 @@ def print_report(
     print_tables(console, report_tables(report, width, shown))
     print_tables(console, percentile_tables(report, width))
     print_tables(console, roofline_tables(report, width))
+    print_tables(console, session_tables(report, width))
     if report.comparison:
         print_tables(console, comparison_tables(report.comparison, width))
     # Why requests failed, after the tables; messages are text a server wrote: no markup.

@@ -108,6 +108,20 @@ def simulate(
             "directory, else a Hugging Face hub name (from the cache)."
         ),
     ] = None,
+    prefill_ms_per_token: Annotated[
+        float | None,
+        typer.Option(help="Fixed model: TTFT added per uncached prompt token (default 0)."),
+    ] = None,
+    prefix_cache: Annotated[
+        bool | None,
+        typer.Option(
+            "--prefix-cache/--no-prefix-cache",
+            help="Reuse conversations served: later turns prefill only what is new.",
+        ),
+    ] = None,
+    prefix_cache_words: Annotated[
+        int | None, typer.Option(help="Words the prefix cache holds (default 1000000).")
+    ] = None,
     served_model_name: Annotated[
         str | None,
         typer.Option(help="Model id the endpoint reports (default --model, else 'simulated')."),
@@ -139,6 +153,9 @@ def simulate(
         "stream_usage": stream_usage,
         "tool_call_rate": tool_call_rate,
         "prompt_token_ratio": prompt_token_ratio,
+        "prefill_ms_per_token": prefill_ms_per_token,
+        "prefix_cache": prefix_cache,
+        "prefix_cache_words": prefix_cache_words,
         "prompt_tokenizer": None
         if prompt_tokenizer is None
         else ({"path": prompt_tokenizer} if Path(prompt_tokenizer).exists() else prompt_tokenizer),

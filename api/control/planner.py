@@ -5,6 +5,10 @@ at most ``max_streams_per_shard`` streams, each a shard of its own, so one load 
 can exceed what one worker process drives; the parts divide the stage's requests into
 disjoint ranges of sequence numbers, so together they send exactly the planned requests.
 
+With ``workload.sessions`` the unit is a session instead of a request: parts get
+disjoint ranges of sessions (closed) or every P-th session arrival (open), so all turns
+of a session run in one shard.
+
 Open loop (rates, replay): every provider and region gets the stage's full rate; a rate
 above ``max_rps_per_shard`` (or a ``max_in_flight`` cap above ``max_streams_per_shard``)
 is split into parts that share one seeded schedule, part p sending arrivals p, p + P,
@@ -145,7 +149,9 @@ def plan_run(
             )
         ]
     rate = scenario.load.rate
-    requests = scenario.load.requests_per_level
+    # Sessions are the unit of a session workload: a shard gets whole sessions, never
+    # part of one (its turns go to one provider, in one region, in order).
+    requests = scenario.units_per_level()
     # The plan's size is checked before any shard is built: a scenario within every
     # field's bound can still multiply into too many shards (levels × parts × ...).
     if rate is not None:
@@ -171,7 +177,7 @@ def plan_run(
                 index,
                 ShardRate(rps=rps, arrival=rate.arrival, burstiness=rate.burstiness),
                 rate.max_in_flight,
-                scenario.load.requests_per_level,
+                requests,
                 max_streams_per_shard,
                 max_rps_per_shard,
                 live,
@@ -192,7 +198,7 @@ def _closed_stage(
     max_streams_per_shard: int,
     workers: Mapping[str, int],
 ) -> Stage:
-    requests = scenario.load.requests_per_level
+    requests = scenario.units_per_level()
     shards: list[ShardSpec] = []
     for provider_index in range(len(scenario.providers)):
         for region in scenario.regions:

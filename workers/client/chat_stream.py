@@ -6,7 +6,8 @@ for ``first_token`` but not for ``first_output_token``; a tool-call delta is out
 content (and its first stamp and the number of calls are kept); a chunk with several tokens is
 one event; ``usage`` supplies the counts when the server sends it. An answer is finished
 when a choice carries a ``finish_reason``; a stream that ends without one, even with
-``[DONE]``, is an incomplete answer (docs/metrics.md).
+``[DONE]``, is an incomplete answer (docs/metrics.md). The answer's text is kept only
+when the result asks for it (``result.answer``: a session's next turn).
 """
 
 from __future__ import annotations
@@ -69,8 +70,11 @@ class ChatStream:
                     index if isinstance(index, int) else 0, delta["tool_calls"], stamp
                 )
                 has_token = has_output = True
-            if delta.get("content"):
+            content = delta.get("content")
+            if content:
                 has_token = has_output = True
+                if self.result.answer is not None and isinstance(content, str):
+                    self.result.answer.add(content)
             elif any(delta.get(key) for key in _REASONING_KEYS):
                 has_token = True
             reason = finish_reason(choice.get("finish_reason"), OPENAI_REASONS)

@@ -8,6 +8,32 @@ from workers.client.errors import RequestFailure
 
 
 @dataclass(slots=True)
+class AnswerText:
+    """The text of a streamed answer, kept only when asked (a session's next turn sends
+    it back) and at most ``limit`` characters: a server that ignores ``max_tokens`` must
+    not grow the client's memory; ``cut`` says the limit was reached."""
+
+    limit: int
+    parts: list[str] = field(default_factory=list)
+    chars: int = 0
+    cut: bool = False
+
+    def add(self, text: str) -> None:
+        """Append a piece of the answer (what fits)."""
+        room = self.limit - self.chars
+        if len(text) > room:
+            text = text[: max(room, 0)]
+            self.cut = True
+        if text:
+            self.parts.append(text)
+            self.chars += len(text)
+
+    def text(self) -> str:
+        """The answer so far."""
+        return "".join(self.parts)
+
+
+@dataclass(slots=True)
 class RequestResult:
     """Stamps and counts of one request; derived metrics are computed from these only."""
 
@@ -37,6 +63,7 @@ class RequestResult:
     retries: int = 0
     retry_wait_ns: int = 0
     failure: RequestFailure | None = None
+    answer: AnswerText | None = None  # the answer's text, when the request asked to keep it
 
     @property
     def ok(self) -> bool:

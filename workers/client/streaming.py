@@ -30,7 +30,7 @@ from workers.client.errors import (
     classify_exception,
     redact,
 )
-from workers.client.result import RequestResult
+from workers.client.result import AnswerText, RequestResult
 from workers.client.retry import measure_with_retry, status_failure
 from workers.client.transport import arrival_of
 
@@ -95,13 +95,17 @@ async def measure_request(
     limits: Limits,
     retry: RetryPolicy | None,
     intended_start: int,
+    answer_chars: int = 0,
 ) -> RequestResult:
     """One measured request of an adapter: a fixed call or a ``prepare`` step, its parser,
-    and the provider's opt-in 429 retries."""
+    and the provider's opt-in 429 retries; with ``answer_chars`` the parser keeps that
+    much of the answer's text (parsers that can)."""
     prepare = _fixed(request) if isinstance(request, HttpCall) else request
 
     async def attempt() -> RequestResult:
         result = RequestResult(intended_start=intended_start)
+        if answer_chars > 0:
+            result.answer = AnswerText(answer_chars)
         return await measure_stream(client, result, prepare, make_parser(result), limits)
 
     return await measure_with_retry(retry, attempt)

@@ -97,12 +97,17 @@ class BatchScheduler:
             chunk_tokens=spec.chunked_prefill_tokens,
         )
 
-    def submit(self, prompt_tokens: int, max_tokens: int, arrival: float) -> Sequence:
-        """Queue a request arriving at ``arrival`` (not before earlier submissions)."""
+    def submit(
+        self, prompt_tokens: int, max_tokens: int, arrival: float, cached_tokens: int = 0
+    ) -> Sequence:
+        """Queue a request arriving at ``arrival`` (not before earlier submissions);
+        ``cached_tokens`` of its prompt are in the prefix cache: already in its KV, not
+        prefilled (at least its last prompt token is, as in vLLM, for its logits)."""
         # A request longer than the context is cut to it (vLLM would refuse it with 400):
         # the model cannot answer with an error, and a slot holds ``context`` tokens.
         prompt = max(1, min(prompt_tokens, self.context - 1))
         seq = Sequence(prompt, max(1, min(max_tokens, self.context - prompt)), arrival)
+        seq.prefilled = max(0, min(cached_tokens, prompt - 1))
         self.waiting.append(seq)
         self.max_waiting = max(self.max_waiting, len(self.waiting))
         return seq

@@ -7,7 +7,9 @@ pre-encoded bytes written straight to the transport, because a simulator that sp
 milliseconds per event would itself become the latency it reports. Faults (error
 statuses, stalls, streams cut short, answers that end with ``[DONE]`` but no
 ``finish_reason``) are drawn per request from a seeded RNG; ``stream_usage: false``
-streams no usage chunk, as llama-cpp-python's server does.
+streams no usage chunk, as llama-cpp-python's server does. With ``prefix_cache`` it
+keeps the conversations it served (``prefix_cache.py``): a request that starts with one
+prefills only the rest, and its usage says how much was cached.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import orjson
 from scenarios.model import SimulateSpec
 from workers.simulator.batching import latency_for
 from workers.simulator.latency import LatencyModel
+from workers.simulator.prefix_cache import Blocks, PrefixCache, blocks
 from workers.tokenizer import load_local_tokenizer
 
 if TYPE_CHECKING:
@@ -37,6 +40,16 @@ class _Request:
     method: str
     path: str
     body: bytes
+
+
+@dataclass(slots=True)
+class _Prompt:
+    """A chat request's prompt as this endpoint sees it: its tokens, how many of them
+    the prefix cache held, and (with the cache) its blocks."""
+
+    tokens: int
+    cached: int = 0
+    blocks: Blocks | None = None
 
 
 @dataclass(slots=True)
@@ -57,9 +70,12 @@ class SimulatorApp:
     _rng: random.Random = field(init=False)
     tokenizer: Tokenizer | None = field(init=False, default=None)
     _chunks: dict[int, bytes] = field(init=False, default_factory=dict)
+    cache: PrefixCache | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.spec.seed)
+        if self.spec.prefix_cache:
+            self.cache = PrefixCache(self.spec.prefix_cache_words)
         tokenizer_ref = self.spec.prompt_tokenizer
         self.tokenizer = None if tokenizer_ref is None else load_local_tokenizer(tokenizer_ref)
         if self.latency is None:
@@ -83,6 +99,21 @@ class SimulatorApp:
             return max(sum(len(item.ids) for item in encoded), 1)
         words = sum(len(text.split()) for text in texts)
         return max(round(words * self.spec.prompt_token_ratio), 1)
+
+    def prompt(self, messages: list[dict[str, Any]]) -> _Prompt:
+        """The prompt of a chat request, looked up in the prefix cache if there is one."""
+        tokens = self.count_prompt(messages)
+        if self.cache is None:
+            return _Prompt(tokens)
+        conversation = blocks([(str(m.get("role", "")), _content_text(m)) for m in messages])
+        cached = min(round(tokens * self.cache.cached_share(conversation)), tokens)
+        return _Prompt(tokens, cached, conversation)
+
+    def served(self, prompt: _Prompt, answer: str) -> None:
+        """Keep a served conversation in the cache, its answer as the next message (the
+        next turn sends it back)."""
+        if self.cache is not None and prompt.blocks is not None:
+            self.cache.store(blocks([("assistant", answer)], after=prompt.blocks))
 
     def draw_faults(self) -> _Faults:
         """Which faults this request suffers (seeded, so a run is reproducible)."""
@@ -109,16 +140,32 @@ class SimulatorApp:
         return f'{self._prefix}{delta},"finish_reason":"{reason}"}}]}}\n\n'
 
     def closing_chunks(
-        self, prompt_tokens: int, completion_tokens: int, usage: bool, finish: str | None = None
+        self,
+        prompt: _Prompt,
+        completion_tokens: int,
+        usage: bool,
+        finish: str | None = None,
     ) -> bytes:
         """Finish event (``length`` unless ``finish`` is given), usage event (if asked
         for and ``stream_usage`` is on), ``[DONE]`` and the terminal chunk."""
         text = self._finish if finish is None else finish
         if usage and self.spec.stream_usage:
-            counts = _usage(prompt_tokens, completion_tokens)
+            counts = self.usage(prompt, completion_tokens)
             text += f"{self._usage_head}{counts.decode()}}}\n\n"
         text += "data: [DONE]\n\n"
         return _chunk(text) + b"0\r\n\r\n"
+
+    def usage(self, prompt: _Prompt, completion_tokens: int) -> bytes:
+        """The usage object; with a prefix cache, ``prompt_tokens_details.cached_tokens``
+        as OpenAI reports it."""
+        counts: dict[str, Any] = {
+            "prompt_tokens": prompt.tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt.tokens + completion_tokens,
+        }
+        if self.cache is not None:
+            counts["prompt_tokens_details"] = {"cached_tokens": prompt.cached}
+        return orjson.dumps(counts)
 
     def unfinished_end(self) -> bytes:
         """``[DONE]`` and the terminal chunk with no finish event before them: a stream
@@ -126,9 +173,13 @@ class SimulatorApp:
         return _chunk("data: [DONE]\n\n") + b"0\r\n\r\n"
 
     def stats(self) -> bytes:
-        """JSON of the latency model's own measurements (its timing drift), if it has any."""
+        """JSON of the latency model's own measurements (its timing drift), if it has any,
+        and of the prefix cache."""
         report = getattr(self.latency, "stats", None)
-        return orjson.dumps(report() if callable(report) else {"latency_model": "fixed"})
+        answer: dict[str, Any] = report() if callable(report) else {"latency_model": "fixed"}
+        if self.cache is not None:
+            answer = {**answer, "prefix_cache": self.cache.stats()}
+        return orjson.dumps(answer)
 
     def tool_call_of(self, body: dict[str, Any]) -> str | None:
         """The function this request's answer calls, or None for a text answer: a forced
@@ -230,7 +281,7 @@ class _Connection(asyncio.Protocol):
     async def _chat(self, raw: bytes) -> None:
         try:
             body = orjson.loads(raw)
-            prompt_tokens = self.app.count_prompt(body["messages"])
+            prompt = self.app.prompt(body["messages"])
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             self._write_simple(400, b'{"error":{"message":"invalid chat request"}}')
             return
@@ -250,19 +301,19 @@ class _Connection(asyncio.Protocol):
         assert app.latency is not None
         tool = app.tool_call_of(body)
         if body.get("stream"):
-            await self._stream(prompt_tokens, max_tokens, faults, _wants_usage(body), tool)
+            await self._stream(prompt, max_tokens, faults, _wants_usage(body), tool)
         else:
-            await self._complete(prompt_tokens, max_tokens, tool)
+            await self._complete(prompt, max_tokens, tool)
 
     async def _stream(
-        self, prompt_tokens: int, max_tokens: int, faults: _Faults, usage: bool, tool: str | None
+        self, prompt: _Prompt, max_tokens: int, faults: _Faults, usage: bool, tool: str | None
     ) -> None:
         app, write = self.app, self._write
         assert app.latency is not None
         write(_STREAM_HEAD + app.role_chunk())
         calls = None if tool is None else app.tool_call_chunks(tool)
         produced = 0
-        async for count in app.latency.emissions(prompt_tokens, max_tokens):
+        async for count in app.latency.emissions(prompt.tokens, max_tokens, prompt.cached):
             if calls is None:
                 write(app.token_chunk(count))
             else:
@@ -275,16 +326,19 @@ class _Connection(asyncio.Protocol):
                 write(app.unfinished_end())  # halfway, then [DONE] without a finish_reason
                 return
         if calls is None:
-            write(app.closing_chunks(prompt_tokens, produced, usage))
+            app.served(prompt, _WORD * produced)
+            write(app.closing_chunks(prompt, produced, usage))
         else:
             finish = app.finish_event(calls.finish_delta(), "tool_calls")
-            write(app.closing_chunks(prompt_tokens, produced, usage, finish))
+            write(app.closing_chunks(prompt, produced, usage, finish))
 
-    async def _complete(self, prompt_tokens: int, max_tokens: int, tool: str | None) -> None:
+    async def _complete(self, prompt: _Prompt, max_tokens: int, tool: str | None) -> None:
         assert self.app.latency is not None
         produced = 0
-        async for count in self.app.latency.emissions(prompt_tokens, max_tokens):
+        async for count in self.app.latency.emissions(prompt.tokens, max_tokens, prompt.cached):
             produced += count
+        if tool is None:
+            self.app.served(prompt, _WORD * produced)
         message: dict[str, Any] = {"role": "assistant", "content": _WORD * produced}
         if tool is not None:
             message = {
@@ -310,7 +364,7 @@ class _Connection(asyncio.Protocol):
                     "finish_reason": "length" if tool is None else "tool_calls",
                 }
             ],
-            "usage": orjson.loads(_usage(prompt_tokens, produced)),
+            "usage": orjson.loads(self.app.usage(prompt, produced)),
         }
         self._write_simple(200, orjson.dumps(answer))
 
@@ -390,16 +444,6 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requ
 def _chunk(text: str) -> bytes:
     data = text.encode()
     return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def _usage(prompt_tokens: int, completion_tokens: int) -> bytes:
-    return orjson.dumps(
-        {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
-    )
 
 
 def _wants_usage(body: dict[str, Any]) -> bool:

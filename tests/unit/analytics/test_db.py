@@ -36,7 +36,7 @@ V1_COLUMNS = {
     "records, batches, message",
     "ingested_batches": "*",
     # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls,
-    # v11 token truth (prompt_count_source, finish_reason).
+    # v11 token truth (prompt_count_source, finish_reason), v12 sessions.
     "request_records": ", ".join(
         name
         for name in REQUEST_RECORD_SCHEMA.names
@@ -51,6 +51,11 @@ V1_COLUMNS = {
             "tool_calls",
             "prompt_count_source",
             "finish_reason",
+            "session_id",
+            "turn",
+            "session_turns",
+            "context_tokens",
+            "session_end",
         )
     ),
 }

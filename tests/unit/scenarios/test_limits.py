@@ -90,6 +90,8 @@ OVER = [
     ("seed", limits.MIN_SEED - 1),
     ("description", "x" * (limits.MAX_TEXT_CHARS + 1)),
     ("slo.ttft_ms", limits.MAX_LATENCY_MS + 1),
+    ("providers.0.simulate.prefill_ms_per_token", limits.MAX_LATENCY_MS + 1),
+    ("providers.0.simulate.prefix_cache_words", limits.MAX_CONTEXT_TOKENS + 1),
 ]
 
 

@@ -9,7 +9,7 @@ import pytest
 from scenarios.model import FixedLength, MixClass, UniformLength, Workload
 from workers.client.result import RequestResult
 from workers.prompt_calibration import MIN_SAMPLES, CalibratedPrompts, LengthFit
-from workers.prompts import PlannedRequest, request_planner
+from workers.prompts import PlannedRequest, SessionTurn, request_planner
 
 
 def _answer(prompt_tokens: int) -> RequestResult:
@@ -101,3 +101,14 @@ def test_a_carried_fit_starts_calibrated_and_scales_the_shared_prefix() -> None:
     assert len(maker.prefix(100, seed=1).split()) == 50
     made = maker.prompt(300, random.Random(2), maker.prefix(100, seed=1))
     assert made.source == "calibrated" and len(made.text.split()) == 150
+
+
+def test_a_sessions_later_turns_do_not_calibrate() -> None:
+    maker = CalibratedPrompts()
+    answered = RequestResult(0, prompt_tokens=80, prompt_count_source="usage")
+    later = PlannedRequest(1, 60, 4, "ten words " * 5, session=SessionTurn(0, 2, 3, 50))
+    maker.observe_answer(later, answered)  # 80 tokens of conversation, not of its words
+    assert maker.fit.n == 0
+    first = PlannedRequest(0, 10, 4, "ten words " * 5, session=SessionTurn(0, 1, 3, 0))
+    maker.observe_answer(first, answered)
+    assert maker.fit.n == 1

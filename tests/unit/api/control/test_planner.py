@@ -196,3 +196,17 @@ def test_a_created_run_stores_the_split_and_the_stage_level(tmp_path: Path) -> N
     assert rows == [(64, 128)]
     resumed = RunCoordinator.resume("r", RunStore(con), 512)
     assert sorted(resumed.shards) == sorted(created.shards)
+
+
+def test_a_session_stage_is_split_into_disjoint_ranges_of_whole_sessions() -> None:
+    scenario = parse_scenario(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", "concurrency: [1000]")
+        .replace("requests_per_level: 50", "sessions_per_level: 901")
+        .replace("\nload:", "\n  sessions: {turns: 4}\nload:")
+    )
+    assert scenario.workload.sessions is not None
+    (stage,) = plan_run("r", scenario, max_streams_per_shard=300)
+    parts = [s for s in stage.shards if s.provider.name == "sim-fast"]
+    assert len(parts) == 4
+    ranges = [range(p.seq_start, p.seq_start + (p.requests or 0)) for p in parts]
+    assert sorted(session for r in ranges for session in r) == list(range(901))

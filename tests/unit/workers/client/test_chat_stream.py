@@ -8,7 +8,7 @@ import pytest
 
 from workers.client.chat_stream import ChatStream
 from workers.client.errors import ErrorClass, RequestFailure
-from workers.client.result import RequestResult
+from workers.client.result import AnswerText, RequestResult
 from workers.client.sse import SSEDecoder
 
 
@@ -162,3 +162,26 @@ def test_error_event_mid_stream_is_classified() -> None:
 def test_multiline_data_fields_are_joined() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"event: x\ndata: a\ndata: b\nid: 1\n\n") == [b"a\nb"]
+
+
+def test_the_answer_text_is_kept_only_when_asked_and_only_up_to_its_limit() -> None:
+    chunks = [
+        (1, event({"role": "assistant", "content": ""})),
+        (2, event({"content": "Hello"})),
+        (3, event({"reasoning_content": "thinking"})),  # reasoning is not the answer
+        (4, event({"content": ", world"}, finish="stop")),
+        (5, DONE),
+    ]
+    assert run_stream(chunks).answer is None  # not asked: nothing kept
+    result = RequestResult(intended_start=0, sent=0, answer=AnswerText(100))
+    stream, decoder = ChatStream(result), SSEDecoder()
+    for stamp, chunk in chunks:
+        for payload in decoder.feed(chunk):
+            stream.on_payload(payload, stamp)
+    stream.finish()
+    assert result.answer is not None and result.answer.text() == "Hello, world"
+    assert not result.answer.cut
+    short = AnswerText(7)
+    for piece in ("Hello", ", world", "!"):
+        short.add(piece)
+    assert (short.text(), short.cut, short.chars) == ("Hello, ", True, 7)
