@@ -21,8 +21,11 @@ from analytics.trends import METRIC_BY_KEY, METRICS, TrendReport, created
 
 SPARKS = "▁▂▃▄▅▆▇█"
 JUDGEMENT_HEADER = (
-    "provider", "region", "stage", "metric", "history", "latest", "window", "change", "verdict",
+    "provider", "region", "stage", "metric", "last runs", "latest", "95 % band", "change",
+    "verdict",
 )  # fmt: skip
+# Runs a sparkline shows.
+SPARK_RUNS = 8
 HISTORY_HEADER = (
     "created (UTC)",
     "run",
@@ -57,7 +60,7 @@ def sparkline(values: Sequence[float | None]) -> str:
     )
 
 
-def history(report: TrendReport, row: dict[str, Any], last: int = 12) -> str:
+def history(report: TrendReport, row: dict[str, Any], last: int = SPARK_RUNS) -> str:
     """The sparkline of a row's values over its last ``last`` runs."""
     values = [
         p["value"]
@@ -69,17 +72,15 @@ def history(report: TrendReport, row: dict[str, Any], last: int = 12) -> str:
     return sparkline(values[-last:])
 
 
-def window_text(row: dict[str, Any]) -> str:
-    """``20.4 [18.9–22.0] ×5``: the window's mean, 95 % band and its number of runs."""
+def band_text(row: dict[str, Any]) -> str:
+    """The trailing window's 95 % band for the latest value: ``22.2–22.9``."""
     metric = METRIC_BY_KEY[row["metric"]]
-    if row["window_mean"] is None:
+    low, high = row["band_low"], row["band_high"]
+    if low is None or high is None:
         return "–"
-    if row["band_low"] is None:
-        return f"{metric.text(row['window_mean'])} ×{row['window_runs']}"
-    return (
-        f"{metric.text(row['window_mean'])} [{metric.text(row['band_low'])}–"
-        f"{metric.text(row['band_high'])}] ×{row['window_runs']}"
-    )
+    if metric.key == "error_rate":
+        return f"{100 * low:.1f}–{100 * high:.1f} %"
+    return f"{metric.text(low)}–{metric.text(high).lstrip('$')}"
 
 
 def short_verdict(row: dict[str, Any]) -> str:
@@ -94,16 +95,15 @@ def short_verdict(row: dict[str, Any]) -> str:
 def judgement_cells(report: TrendReport, row: dict[str, Any]) -> list[str]:
     """A judgement row as text, in :data:`JUDGEMENT_HEADER` order."""
     metric = METRIC_BY_KEY[row["metric"]]
-    unit = f" ({metric.unit})" if metric.unit == "ms" else ""
     latest = metric.text(row["latest"]) + ("*" if row["latest_low_sample"] else "")
     return [
         str(row["provider"]),
         str(row["region"]),
         str(row["stage"]),
-        f"{metric.title}{unit}",
+        metric.short,
         history(report, row),
         latest,
-        window_text(row),
+        band_text(row),
         str(row["change_text"]),
         short_verdict(row),
     ]
@@ -120,8 +120,9 @@ def span_note(report: TrendReport) -> str:
         f"{created(last['created_at'])} UTC; the latest run ({last['run_id']}) is judged "
         f"against up to {options['window']} earlier runs: a regression lies outside their "
         f"95 % band in the harmful direction and moves by at least "
-        f"{100 * options['min_change']:.0f} % (error rate: and 1 pp). * too few samples "
-        "for this percentile: shown, not judged (docs/tracking.md)."
+        f"{100 * options['min_change']:.0f} % of their mean (error rate: and 1 pp). TTFT in "
+        f"ms; last runs: the last {SPARK_RUNS}, low to high. * too few samples for this "
+        "percentile: shown, not judged (docs/tracking.md)."
     )
 
 

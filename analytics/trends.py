@@ -57,6 +57,7 @@ class TrendMetric:
     title: str
     unit: str
     higher_is_worse: bool
+    short: str  # in narrow tables
     absolute_floor: float = 0.0
 
     def text(self, value: float | None) -> str:
@@ -83,13 +84,20 @@ class TrendMetric:
 
 
 METRICS: tuple[TrendMetric, ...] = (
-    TrendMetric("ttft_p50_ms", "TTFT p50", "ms", higher_is_worse=True),
-    TrendMetric("ttft_p99_ms", "TTFT p99", "ms", higher_is_worse=True),
-    TrendMetric("output_tok_s", "output tok/s", "tok/s", higher_is_worse=False),
+    TrendMetric("ttft_p50_ms", "TTFT p50", "ms", higher_is_worse=True, short="TTFT p50"),
+    TrendMetric("ttft_p99_ms", "TTFT p99", "ms", higher_is_worse=True, short="TTFT p99"),
+    TrendMetric("output_tok_s", "output tok/s", "tok/s", higher_is_worse=False, short="out tok/s"),
     TrendMetric(
-        "error_rate", "error rate", "", higher_is_worse=True, absolute_floor=ERROR_RATE_FLOOR
+        "error_rate",
+        "error rate",
+        "",
+        higher_is_worse=True,
+        short="errors",
+        absolute_floor=ERROR_RATE_FLOOR,
     ),
-    TrendMetric("cost_per_mtok_output", "$/1M output", "USD", higher_is_worse=True),
+    TrendMetric(
+        "cost_per_mtok_output", "$/1M output", "USD", higher_is_worse=True, short="$/1M out"
+    ),
 )
 METRIC_BY_KEY = {m.key: m for m in METRICS}
 _PERCENTILES = ("ttft_p50_ms", "ttft_p99_ms")
