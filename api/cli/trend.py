@@ -129,7 +129,12 @@ def _selection(schedule: str | None, scenario: str | None, name: str | None) -> 
 
 
 def _local(
-    path: Path, selection: TrendSelection, runs: int, window: int | None, change: float | None
+    path: Path,
+    selection: TrendSelection,
+    runs: int,
+    window: int | None,
+    change: float | None,
+    as_of: str | None,
 ) -> TrendReport:
     con = open_read_only(path)
     try:
@@ -141,6 +146,7 @@ def _local(
             runs=runs,
             window=default_window if window is None else window,
             min_change=default_change if change is None else change,
+            as_of=as_of,
         )
         return build_trend(con, selection, options)
     finally:
@@ -148,16 +154,21 @@ def _local(
 
 
 def _query(
-    selection: TrendSelection, runs: int, window: int | None, change: float | None, fmt: str
+    selection: TrendSelection,
+    runs: int,
+    window: int | None,
+    change: float | None,
+    as_of: str | None,
 ) -> dict[str, Any]:
     return {
+        "as_of": as_of,
         "schedule_id": selection.schedule_id,
         "scenario_id": selection.scenario_id,
         "name": selection.name,
         "runs": runs,
         "window": window,
         "min_change": change,
-        "format": fmt,
+        "format": "json",
     }
 
 
@@ -199,6 +210,10 @@ def trend(
             f"{DEFAULT_MIN_CHANGE:g}).",
         ),
     ] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(help="Judge this run as the latest (later runs left out)."),
+    ] = None,
     output: Annotated[TrendFormat, typer.Option("--format", help="Output format.")] = (
         TrendFormat.table
     ),
@@ -221,7 +236,7 @@ def trend(
     one_source(server, db)
     text: str | None = None
     if server is not None:
-        query = _query(selection, runs, window, min_change, "json")
+        query = _query(selection, runs, window, min_change, as_of)
         with remote(server, token) as client:
             report = _from_json(get_json(client, "/v1/trends", query))
             if output is not TrendFormat.table:
@@ -234,7 +249,7 @@ def trend(
     else:
         path = db or get_settings().duckdb.path
         try:
-            report = _local(path, selection, runs, window, min_change)
+            report = _local(path, selection, runs, window, min_change, as_of)
         except TokenbenchError as exc:
             raise exit_for(exc) from None
     if text is None and output is not TrendFormat.table:

@@ -70,6 +70,13 @@ def get_trend(
             f"{DEFAULT_MIN_CHANGE}).",
         ),
     ] = None,
+    as_of: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_ID_CHARS,
+            description="Judge this run as the latest (later runs left out): the verdict then.",
+        ),
+    ] = None,
     output: Annotated[
         str | None,
         Query(alias="format", max_length=32, description=f"One of {', '.join(TREND_FORMATS)}."),
@@ -95,6 +102,7 @@ def get_trend(
         runs=runs,
         window=default_window if window is None else window,
         min_change=default_change if min_change is None else min_change,
+        as_of=as_of,
     )
     report = build_trend(cursor, selection, options)
     headers = {"x-content-type-options": "nosniff", "vary": "Accept"}
