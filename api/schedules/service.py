@@ -27,7 +27,7 @@ import contextlib
 import datetime as dt
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import duckdb
@@ -135,11 +135,8 @@ class ScheduleService:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    def _spawn(self, work: Awaitable[None]) -> None:
-        async def run() -> None:
-            await work
-
-        task = asyncio.create_task(run())
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -197,9 +194,12 @@ class ScheduleService:
         self._remove_job(schedule_id)
 
     def next_fire_at(self, schedule_id: str) -> dt.datetime | None:
-        """When the scheduler fires the schedule next (None while paused)."""
+        """When the scheduler fires the schedule next, in UTC (None while paused)."""
         job = self._scheduler.get_job(schedule_id)
-        return None if job is None else job.next_run_time
+        if job is None or job.next_run_time is None:
+            return None
+        fire: dt.datetime = job.next_run_time.astimezone(dt.UTC)
+        return fire
 
     # ------------------------------------------------------------------ fires
 
