@@ -148,9 +148,14 @@ def render_json(report: TrendReport) -> str:
     return json.dumps(report.to_dict(), default=json_default, ensure_ascii=False)
 
 
+def _text(text: str) -> str:
+    # A title holds what a client asked for (a scenario name): shown, never rendered.
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def render_markdown(report: TrendReport) -> str:
     """The trend as markdown: regressions, the latest run against its window, history."""
-    out = [f"# {report.title}", "", span_note(report), ""]
+    out = [f"# {_text(report.title)}", "", span_note(report), ""]
     if report.runs:
         out += ["## Regressions", ""]
         regressions = report.regressions

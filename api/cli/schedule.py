@@ -105,7 +105,7 @@ def _print_show(schedule: dict[str, Any], fires: list[dict[str, Any]]) -> None:
         f"  state      {schedule['state']}",
         f"  cron       {schedule['cron']} ({schedule['timezone']})",
         f"  scenario   {schedule['scenario_id']}",
-        f"  next fire  {_when(schedule['next_fire_at'])}",
+        f"  next fire  {_when(schedule['next_fire_at'])} UTC",
         f"  verdict    latest vs {schedule['trend_window']} earlier runs, "
         f"changes from {100 * schedule['min_change']:g} %",
         f"  webhook    {schedule['webhook_url'] or '–'}",
@@ -119,7 +119,7 @@ def _print_show(schedule: dict[str, Any], fires: list[dict[str, Any]]) -> None:
             f"{webhook['attempts']} tries{status}{note}"
         )
     for line in lines:
-        out.print(line, highlight=False, markup=False)
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
     if not fires:
         out.print("no fires yet", highlight=False)
         return
