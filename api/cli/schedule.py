@@ -114,9 +114,10 @@ def _print_show(schedule: dict[str, Any], fires: list[dict[str, Any]]) -> None:
     if webhook:
         status = f", HTTP {webhook['status']}" if webhook.get("status") else ""
         note = f": {webhook['message']}" if webhook.get("message") else ""
+        tries = f"{webhook['attempts']} {'try' if webhook['attempts'] == 1 else 'tries'}"
         lines.append(
-            f"  last notification  run {webhook['run_id']} {webhook['outcome']} after "
-            f"{webhook['attempts']} tries{status}{note}"
+            f"  notified   {webhook['outcome']} for run {webhook['run_id']} "
+            f"({tries}{status}){note}"
         )
     for line in lines:
         out.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -49,7 +49,7 @@ def test_the_list_and_a_schedule_read_at_80_columns(
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "0 3 * * * (Europe/Paris)" in out and "started 20250101-030000-abcdef" in out
-    assert "run 20250101-030000-abcdef delivered after 1 tries, HTTP 200" in out
+    assert "delivered for run 20250101-030000-abcdef (1 try, HTTP 200)" in out
     assert "api/eu TTFT p50" in out and "catch_up" in out and "still running" in out
 
 
