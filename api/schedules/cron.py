@@ -94,7 +94,7 @@ def zone(name: str) -> ZoneInfo:
         raise CronError("a time zone is an IANA name, e.g. UTC or Europe/Paris", "timezone")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):
         raise CronError(f"unknown time zone {name!r}: give an IANA name", "timezone") from None
 
 
@@ -109,7 +109,7 @@ def parse_cron(expression: str, timezone: str = "UTC") -> CronTrigger:
             "or 6 with seconds first"
         )
     for part in parts:
-        if not _TOKEN.match(part):
+        if not _TOKEN.fullmatch(part):
             raise CronError(f"field {part!r}: only numbers, names, '*', '-', '/' and ',' are read")
     names = FIELDS_5 if len(parts) == 5 else FIELDS_6
     fields = dict(zip(names, parts, strict=True))
