@@ -116,8 +116,7 @@ def _print_show(schedule: dict[str, Any], fires: list[dict[str, Any]]) -> None:
         note = f": {webhook['message']}" if webhook.get("message") else ""
         tries = f"{webhook['attempts']} {'try' if webhook['attempts'] == 1 else 'tries'}"
         lines.append(
-            f"  notified   {webhook['outcome']} for run {webhook['run_id']} "
-            f"({tries}{status}){note}"
+            f"  notified   {webhook['outcome']} for run {webhook['run_id']} ({tries}{status}){note}"
         )
     for line in lines:
         out.print(line, highlight=False, markup=False, soft_wrap=True)

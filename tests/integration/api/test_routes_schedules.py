@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from api.rest.errors import NotAcceptable, UnknownFormat
 from api.rest.routes import schedules as schedule_routes
+from api.rest.routes.trends import trend_format
 from scenarios.limits import MAX_URL_CHARS
 from tests.integration.api.conftest import RestStack, lonely_region, run_scenario
 
@@ -124,3 +126,13 @@ def test_trend_formats_and_refusals(rest_stack: RestStack) -> None:
     assert unknown.status_code == 422 and "csv" in unknown.json()["formats"]
     refused = client.get("/v1/trends", params=params, headers={"accept": "image/png"})
     assert refused.status_code == 406
+
+
+def test_the_trend_format_is_named_or_negotiated() -> None:
+    assert trend_format("csv", None).media_type == "text/csv"
+    assert trend_format(None, None).name == "json"
+    assert trend_format(None, "text/markdown;q=0.9, text/html;q=0.5").name == "markdown"
+    with pytest.raises(UnknownFormat):
+        trend_format("pdf", None)
+    with pytest.raises(NotAcceptable):
+        trend_format(None, "image/png")
