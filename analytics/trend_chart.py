@@ -129,7 +129,13 @@ def figure(report: TrendReport) -> go.Figure:
                     row=index,
                     col=1,
                 )
-        fig.update_yaxes(tickformat=_TICKS[metric.key], gridcolor="#e6e6e6", row=index, col=1)
+        fig.update_yaxes(
+            tickformat=_TICKS[metric.key],
+            gridcolor="#e6e6e6",
+            rangemode="nonnegative",
+            row=index,
+            col=1,
+        )
     fig.update_xaxes(gridcolor="#e6e6e6", showline=True, linecolor="#999")
     fig.update_layout(
         **base_layout(
