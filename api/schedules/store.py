@@ -1,4 +1,4 @@
-"""Schedules, their fires and webhook deliveries, kept in DuckDB (schema v11).
+"""Schedules, their fires and webhook deliveries, kept in DuckDB (schema v12).
 
 DuckDB is the truth: the scheduler inside the control plane is rebuilt from these rows
 when it starts, so a restart loses no schedule, and ``fire_anchor_at`` tells it which
