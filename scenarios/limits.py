@@ -152,3 +152,25 @@ MAX_REPORT_REQUEST_BYTES: Final = 16 * 1024 * 1024
 # Address space a query process may allocate beyond the interpreter (RLIMIT_DATA): DuckDB's
 # own 1 GB ``max_memory`` plus room for the Arrow result and its encoding.
 SQL_PROCESS_DATA_BYTES: Final = 1536 * 1024 * 1024
+
+# --------------------------------------------------------------------------- schedules and trends
+
+# Schedules of one control plane (docs/tracking.md): each one starts runs on its own, so
+# 100 at the minimum interval is already 100 runs a minute on the fleet.
+MAX_SCHEDULES: Final = 100
+# A cron expression: five (or six, with seconds) fields of lists and ranges fit in 100.
+MAX_CRON_CHARS: Final = 256
+# Default shortest gap between two fires of one schedule (TOKENBENCH__SCHEDULES__MIN_INTERVAL_S):
+# a benchmark run takes minutes; firing more often than once a minute only queues them.
+MIN_SCHEDULE_INTERVAL_S: Final = 60.0
+# Fires a schedule keeps on record (started, skipped, failed): older ones are dropped, a
+# schedule's runs stay (run_origins); a year of hourly fires is ~9k.
+MAX_SCHEDULE_FIRES_KEPT: Final = 10_000
+# Runs one trend report reads: each run's summary is a query over its records.
+MAX_TREND_RUNS: Final = 500
+# Earlier runs the regression verdict compares the latest with (the trailing window).
+MAX_TREND_WINDOW: Final = 50
+# Webhook deliveries: tries of one notification, and the deadline of one try, so a slow
+# or hostile receiver holds a control-plane task for at most attempts × timeout.
+MAX_WEBHOOK_ATTEMPTS: Final = 5
+MAX_WEBHOOK_TIMEOUT_S: Final = 30.0
