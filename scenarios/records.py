@@ -85,6 +85,10 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("tool_call", pa.bool_()),
         pa.field("tool_call_at_ns", pa.int64()),
         pa.field("tool_calls", pa.int32()),
+        # datasets (workload.dataset, .prompts, .replay; schema v11): the uploaded
+        # dataset the prompt came from and its 0-based row in the file; NULL when generated
+        pa.field("dataset_id", pa.string()),
+        pa.field("dataset_row", pa.int64()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

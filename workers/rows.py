@@ -115,6 +115,8 @@ def record_row(
         "tool_call": result.tool_call_at is not None,
         "tool_call_at_ns": since_sent(result.tool_call_at),
         "tool_calls": result.tool_calls,
+        "dataset_id": request.dataset_id,
+        "dataset_row": request.dataset_row,
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

@@ -134,7 +134,8 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
     rows = _row_context(spec, context, attempt)
     try:
         entries, maker = await _workload_inputs(spec, context)
-        plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
+        kept = await dataset_cache.workload_rows(spec.workload, entries, maker)
+        plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker, kept)
         load = build_load(spec, plan, entries or ())
     except (WorkloadFileError, TokenizerUnavailable) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
