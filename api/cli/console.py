@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analytics.columns import ROW_KEYS, ReportColumn, UnknownColumnError, select
+from analytics.dataset_fingerprint import dataset_line
 from analytics.fitted_tables import Column, fit, print_tables
 from analytics.formatting import (
     CAPTION,
@@ -344,6 +345,8 @@ def print_report(
     # Why requests failed, after the tables; messages are text a server wrote: no markup.
     for line in error_lines(report.errors, report.stages):
         console.print(line, markup=False, highlight=False)
+    if report.dataset is not None:
+        console.print(dataset_line(report.dataset), markup=False, highlight=False)
     realism = [
         realism_note(r) for r in report.stages if r.get("prompt_length_error_pct") is not None
     ]
