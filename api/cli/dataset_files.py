@@ -15,6 +15,7 @@ before anything is fetched. No loading script of a hub dataset is ever run: the
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,15 +140,24 @@ def hub_snapshot(name: str, revision: str | None, max_bytes: int) -> tuple[Path,
     patterns = [f"*{suffix}" for suffix in DATA_SUFFIXES] + [
         f"**/*{suffix}" for suffix in DATA_SUFFIXES
     ]
+    # Read now, not when huggingface_hub was imported: the environment of this call rules.
+    cache_dir = os.environ.get("HF_HUB_CACHE") or None
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
     try:
         cached = snapshot_download(
             name, repo_type="dataset", revision=revision, allow_patterns=patterns,
-            local_files_only=True,
+            local_files_only=True, cache_dir=cache_dir,
         )  # fmt: skip
         path = Path(str(cached))
         return path, path.name
-    except Exception:  # noqa: S110 - not cached: try the hub below
-        pass
+    except Exception as exc:
+        if offline:
+            raise WorkloadFileError(
+                f"hub dataset {name}: not in this machine's Hugging Face cache, and "
+                f"HF_HUB_OFFLINE is set ({type(exc).__name__}); fetch it with "
+                f"`huggingface-cli download --repo-type dataset {name}` where the hub is "
+                "reachable, or give its files as workload.dataset.path"
+            ) from None
     try:
         info = HfApi().dataset_info(name, revision=revision, files_metadata=True, timeout=HUB_TIMEOUT_S)
         files = [
@@ -161,7 +171,7 @@ def hub_snapshot(name: str, revision: str | None, max_bytes: int) -> tuple[Path,
             )
         downloaded = snapshot_download(
             name, repo_type="dataset", revision=info.sha or revision, allow_patterns=patterns,
-            etag_timeout=HUB_TIMEOUT_S,
+            etag_timeout=HUB_TIMEOUT_S, cache_dir=cache_dir,
         )  # fmt: skip
     except WorkloadFileError:
         raise
