@@ -237,7 +237,7 @@ class DatasetStore:
 
     def _converted(self, source_sha: str, conversion: Conversion) -> DatasetInfo | None:
         row = self.con.execute(
-            f"SELECT {_COLUMNS} FROM datasets WHERE source_sha256 = ? AND conversion = ? "
+            f"SELECT {_COLUMNS} FROM datasets WHERE source_sha256 = ? AND conversion = ? "  # noqa: S608 - a constant column list
             "ORDER BY created_at LIMIT 1",
             [source_sha, conversion.key()],
         ).fetchone()
@@ -281,7 +281,8 @@ class DatasetStore:
     def find(self, dataset_id: str) -> DatasetInfo | None:
         """The dataset's metadata, or None."""
         row = self.con.execute(
-            f"SELECT {_COLUMNS} FROM datasets WHERE dataset_id = ?", [dataset_id]
+            f"SELECT {_COLUMNS} FROM datasets WHERE dataset_id = ?",  # noqa: S608 - constant columns
+            [dataset_id],
         ).fetchone()
         return None if row is None else _info(row)
 
@@ -295,7 +296,7 @@ class DatasetStore:
     def list_all(self) -> list[DatasetInfo]:
         """Every dataset's metadata, newest first."""
         rows = self.con.execute(
-            f"SELECT {_COLUMNS} FROM datasets ORDER BY created_at DESC, dataset_id"
+            f"SELECT {_COLUMNS} FROM datasets ORDER BY created_at DESC, dataset_id"  # noqa: S608
         ).fetchall()
         return [_info(row) for row in rows]
 

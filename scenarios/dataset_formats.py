@@ -136,8 +136,8 @@ def is_entry_jsonl(data: bytes, conversion: Conversion) -> bool:
     ``messages`` or ``prompt``, and no other column is asked for): stored as it is."""
     if conversion.columns or conversion.format not in ("auto", "jsonl"):
         return False
-    for line in data.split(b"\n", 64)[:64]:
-        line = line.strip()
+    for raw in data.split(b"\n", 64)[:64]:
+        line = raw.strip()
         if not line or line.startswith(b"#"):
             continue
         try:
@@ -224,23 +224,9 @@ def _shape(mapping: dict[str, str], record: Mapping[str, Any]) -> str:
 
 def _entry(record: Mapping[str, Any], mapping: dict[str, str]) -> dict[str, Any] | str:
     """The entry of one row, or why the row is skipped."""
-    messages: list[dict[str, str]] = []
-    if "messages" in mapping:
-        turns = record.get(mapping["messages"])
-        if not isinstance(turns, list) or not turns:
-            return "empty conversation"
-        if len(turns) > MAX_CONVERSATION_TURNS:
-            return f"more than {MAX_CONVERSATION_TURNS} turns"
-        for turn in turns:
-            message = _message(turn)
-            if isinstance(message, str):
-                return message
-            messages.append(message)
-    else:
-        prompt = record.get(mapping["prompt"])
-        if not isinstance(prompt, str) or not prompt.strip():
-            return "empty prompt"
-        messages.append({"role": "user", "content": prompt})
+    messages = _conversation(record, mapping)
+    if isinstance(messages, str):
+        return messages
     answer_column = mapping.get("answer")
     if answer_column is not None:
         answer = record.get(answer_column)
@@ -258,6 +244,28 @@ def _entry(record: Mapping[str, Any], mapping: dict[str, str]) -> dict[str, Any]
             return "bad output_tokens"
         entry["max_tokens"] = tokens
     return entry
+
+
+def _conversation(record: Mapping[str, Any], mapping: dict[str, str]) -> list[dict[str, str]] | str:
+    """The row's messages (its conversation, or its prompt as one user message), or why
+    it has none."""
+    if "messages" not in mapping:
+        prompt = record.get(mapping["prompt"])
+        if not isinstance(prompt, str) or not prompt.strip():
+            return "empty prompt"
+        return [{"role": "user", "content": prompt}]
+    turns = record.get(mapping["messages"])
+    if not isinstance(turns, list) or not turns:
+        return "empty conversation"
+    if len(turns) > MAX_CONVERSATION_TURNS:
+        return f"more than {MAX_CONVERSATION_TURNS} turns"
+    messages = []
+    for turn in turns:
+        message = _message(turn)
+        if isinstance(message, str):
+            return message
+        messages.append(message)
+    return messages
 
 
 def _message(turn: object) -> dict[str, str] | str:

@@ -38,7 +38,7 @@ _SPLIT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
 def _column(description: str) -> str | None:
-    return Field(  # type: ignore[no-any-return]
+    return Field(
         default=None,
         min_length=1,
         max_length=MAX_ID_CHARS,
@@ -70,7 +70,7 @@ class DatasetColumns(StrictModel):
 
 
 def _tokens(description: str) -> int | None:
-    return Field(default=None, ge=1, le=MAX_TOKENS, description=description)  # type: ignore[no-any-return]
+    return Field(default=None, ge=1, le=MAX_TOKENS, description=description)
 
 
 class LengthFilters(StrictModel):

@@ -114,7 +114,7 @@ MAX_URL_CHARS: Final = 2048
 MIN_SEED: Final = -(2**63)
 MAX_SEED: Final = 2**63 - 1
 
-# --------------------------------------------------------------------------- datasets (workload.dataset)
+# --------------------------------------------------------------------------- workload.dataset
 
 # Columns of a table a dataset is converted from: only the mapped ones are decoded, but
 # a schema of millions of columns is itself costly to read; real datasets have tens.

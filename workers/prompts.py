@@ -197,7 +197,13 @@ def _request_planner(
         if prompts is not None:
             entry = prompts[seq % len(prompts)]
             return _from_entry(
-                seq, entry, maker, seed, prefix_tokens, entry.max_tokens or output_tokens, prompts_id
+                seq,
+                entry,
+                maker,
+                seed,
+                prefix_tokens,
+                entry.max_tokens or output_tokens,
+                prompts_id,
             )
         prefix = maker.prefix(prefix_tokens, seed) if prefix_tokens else ""
         # A unique tail after a shared prefix, so requests stay distinct.

@@ -63,7 +63,9 @@ def read_dataset_source(spec: DatasetWorkload, max_bytes: int) -> DatasetBlob:
     if path.is_dir():
         files = _data_files(path, None)
         if not files:
-            raise WorkloadFileError(f"the directory holds no data files ({', '.join(DATA_SUFFIXES)})")
+            raise WorkloadFileError(
+                f"the directory holds no data files ({', '.join(DATA_SUFFIXES)})"
+            )
         return _combined(files, max_bytes, spec.path)
     return DatasetBlob(read_bounded(path, max_bytes), path.name, spec.path)
 
@@ -159,10 +161,10 @@ def hub_snapshot(name: str, revision: str | None, max_bytes: int) -> tuple[Path,
                 "reachable, or give its files as workload.dataset.path"
             ) from None
     try:
-        info = HfApi().dataset_info(name, revision=revision, files_metadata=True, timeout=HUB_TIMEOUT_S)
-        files = [
-            s for s in info.siblings or [] if s.rfilename.endswith(DATA_SUFFIXES)
-        ]
+        info = HfApi().dataset_info(
+            name, revision=revision, files_metadata=True, timeout=HUB_TIMEOUT_S
+        )
+        files = [s for s in info.siblings or [] if s.rfilename.endswith(DATA_SUFFIXES)]
         size = sum(s.size or 0 for s in files)
         if size > max_bytes:
             raise WorkloadFileError(

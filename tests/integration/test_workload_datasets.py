@@ -142,7 +142,9 @@ def test_chat_jsonl_sampled_to_follow_the_mix(
     generated = Workload.model_validate({"mix": MIX})
     for seq, row, planned_prompt, planned_output, completion, _ in records:
         drawn = plan_request(generated, 21, 0, seq)  # the mix's lengths for this request
-        assert abs(planned_prompt - drawn.prompt_tokens) == np.abs(prompt - drawn.prompt_tokens).min()
+        assert (
+            abs(planned_prompt - drawn.prompt_tokens) == np.abs(prompt - drawn.prompt_tokens).min()
+        )
         assert planned_prompt == prompt[row]
         assert planned_output == completion == drawn.output_tokens
 
@@ -275,4 +277,4 @@ def test_rest_scenarios_name_uploaded_datasets_only(api: httpx.Client) -> None:
         headers={"content-type": "application/json"},
     )
     assert long_column.status_code == 422
-    assert ["query", "prompt_column"] == long_column.json()["detail"][0]["loc"]
+    assert long_column.json()["detail"][0]["loc"] == ["query", "prompt_column"]

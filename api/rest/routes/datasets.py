@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-
-import duckdb
 from typing import Annotated, Any
 
+import duckdb
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
@@ -155,7 +154,7 @@ async def upload_dataset(
     response: Response,
     settings: SettingsDep,
     writer: WriterDep,
-    format: Annotated[  # noqa: A002 - the query parameter's name
+    format: Annotated[
         DatasetFormat, Query(description="File format; auto: from its first bytes and name.")
     ] = "auto",
     prompt_column: ColumnQuery = None,

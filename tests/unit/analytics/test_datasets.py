@@ -4,7 +4,6 @@ path is never looked at."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -280,7 +279,7 @@ def test_a_dataset_file_is_converted_once_and_keeps_its_provenance(store: Datase
     other, created_other = store.add(data, 100, conversion=mapped)
     assert created_other and other.conversion == mapped.key() and other.entries == 8
     assert other.fingerprint()["conversion"] == {"columns": {"prompt": "id"}, "format": "json"}
-    with pytest.raises(WorkloadFileError, match="chats.json: no row can be a prompt"):
+    with pytest.raises(WorkloadFileError, match=r"chats.json: no row can be a prompt"):
         store.add(b'[{"conversations": []}]', 100, "chats.json")
 
 
@@ -293,6 +292,8 @@ def test_prompts_without_answers_need_a_mix(store: DatasetStore) -> None:
         {"dataset": info.dataset_id, "filters": {"min_output_tokens": 1}}
     )
     assert dataset_problems(with_filter.workload, info, "f") == []
+
+
 def test_a_tokenizer_is_no_dataset_workload(store: DatasetStore, tmp_path: Path) -> None:
     tokenizer, _ = store.add(train_bpe(tmp_path / "tokenizer.json").read_bytes(), 10)
     with_filter = _dataset_scenario({"dataset": tokenizer.dataset_id})

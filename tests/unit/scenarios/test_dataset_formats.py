@@ -147,7 +147,7 @@ def test_bad_files_are_refused_naming_the_reason(
 
 def test_a_mapped_column_the_table_lacks_is_named() -> None:
     conversion = Conversion.of("auto", {"prompt": "missing"})
-    with pytest.raises(WorkloadFileError, match="no column 'missing'.*question"):
+    with pytest.raises(WorkloadFileError, match=r"no column 'missing'.*question"):
         convert(parquet_bytes(prompts_table(3)), conversion, 10, BIG)
 
 

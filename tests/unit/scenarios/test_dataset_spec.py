@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from scenarios.dataset_spec import DatasetColumns, DatasetWorkload, LengthFilters
-from scenarios.loader import ScenarioError, validate_scenario
 from scenarios.limits import MAX_TOKENS
+from scenarios.loader import ScenarioError, validate_scenario
 
 DATASET_ID = "ds-" + "a" * 64
 MIX = [

@@ -4,6 +4,7 @@ replacement, and mix sampling that picks the nearest prompt length."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,14 @@ from tests.support.dataset_files import sharegpt_json, sharegpt_rows
 from tests.support.tiny_tokenizer import train_bpe
 from workers.dataset_requests import DatasetRow, DatasetRows, prepare_rows
 from workers.exact_prompts import ExactPrompts
-from workers.prompts import WORDS, dataset_rows, estimate_tokens, plan_request, request_planner
+from workers.prompts import (
+    WORDS,
+    WordPrompts,
+    dataset_rows,
+    estimate_tokens,
+    plan_request,
+    request_planner,
+)
 
 DATASET_ID = "ds-" + "b" * 64
 MIX = [
@@ -98,7 +106,9 @@ def test_replacement_draws_are_seeded_and_independent() -> None:
     workload = _workload(replacement=True)
     plan = request_planner(workload, 3, 0, _entries())
     drawn = [plan(seq).dataset_row for seq in range(200)]
-    assert drawn == [plan_request(workload, 3, 1, seq, _entries()).dataset_row for seq in range(200)]
+    assert drawn == [
+        plan_request(workload, 3, 1, seq, _entries()).dataset_row for seq in range(200)
+    ]
     assert len(set(drawn)) < ROWS  # 200 draws from 60 rows: some rows never come up
     assert max(drawn.count(row) for row in set(drawn)) > 200 // ROWS
 
@@ -122,8 +132,6 @@ def test_nearest_chooses_among_equally_near_rows() -> None:
         DATASET_ID, tuple(DatasetRow(n, (("user", "x"),), length, None) for n, length in
                           enumerate([10, 20, 20, 30, 40]))
     , "estimate", 0)  # fmt: skip
-    import random  # noqa: PLC0415
-
     picked = {rows.nearest(15, random.Random(seed)).row for seed in range(40)}
     assert picked == {0, 1, 2}  # 10 and both 20s are 5 away
     assert rows.nearest(100, random.Random(0)).row == 4
@@ -145,7 +153,7 @@ def test_lengths_are_counted_with_the_workload_tokenizer(tmp_path: Path) -> None
 
 def test_rows_without_answers_need_the_mix_or_an_output_filter() -> None:
     entries = (FileEntry((("user", "a question"),), row=4), FileEntry((("user", "b"),), 3, row=5))
-    with pytest.raises(WorkloadFileError, match="row 4 .* no answer length"):
+    with pytest.raises(WorkloadFileError, match=r"row 4 .* no answer length"):
         dataset_rows(_workload(), entries, _estimate_maker())
     kept = dataset_rows(_workload(filters={"min_output_tokens": 1}), entries, _estimate_maker())
     assert [r.row for r in kept.rows] == [5]
@@ -170,9 +178,7 @@ def test_a_shared_prefix_goes_first_and_is_counted() -> None:
 def test_prompt_files_and_replays_record_their_rows() -> None:
     data = b'{"prompt": "a"}\n\n# note\n{"prompt": "b", "max_tokens": 3}\n'
     entries = parse_entries(data, "p", replay=False)
-    workload = Workload.model_validate(
-        {"prompts": {"dataset": DATASET_ID}, "mix": MIX[:1]}
-    )
+    workload = Workload.model_validate({"prompts": {"dataset": DATASET_ID}, "mix": MIX[:1]})
     plan = request_planner(workload, 0, 0, entries)
     assert [(plan(n).dataset_id, plan(n).dataset_row) for n in range(3)] == [
         (DATASET_ID, 0), (DATASET_ID, 1), (DATASET_ID, 0)
@@ -186,7 +192,5 @@ def test_prepare_rows_counts_with_the_given_functions() -> None:
     assert {r.prompt_tokens for r in rows.rows} == {7} and rows.counted_with == "tokenizer"
 
 
-def _estimate_maker() -> Any:
-    from workers.prompts import WordPrompts  # noqa: PLC0415
-
+def _estimate_maker() -> WordPrompts:
     return WordPrompts()
