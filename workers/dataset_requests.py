@@ -97,33 +97,29 @@ def prepare_rows(
     dataset_id: str,
     entries: tuple[FileEntry, ...],
     spec: DatasetWorkload,
-    count: Callable[[str], int | None],
+    count: Callable[[list[str]], list[int] | None],
     estimate: Callable[[str], int],
     answers_needed: bool,
 ) -> DatasetRows:
-    """The rows of ``entries`` that pass ``spec.filters``, counted with ``count`` (the
-    workload's tokenizer; None: ``estimate`` is used). ``answers_needed``: the workload
-    has no mix, so a kept row without an answer length is an error naming it."""
-    filters = spec.filters
+    """The rows of ``entries`` that pass ``spec.filters``. ``count`` counts a batch of
+    texts with the workload's tokenizer (None: ``estimate`` each). ``answers_needed``:
+    the workload has no mix, so a kept row without an answer length is an error naming
+    it."""
+    turns = [first_turn(entry.messages) for entry in entries]
+    prompts = [prompt_text(messages) for messages, _ in turns]
+    answered = [i for i, (_, answer) in enumerate(turns) if answer and entries[i].max_tokens is None]
+    answers = [turns[i][1] or "" for i in answered]
+    exact = count(prompts + answers)
+    counted_with = "estimate" if exact is None else "tokenizer"
+    if exact is None:
+        exact = [estimate(text) for text in prompts + answers]
+    prompt_tokens = [max(n, 1) for n in exact[: len(prompts)]]
+    answer_tokens = dict(zip(answered, (max(n, 1) for n in exact[len(prompts) :]), strict=True))
     kept: list[DatasetRow] = []
-    counted_with = "estimate"
     dropped = 0
-
-    def tokens(text: str) -> int:
-        nonlocal counted_with
-        exact = count(text)
-        if exact is None:
-            return estimate(text)
-        counted_with = "tokenizer"
-        return max(exact, 1)
-
     for index, entry in enumerate(entries):
-        messages, answer = first_turn(entry.messages)
-        prompt = tokens(prompt_text(messages))
-        output = entry.max_tokens
-        if output is None and answer:
-            output = tokens(answer)
-        if not _passes(prompt, output, spec):
+        output = entry.max_tokens if entry.max_tokens is not None else answer_tokens.get(index)
+        if not _passes(prompt_tokens[index], output, spec):
             dropped += 1
             continue
         row = entry.row if entry.row is not None else index
@@ -133,11 +129,11 @@ def prepare_rows(
                 "max_tokens): give workload.mix for such rows, or "
                 "workload.dataset.filters.min_output_tokens to drop them"
             )
-        kept.append(DatasetRow(row, messages, prompt, output))
+        kept.append(DatasetRow(row, turns[index][0], prompt_tokens[index], output))
     if not kept:
         raise WorkloadFileError(
             f"no row of dataset {dataset_id} passes workload.dataset.filters "
-            f"({filters.model_dump(exclude_none=True)}; {len(entries)} rows, lengths by "
+            f"({spec.filters.model_dump(exclude_none=True)}; {len(entries)} rows, lengths by "
             f"{counted_with})"
         )
     return DatasetRows(dataset_id, tuple(kept), counted_with, dropped)

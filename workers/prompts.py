@@ -285,9 +285,18 @@ def dataset_rows(
     workers call it off the event loop, once per dataset and tokenizer."""
     spec = workload.dataset
     assert spec is not None
-    return prepare_rows(
-        spec.dataset or "", entries, spec, maker.count, estimate_tokens, not workload.mix
-    )
+
+    def count(texts: list[str]) -> list[int] | None:
+        many = getattr(maker, "count_many", None)  # a tokenizer counts a batch at once
+        if many is not None:
+            counted: list[int] = many(texts)
+            return counted
+        if not texts or maker.count(texts[0]) is None:
+            return None  # no tokenizer: every text is estimated
+        single = [maker.count(text) for text in texts]
+        return [n for n in single if n is not None] if None not in single else None
+
+    return prepare_rows(spec.dataset or "", entries, spec, count, estimate_tokens, not workload.mix)
 
 
 def _dataset_planner(

@@ -188,7 +188,9 @@ def test_prompt_files_and_replays_record_their_rows() -> None:
 def test_prepare_rows_counts_with_the_given_functions() -> None:
     spec = _workload().dataset
     assert spec is not None
-    rows = prepare_rows(DATASET_ID, _entries(3), spec, lambda text: 7, estimate_tokens, True)
+    rows = prepare_rows(
+        DATASET_ID, _entries(3), spec, lambda texts: [7] * len(texts), estimate_tokens, True
+    )
     assert {r.prompt_tokens for r in rows.rows} == {7} and rows.counted_with == "tokenizer"
 
 
