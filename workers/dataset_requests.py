@@ -107,7 +107,9 @@ def prepare_rows(
     it."""
     turns = [first_turn(entry.messages) for entry in entries]
     prompts = [prompt_text(messages) for messages, _ in turns]
-    answered = [i for i, (_, answer) in enumerate(turns) if answer and entries[i].max_tokens is None]
+    answered = [
+        i for i, (_, answer) in enumerate(turns) if answer and entries[i].max_tokens is None
+    ]
     answers = [turns[i][1] or "" for i in answered]
     exact = count(prompts + answers)
     counted_with = "estimate" if exact is None else "tokenizer"
