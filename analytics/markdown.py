@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from analytics.columns import columns
+from analytics.dataset_fingerprint import dataset_line
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
@@ -81,6 +82,8 @@ def render_markdown(report: RunReport) -> str:
     out += ["", LOW_SAMPLE_NOTE, ""]
     if note := method_note(report.percentiles):
         out += [note, ""]
+    if report.dataset is not None:
+        out += [_escape(dataset_line(report.dataset)), ""]
     if report.errors:
         out += [f"## {ERRORS_TITLE}", ""]
         out.append(table(ERRORS_HEADER, error_rows(report.errors, report.stages), [False] * 6))

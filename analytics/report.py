@@ -20,6 +20,7 @@ from analytics.client_health import stage_health, with_client_health
 from analytics.columns import describe
 from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
+from analytics.dataset_fingerprint import run_dataset
 from analytics.plots import errors_over_time, plot_data
 from analytics.prompt_realism import with_prompt_realism
 from analytics.roofline_view import with_roofline
@@ -62,6 +63,8 @@ class RunReport:
     # Multi-turn sessions (analytics/sessions.py): by turn index, and how they ended.
     session_turns: list[dict[str, Any]] = field(default_factory=list)
     sessions: list[dict[str, Any]] = field(default_factory=list)
+    # The dataset the run read and how (analytics/dataset_fingerprint.py), if any.
+    dataset: dict[str, Any] | None = None
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -85,6 +88,7 @@ class RunReport:
             "pareto": self.pareto,
             "comparison": self.comparison,
             "plots": self.plots,
+            "dataset": self.dataset,
         }
 
     def with_provider_comparison(self, provider_a: str, provider_b: str) -> RunReport:
@@ -217,6 +221,7 @@ def build_report(
         percentiles=method,
         session_turns=session_turns(con, run_id),
         sessions=session_ends(con, run_id),
+        dataset=run_dataset(con, run_id),
         replicates=replicates,
     )
 

@@ -126,6 +126,25 @@ MAX_URL_CHARS: Final = 2048
 MIN_SEED: Final = -(2**63)
 MAX_SEED: Final = 2**63 - 1
 
+# --------------------------------------------------------------------------- workload.dataset
+
+# Columns of a table a dataset is converted from: only the mapped ones are decoded, but
+# a schema of millions of columns is itself costly to read; real datasets have tens.
+MAX_DATASET_COLUMNS: Final = 4096
+# Characters of one message of a converted row: a MAX_TOKENS-token prompt is ~5 MB.
+MAX_DATASET_CELL_CHARS: Final = 8 * 1024 * 1024
+# Turns of one conversation: real chats have tens, long agent traces a few hundred.
+MAX_CONVERSATION_TURNS: Final = 1024
+# Decoded bytes of the columns a conversion reads, as a multiple of the dataset byte cap:
+# text compresses 3-5x in Parquet; above that a file is refused before it is decoded.
+DATASET_DECODED_FACTOR: Final = 8
+# Address space of the process that converts an uploaded file (RLIMIT_DATA): decoded
+# columns of a 64 MiB file plus their Python objects and the JSONL written from them.
+DATASET_PROCESS_DATA_BYTES: Final = 2048 * 1024 * 1024
+# Seconds a conversion may take before its process is killed: a 64 MiB file converts in
+# a few seconds; a file that takes minutes is hostile or broken.
+DATASET_CONVERSION_TIMEOUT_S: Final = 300.0
+
 # --------------------------------------------------------------------------- documents
 
 # YAML aliases (``*name``) in one document: real scenarios reuse an anchor a few times.

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from scenarios.base import Name, StrictModel
+from scenarios.dataset_spec import DatasetWorkload
 from scenarios.limits import (
     MAX_BURSTINESS,
     MAX_CONCURRENCY,
@@ -54,6 +55,7 @@ __all__ = [
     "AnyProvider",
     "Arrival",
     "DatasetSource",
+    "DatasetWorkload",
     "Deployment",
     "FixedLength",
     "LengthDist",
@@ -208,7 +210,10 @@ class Workload(StrictModel):
     mix: list[MixClass] = Field(
         default_factory=list,
         max_length=MAX_MIX_CLASSES,
-        description="Weighted classes of lengths (not with replay).",
+        description=(
+            "Weighted classes of lengths (not with replay); with a dataset, the lengths "
+            "sample: mix follows and the answer lengths of rows that have none."
+        ),
     )
     prompts: PromptFile | None = Field(
         default=None, description="Chat prompts from a JSONL file instead of generated text."
@@ -224,6 +229,13 @@ class Workload(StrictModel):
     )
     replay: Replay | None = Field(
         default=None, description="Re-send a captured traffic log instead of the mix."
+    )
+    dataset: DatasetWorkload | None = Field(
+        default=None,
+        description=(
+            "Prompts and answer lengths from a dataset's rows: ShareGPT, OpenAI chat, "
+            "CSV, Parquet, Arrow, Hugging Face hub (docs/workloads.md)."
+        ),
     )
     tokenizer: TokenizerRef | None = Field(
         default=None,
@@ -258,18 +270,29 @@ class Workload(StrictModel):
 
     @model_validator(mode="after")
     def _has_requests(self) -> Workload:
-        if self.replay is None and not self.mix:
-            raise ValueError("give a length mix, or a replay log")
-        if self.replay is not None and (self.mix or self.prompts is not None):
-            raise ValueError("replay carries its own prompts and lengths: drop mix and prompts")
+        if self.replay is None and self.dataset is None and not self.mix:
+            raise ValueError("give a length mix, a dataset or a replay log")
+        if self.replay is not None and (
+            self.mix or self.prompts is not None or self.dataset is not None
+        ):
+            raise ValueError(
+                "replay carries its own prompts and lengths: drop mix, prompts and dataset"
+            )
+        if self.dataset is not None:
+            if self.prompts is not None:
+                raise ValueError("give prompts (a JSONL file, cycled) or dataset, not both")
+            if self.dataset.sample == "mix" and not self.mix:
+                raise ValueError("dataset.sample: mix follows workload.mix: give a mix")
         if self.sessions is not None:
             if self.replay is not None:
                 raise ValueError(
                     "sessions: a replay keeps the sessions its log's session_id names: "
                     "drop sessions"
                 )
-            if self.prompts is not None:
-                raise ValueError("sessions: turns are generated from the mix: drop prompts")
+            if self.prompts is not None or self.dataset is not None:
+                raise ValueError(
+                    "sessions: turns are generated from the mix: drop prompts and dataset"
+                )
             if self.tools is not None:
                 raise ValueError(
                     "sessions: a tool call's result would have to be made up to go on: drop tools"

@@ -102,6 +102,10 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("session_turns", pa.int32()),
         pa.field("context_tokens", pa.int32()),
         pa.field("session_end", pa.string()),
+        # datasets (workload.dataset, .prompts, .replay; schema v14): the uploaded
+        # dataset the prompt came from and its 0-based row in the file; NULL when generated
+        pa.field("dataset_id", pa.string()),
+        pa.field("dataset_row", pa.int64()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

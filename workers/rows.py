@@ -148,6 +148,8 @@ def record_row(
         "tool_calls": result.tool_calls,
         "finish_reason": result.finish_reason,
         **_session_columns(request),
+        "dataset_id": request.dataset_id,
+        "dataset_row": request.dataset_row,
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

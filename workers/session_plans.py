@@ -156,6 +156,7 @@ def replayed_sessions(
     maker: PromptMaker,
     seed: int,
     prefix_tokens: int = 0,
+    dataset_id: str | None = None,
 ) -> ReplayedSessions:
     """Group a replay log's lines (in timestamp order) into sessions: the lines of one
     ``session_id`` in ``turn`` order (timestamp order where turns tie or are missing);
@@ -195,7 +196,9 @@ def replayed_sessions(
         def plan_turn(turn: int) -> PlannedRequest:
             index = group[turn]
             entry = entries[index]
-            return plan_from_entry(index, entry, maker, seed, prefix_tokens, entry.max_tokens or 1)
+            return plan_from_entry(
+                index, entry, maker, seed, prefix_tokens, entry.max_tokens or 1, dataset_id
+            )
 
         return PlannedSession(session, len(group), gaps, plan_turn, captured=True)
 

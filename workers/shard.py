@@ -20,6 +20,8 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from scenarios.egress import EgressDenied, check_provider_egress
 from scenarios.tokenizer_files import TokenizerUnavailable
@@ -35,6 +37,7 @@ from workers.client.adapters import ProviderSetupError, build_adapter
 from workers.client.prewarm import prewarmed
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
+from workers.dataset_requests import DatasetRows
 from workers.datasets import dataset_cache
 from workers.event_loop import shutting_down
 from workers.health import ShardHealth
@@ -50,6 +53,7 @@ from workers.rows import RowContext, record_row, wall_ns
 from workers.session_plans import has_replayed_sessions
 
 OWNER_TTL_S = 10.0
+T = TypeVar("T")
 DONE_TTL_S = 7 * 24 * 3600
 
 log = logging.getLogger("tokenbench.worker")
@@ -135,8 +139,9 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
 
     rows = _row_context(spec, context, attempt)
     try:
-        entries, maker = await _workload_inputs(spec, context)
-        load = _load(spec, entries, maker)
+        # Loading a dataset and counting its rows may outlast the claim's TTL: keep it.
+        entries, maker, kept = await _holding(claim, _workload_inputs(spec, context))
+        load = _load(spec, entries, maker, kept)
     except (WorkloadFileError, TokenizerUnavailable) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
@@ -227,24 +232,50 @@ async def _finish(
     )
 
 
-def _load(spec: ShardSpec, entries: tuple[FileEntry, ...] | None, maker: PromptMaker) -> LoadShape:
-    """The shard's load: sessions (generated, or a replayed session log), else requests."""
+def _load(
+    spec: ShardSpec,
+    entries: tuple[FileEntry, ...] | None,
+    maker: PromptMaker,
+    kept: DatasetRows | None,
+) -> LoadShape:
+    """The shard's load: sessions (generated, or a replayed session log), else requests
+    (``kept``: ``workload.dataset``'s rows, already counted and filtered)."""
     if spec.workload.sessions is not None or has_replayed_sessions(spec.workload, entries):
         return build_session_load(spec, entries or (), maker)
-    plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
+    plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker, kept)
     return build_load(spec, plan, entries or ())
 
 
 async def _workload_inputs(
     spec: ShardSpec, context: WorkerContext
-) -> tuple[tuple[FileEntry, ...] | None, PromptMaker]:
-    """The workload's dataset entries and the shard's prompt maker."""
+) -> tuple[tuple[FileEntry, ...] | None, PromptMaker, DatasetRows | None]:
+    """The workload's dataset entries, the shard's prompt maker and, for
+    ``workload.dataset``, the rows it keeps (counted with the maker)."""
     max_bytes = context.settings.api.max_dataset_bytes
     entries = await dataset_cache.workload_entries(context.redis, spec.workload, max_bytes)
     maker = await prompt_maker(
         context.redis, spec.workload, spec.run_id, spec.provider.name, context.region, max_bytes
     )
-    return entries, maker
+    kept = await dataset_cache.workload_rows(spec.workload, entries, maker)
+    return entries, maker, kept
+
+
+async def _holding(claim: Claim, work: Awaitable[T]) -> T:
+    """``await work`` while keeping the claim on the shard (ClaimLost if it is lost)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=OWNER_TTL_S / 3)
+            if done:
+                return task.result()
+            try:
+                kept = await claim.keep()
+            except TRANSIENT_ERRORS:
+                continue  # Redis away for a moment: the loading goes on, kept next round
+            if not kept:
+                raise ClaimLost("the claim on the shard was lost while its inputs were loaded")
+    finally:
+        task.cancel()
 
 
 async def _keep_calibration(

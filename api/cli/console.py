@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analytics.columns import ROW_KEYS, ReportColumn, UnknownColumnError, select
+from analytics.dataset_fingerprint import dataset_line
 from analytics.fitted_tables import Column, fit, print_tables
 from analytics.formatting import (
     CAPTION,
@@ -374,9 +375,23 @@ def print_report(
     print_tables(console, session_tables(report, width))
     if report.comparison:
         print_tables(console, comparison_tables(report.comparison, width))
+    print_notes(console, report)
+
+
+def print_notes(console: Console, report: RunReport) -> None:
+    """The lines after the report's tables: why requests failed, the dataset, prompt
+    lengths, token counts, pre-warmed connections, client-bound stages, shards that
+    failed or ran more than once."""
+    _print_measurement_notes(console, report)
+    _print_shard_notes(console, report)
+
+
+def _print_measurement_notes(console: Console, report: RunReport) -> None:
     # Why requests failed, after the tables; messages are text a server wrote: no markup.
     for line in error_lines(report.errors, report.stages):
         console.print(line, markup=False, highlight=False)
+    if report.dataset is not None:
+        console.print(dataset_line(report.dataset), markup=False, highlight=False)
     realism = [
         realism_note(r) for r in report.stages if r.get("prompt_length_error_pct") is not None
     ]
@@ -411,6 +426,9 @@ def print_report(
                 f"{health['client_bound_note']} (docs/load.md)",
                 highlight=False,
             )
+
+
+def _print_shard_notes(console: Console, report: RunReport) -> None:
     failed = [s for s in report.shards if s["state"] != ShardState.FINISHED]
     for shard in failed:
         console.print(f"[yellow]shard {shard['shard_id']}: {shard['state']}: {shard['message']}")

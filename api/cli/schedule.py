@@ -10,6 +10,7 @@ an unknown schedule), 1 when the control plane cannot be reached.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,7 +53,7 @@ def store_scenario(client: httpx.Client, path: Path) -> str:
     scenario = load_or_exit(path)
     scenario = upload_local_datasets(
         scenario,
-        lambda use, file, data: upload_dataset(client, use, file, data),
+        functools.partial(upload_dataset, client),
         get_settings().api,
         str(path),
     )

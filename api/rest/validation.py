@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analytics.datasets import DatasetStore
+from analytics.datasets import DatasetStore, dataset_problems
 from api.rest.errors import ProviderEgressDenied
 from api.schemas import RunOverrides
 from scenarios.egress import EgressDenied, check_url, provider_endpoints
@@ -71,6 +71,13 @@ PATH_REFUSED = (
 )
 
 
+HUB_DATASET_REFUSED = (
+    "a scenario submitted over REST cannot name a hub dataset: the control plane fetches "
+    "nothing for a submitter. `tokenbench submit` resolves it on your machine and uploads "
+    "it; or upload its file with POST /v1/datasets and give {dataset: ID}"
+)
+
+
 SIMULATOR_PATH_REFUSED = (
     "a scenario submitted over REST cannot name a file: give the simulated endpoint's "
     "tokenizer as a Hugging Face hub name (resolved from the worker's cache)"
@@ -108,8 +115,26 @@ def check_scenario_datasets(scenario: Scenario, datasets: DatasetStore) -> None:
             problems.append(Problem(f"workload.{use}.dataset", message))
         elif use == "replay":
             problems += _replay_bounds(scenario, datasets, source.dataset)
+    problems += _dataset_workload(scenario, datasets)
     if problems:
         raise ScenarioError(problems)
+
+
+def _dataset_workload(scenario: Scenario, datasets: DatasetStore) -> list[Problem]:
+    """``workload.dataset`` over REST: an uploaded dataset of prompts, never a path or a
+    hub name (the same words whatever they name)."""
+    spec = scenario.workload.dataset
+    if spec is None:
+        return []
+    if spec.path is not None:
+        return [Problem("workload.dataset.path", PATH_REFUSED)]
+    if spec.hub is not None:
+        return [Problem("workload.dataset.hub", HUB_DATASET_REFUSED)]
+    info = datasets.find(spec.dataset or "")
+    if info is None:
+        message = f"no dataset {spec.dataset}: upload the file with POST /v1/datasets"
+        return [Problem("workload.dataset.dataset", message)]
+    return dataset_problems(scenario.workload, info, "workload.dataset.dataset")
 
 
 def _simulator_paths(scenario: Scenario) -> list[Problem]:

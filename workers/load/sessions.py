@@ -202,7 +202,12 @@ def build_session_load(
     else:
         assert workload.replay is not None, "sessions come from workload.sessions or a replay"
         replayed = replayed_sessions(
-            entries, workload.replay.time_scale, maker, spec.seed, workload.shared_prefix_tokens
+            entries,
+            workload.replay.time_scale,
+            maker,
+            spec.seed,
+            workload.shared_prefix_tokens,
+            workload.replay.dataset,
         )
         plan, cap = replayed.plan, MAX_TOKENS  # a replay sends what it captured: no cap
     inner: ClosedLoop[PlannedSession] | OpenLoop[PlannedSession]

@@ -37,6 +37,7 @@ V1_COLUMNS = {
     "ingested_batches": "*",
     # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls,
     # v11 token truth (prompt_count_source, finish_reason), v12 sessions.
+    # v14 the dataset row of each request.
     "request_records": ", ".join(
         name
         for name in REQUEST_RECORD_SCHEMA.names
@@ -56,6 +57,8 @@ V1_COLUMNS = {
             "session_turns",
             "context_tokens",
             "session_end",
+            "dataset_id",
+            "dataset_row",
         )
     ),
 }
