@@ -23,9 +23,12 @@ ESTIMATE = "estimate (4 characters a token)"
 
 def run_dataset(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] | None:
     """The fingerprint of the dataset run ``run_id`` read, None when it read none."""
-    row = con.execute("SELECT scenario FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    if row is None:
+    # fetchall, not fetchone: a result left unfinished blocks the connection's next
+    # relation (DuckDB 2: "connection has an unfinished result"), e.g. the request rows.
+    rows = con.execute("SELECT scenario FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    if not rows:
         return None
+    row = rows[0]
     scenario = json.loads(row[0]) if isinstance(row[0], str) else dict(row[0])
     workload: dict[str, Any] = scenario.get("workload") or {}
     found = [
@@ -42,7 +45,7 @@ def run_dataset(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] |
         "SELECT count(*), count(DISTINCT dataset_row) FROM requests "
         "WHERE run_id = ? AND dataset_id = ?",
         [run_id, dataset_id],
-    ).fetchone()
+    ).fetchall()[0]
     result: dict[str, Any] = {
         "use": use,
         **stored,
