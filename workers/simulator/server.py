@@ -1,8 +1,9 @@
 """The simulated OpenAI-compatible endpoint: a small, fast HTTP/1.1 server.
 
 It serves ``POST /v1/chat/completions`` (streaming with usage, and non-streaming),
-``GET /v1/models``, ``GET /health`` and ``GET /v1/simulator/stats`` (the latency model's
-own timing drift). HTTP parsing is httptools (uvicorn's parser); responses are
+``GET /v1/models``, ``GET /health``, ``GET /v1/simulator/stats`` (the latency model's
+own timing drift) and ``GET /metrics`` (its state in vLLM's Prometheus names,
+``workers/simulator/metrics.py``). HTTP parsing is httptools (uvicorn's parser); responses are
 pre-encoded bytes written straight to the transport, because a simulator that spends
 milliseconds per event would itself become the latency it reports. Faults (error
 statuses, stalls, streams cut short) are drawn per request from a seeded RNG.
@@ -22,6 +23,7 @@ import orjson
 from scenarios.model import SimulateSpec
 from workers.simulator.batching import latency_for
 from workers.simulator.latency import LatencyModel
+from workers.simulator.metrics import CONTENT_TYPE, ServedCounters, metrics_text
 from workers.tokenizer import load_local_tokenizer
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ class SimulatorApp:
     _rng: random.Random = field(init=False)
     tokenizer: Tokenizer | None = field(init=False, default=None)
     _chunks: dict[int, bytes] = field(init=False, default_factory=dict)
+    counters: ServedCounters = field(init=False, default_factory=ServedCounters)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.spec.seed)
@@ -119,6 +122,11 @@ class SimulatorApp:
         """JSON of the latency model's own measurements (its timing drift), if it has any."""
         report = getattr(self.latency, "stats", None)
         return orjson.dumps(report() if callable(report) else {"latency_model": "fixed"})
+
+    def metrics(self) -> bytes:
+        """The Prometheus text of ``GET /metrics`` (vLLM's names, workers/simulator/metrics.py)."""
+        assert self.latency is not None
+        return metrics_text(self.model, self.latency, self.counters)
 
     def tool_call_of(self, body: dict[str, Any]) -> str | None:
         """The function this request's answer calls, or None for a text answer: a forced
@@ -212,6 +220,8 @@ class _Connection(asyncio.Protocol):
             self._write_simple(200, orjson.dumps(models))
         elif request.method == "GET" and request.path == "/v1/simulator/stats":
             self._write_simple(200, self.app.stats())
+        elif request.method == "GET" and request.path == "/metrics":
+            self._write_simple(200, self.app.metrics(), content_type=CONTENT_TYPE)
         elif request.method == "POST" and request.path == "/v1/chat/completions":
             await self._chat(request.body)
         else:
@@ -252,7 +262,8 @@ class _Connection(asyncio.Protocol):
         write(_STREAM_HEAD + app.role_chunk())
         calls = None if tool is None else app.tool_call_chunks(tool)
         produced = 0
-        async for count in app.latency.emissions(prompt_tokens, max_tokens):
+        emissions = app.latency.emissions(prompt_tokens, max_tokens)
+        async for count in app.counters.counted(prompt_tokens, emissions):
             if calls is None:
                 write(app.token_chunk(count))
             else:
@@ -270,7 +281,8 @@ class _Connection(asyncio.Protocol):
     async def _complete(self, prompt_tokens: int, max_tokens: int, tool: str | None) -> None:
         assert self.app.latency is not None
         produced = 0
-        async for count in self.app.latency.emissions(prompt_tokens, max_tokens):
+        emissions = self.app.latency.emissions(prompt_tokens, max_tokens)
+        async for count in self.app.counters.counted(prompt_tokens, emissions):
             produced += count
         message: dict[str, Any] = {"role": "assistant", "content": _WORD * produced}
         if tool is not None:
@@ -305,11 +317,19 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
 
-    def _write_simple(self, status: int, body: bytes, extra_headers: bytes = b"") -> None:
+    def _write_simple(
+        self,
+        status: int,
+        body: bytes,
+        extra_headers: bytes = b"",
+        content_type: bytes = b"application/json",
+    ) -> None:
         head = (
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
-            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
-        ).encode()
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n".encode()
+            + b"content-type: "
+            + content_type
+            + f"\r\ncontent-length: {len(body)}\r\n".encode()
+        )
         self._write(head + extra_headers + b"\r\n" + body)
 
     def _close(self) -> None:
