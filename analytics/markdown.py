@@ -17,6 +17,13 @@ from analytics.formatting import (
     percentile_rows,
 )
 from analytics.report import RunReport
+from analytics.telemetry import (
+    TELEMETRY_HEADER,
+    TELEMETRY_NOTE,
+    TELEMETRY_NUMERIC,
+    TELEMETRY_TITLE,
+    telemetry_rows,
+)
 from analytics.top_errors import ERRORS_HEADER, ERRORS_NOTE, ERRORS_TITLE, error_rows
 
 
@@ -76,6 +83,10 @@ def render_markdown(report: RunReport) -> str:
         out += [f"## {ERRORS_TITLE}", ""]
         out.append(table(ERRORS_HEADER, error_rows(report.errors, report.stages), [False] * 6))
         out += ["", ERRORS_NOTE, ""]
+    if telemetry := telemetry_rows(report.server_metrics):
+        out += [f"## {TELEMETRY_TITLE}", ""]
+        out.append(table(TELEMETRY_HEADER, telemetry, TELEMETRY_NUMERIC))
+        out += ["", TELEMETRY_NOTE, ""]
     out += comparison_lines(report.comparison)
     if report.pareto:
         out += ["## Cost vs p99 TTFT", ""]

@@ -33,6 +33,7 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
+from analytics.telemetry import server_metrics, telemetry_timeline
 from analytics.tool_calls import with_tool_calls
 from analytics.top_errors import top_errors
 from scenarios.errors import NotFound
@@ -56,6 +57,8 @@ class RunReport:
     errors: list[dict[str, Any]] = field(default_factory=list)
     # How the percentiles were computed: exact, or from stored histograms within a bound.
     percentiles: dict[str, Any] = field(default_factory=lambda: dict(EXACT))
+    # Server telemetry scraped from providers' metrics_url (analytics/telemetry.py).
+    server_metrics: dict[str, Any] = field(default_factory=lambda: {"summary": [], "scrapes": []})
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -76,6 +79,7 @@ class RunReport:
             "percentiles": self.percentiles,
             "pareto": self.pareto,
             "comparison": self.comparison,
+            "server_metrics": self.server_metrics,
             "plots": self.plots,
         }
 
@@ -194,6 +198,9 @@ def build_report(
     slo_rows = _rows(con.execute("SELECT * EXCLUDE (run_id) FROM slos WHERE run_id = ?", [run_id]))
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
+    telemetry = server_metrics(con, run_id)
+    if plots and telemetry["scrapes"]:
+        charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}
     return RunReport(
         run_id,
         str(run[0]),
@@ -206,6 +213,7 @@ def build_report(
         plots=charts,
         errors=top_errors(con, run_id, stored),
         percentiles=method,
+        server_metrics=telemetry,
         replicates=replicates,
     )
 
