@@ -44,6 +44,7 @@ MAX_BUFFERED_SCRAPES = 3600
 # Characters of a scrape's error message kept (a server's error page can be long).
 MAX_ERROR_CHARS = 500
 _ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+_TEXT_TYPES = frozenset({"text/plain", "application/openmetrics-text"})
 
 
 class ScrapeFailed(Exception):
@@ -83,6 +84,16 @@ async def read_bounded(response: httpx.Response, limit: int = MAX_METRICS_BODY_B
     return bytes(body)
 
 
+def check_content_type(value: str | None) -> None:
+    """ScrapeFailed unless an answer's content type is Prometheus text (or unsaid, as
+    some exporters leave it): a JSON or HTML page at the URL is no metrics endpoint."""
+    if value is None:
+        return
+    kind = value.split(";", 1)[0].strip().lower()
+    if kind not in _TEXT_TYPES:
+        raise ScrapeFailed(f"the answer is {kind}, not Prometheus text (text/plain)")
+
+
 async def fetch(client: httpx.AsyncClient, target: Target, deadline_s: float) -> bytes:
     """The body of one scrape of ``target``; ScrapeFailed with the reason otherwise."""
     try:
@@ -92,6 +103,7 @@ async def fetch(client: httpx.AsyncClient, target: Target, deadline_s: float) ->
             try:
                 if response.status_code != 200:
                     raise ScrapeFailed(f"HTTP {response.status_code}", response.status_code)
+                check_content_type(response.headers.get("content-type"))
                 return await read_bounded(response)
             finally:
                 await response.aclose()
