@@ -495,6 +495,9 @@ CHARTS = (
     ("cost", "Cost vs p99 TTFT", cost_figure),
     ("regions", "Regions compared", region_figure),
     ("errors", "Errors over time", errors_figure),
+)
+# Charts of data only some runs have, drawn after the others when they have it.
+OPTIONAL_CHARTS = (
     ("server-telemetry", "Server queue and KV cache vs TTFT", server_telemetry_figure),
 )
 
@@ -523,7 +526,7 @@ def figure_div(fig: go.Figure, div_id: str) -> str:
 def chart_divs(report: RunReport) -> list[tuple[str, str, str]]:
     """(anchor id, heading, div) of every chart the report has data for, in page order."""
     out = []
-    for anchor, heading, build in CHARTS:
+    for anchor, heading, build in (*CHARTS, *OPTIONAL_CHARTS):
         fig = build(report)
         if fig is not None:
             out.append((anchor, heading, figure_div(fig, f"chart-{anchor}")))

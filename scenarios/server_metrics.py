@@ -2,10 +2,10 @@
 maps to a canonical name, and the Arrow schema the samples travel in.
 
 Workers keep only the series of the names below (every other line of the answer is
-skipped before parsing), the control plane stores them as they were exposed in
-``server_metric_samples``, and the ``server_metrics`` view (analytics/sql/views/
-90_server_metrics.sql, which a unit test keeps equal to :data:`NAME_MAP`) turns them into
-canonical figures. docs/telemetry.md shows the same table for users.
+skipped before parsing), the control plane stores them as they were exposed in the
+``server_metrics`` table, and the views ``server_metric_names`` (analytics/sql/views/
+90_server_metric_names.sql, which a unit test keeps equal to :data:`NAME_MAP`) and
+``server_metrics_canonical`` turn them into canonical figures. docs/telemetry.md shows the same table for users.
 """
 
 from __future__ import annotations

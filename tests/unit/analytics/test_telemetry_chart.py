@@ -32,6 +32,9 @@ def test_the_chart_shows_queue_kv_and_ttft(tmp_path: Path) -> None:
     assert fig.data[3].yaxis == "y3"  # the bottom panel
     assert fig.data[0].x == fig.data[3].x  # one clock for both panels
     assert server_telemetry_figure(report) is not None
+    layout = fig.to_plotly_json()["layout"]
+    axes = {k: v for k, v in layout.items() if k.startswith(("xaxis", "yaxis"))}
+    assert len(axes) == 5 and all(axis.get("tickformat") for axis in axes.values()), axes
     page = render_html(report)
     assert 'id="chart-server-telemetry"' in page and "HTTP 503" in page
 

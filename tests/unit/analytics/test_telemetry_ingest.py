@@ -1,5 +1,5 @@
 """Storing scrapes (analytics/telemetry_ingest.py) and the canonical view over them
-(sql/views/90_server_metrics.sql): each scrape once, failed ones kept, engine names to
+(sql/views/9*_server_metric*.sql): each scrape once, failed ones kept, engine names to
 canonical ones with their units, series combined per scrape, counters as rates."""
 
 from __future__ import annotations
