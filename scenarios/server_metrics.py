@@ -5,7 +5,8 @@ Workers keep only the series of the names below (every other line of the answer 
 skipped before parsing), the control plane stores them as they were exposed in the
 ``server_metrics`` table, and the views ``server_metric_names`` (analytics/sql/views/
 90_server_metric_names.sql, which a unit test keeps equal to :data:`NAME_MAP`) and
-``server_metrics_canonical`` turn them into canonical figures. docs/telemetry.md shows the same table for users.
+``server_metrics_canonical`` turn them into canonical figures. docs/telemetry.md shows
+the same table for users.
 """
 
 from __future__ import annotations
