@@ -376,8 +376,10 @@ class ControlPlane:
                 rows = [row for _, fields in entries for row in decode_captures(fields)]
                 ingest_captures(self.con, rows)
             elif kind is StreamKind.METRICS:
-                # Server telemetry (docs/telemetry.md): small, stored as it comes.
-                ingest_scrapes(self.con, [MetricsBatch.decode(f).ipc for _, f in entries])
+                # Server telemetry (docs/telemetry.md): the read's entries in one
+                # transaction, on a cursor of its own in a thread (as record parts are).
+                payloads = [MetricsBatch.decode(f).ipc for _, f in entries]
+                await asyncio.to_thread(_store_scrapes, self.con, payloads)
             else:
                 for _, fields in entries:
                     coordinator.on_event(decode_event(fields))
@@ -591,6 +593,14 @@ class ControlPlane:
             )
         self.runs.pop(coordinator.run_id, None)
         await self.redis.delete(*streams)
+
+
+def _store_scrapes(con: duckdb.DuckDBPyConnection, payloads: list[bytes]) -> None:
+    cursor = con.cursor()
+    try:
+        ingest_scrapes(cursor, payloads)
+    finally:
+        cursor.close()
 
 
 def _dataset_content(cursor: duckdb.DuckDBPyConnection, dataset_id: str) -> bytes:
