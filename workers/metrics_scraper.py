@@ -147,6 +147,11 @@ class MetricsScraper:
         self._task: asyncio.Task[None] | None = None
         self._last_publish = time.monotonic()
 
+    @property
+    def pending(self) -> list[dict[str, object]]:
+        """Scrape rows not published (yet, or ever: Redis stayed away)."""
+        return list(self._rows)
+
     @classmethod
     def for_shard(
         cls,

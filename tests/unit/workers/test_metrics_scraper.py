@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from scenarios.limits import MAX_METRICS_SCRAPE_S
 from scenarios.loader import validate_scenario
 from scenarios.model import SimulateSpec
-from scenarios.settings import get_settings
+from scenarios.settings import ControlSettings, EgressSettings, Settings, get_settings
 from scenarios.wire import ShardSpec
 from workers.context import WorkerContext
 from workers.metrics_scraper import (
@@ -198,3 +198,37 @@ def test_a_body_above_the_bound_is_not_read_whole() -> None:
         return str(failed.value)
 
     assert "larger than 64 bytes" in asyncio.run(main())
+
+
+def test_a_url_refused_after_dns_is_one_scrape_error_and_nothing_is_sent() -> None:
+    # A worker whose policy refuses loopback; Redis unreachable, so the row cannot be
+    # published either: after the (short) patience it is logged and dropped, and the
+    # scraper still returns rather than failing the shard.
+    settings = Settings(
+        egress=EgressSettings(allow_loopback=False),
+        control=ControlSettings(redis_patience_s=0.3),
+    )
+    context = WorkerContext(
+        settings,
+        Redis.from_url("redis://127.0.0.1:1"),
+        httpx.AsyncClient(),
+        SimulatorPool(),
+        "w1",
+        "local",
+    )
+
+    async def main() -> tuple[int, list[dict[str, object]]]:
+        async with _simulator() as root:
+            provider = {"kind": "openai", "base_url": f"{root}/v1", "model": "m",
+                        "metrics_url": f"{root}/metrics"}  # fmt: skip
+            scraper = MetricsScraper.for_shard(_spec(provider, True), context, 1, None, None)
+            assert scraper is not None
+            async with scraper:
+                pass
+            return scraper.published, scraper.pending
+
+    published, (row,) = asyncio.run(main())
+    assert published == 0
+    assert row["status"] == "error" and row["samples"] == []
+    assert str(row["error_message"]).startswith("refused by the egress policy: host '127.0.0.1'")
+    assert "ALLOW_LOOPBACK" in str(row["error_message"])
