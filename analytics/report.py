@@ -33,6 +33,7 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
+from analytics.token_truth import with_token_truth
 from analytics.telemetry import server_metrics, telemetry_timeline
 from analytics.tool_calls import with_tool_calls
 from analytics.top_errors import top_errors
@@ -198,6 +199,7 @@ def build_report(
     slo_rows = _rows(con.execute("SELECT * EXCLUDE (run_id) FROM slos WHERE run_id = ?", [run_id]))
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
+    stages = with_token_truth(con, run_id, stages)
     telemetry = server_metrics(con, run_id)
     if plots and telemetry["scrapes"]:
         charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}

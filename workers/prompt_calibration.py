@@ -95,7 +95,7 @@ class CalibratedPrompts:
 
     def observe_answer(self, request: PlannedRequest, result: RequestResult) -> None:
         """Learn from a successful answer whose server reported its prompt tokens."""
-        usage = result.failure is None and result.token_count_source == "usage"
+        usage = result.failure is None and result.prompt_count_source == "usage"
         if usage and result.prompt_tokens:
             self.observe(len(request.prompt.split()), result.prompt_tokens)
 

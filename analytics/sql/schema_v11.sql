@@ -1,36 +1,9 @@
--- tokenbench DuckDB schema, version 11: server telemetry (providers[].metrics_url,
--- docs/telemetry.md). One row per scrape of a provider's Prometheus endpoint by a shard
--- attempt (failed scrapes too, with their reason), and one row per sample of the known
--- metric names as the server exposed them; the view `server_metrics_canonical` maps them
--- to engine-independent names. Stored once per (run_id, shard_id, attempt, scrape_seq).
-CREATE TABLE IF NOT EXISTS server_metric_scrapes (
-    run_id         VARCHAR NOT NULL,
-    stage          INTEGER NOT NULL,
-    provider       VARCHAR NOT NULL,
-    region         VARCHAR NOT NULL,
-    shard_id       VARCHAR NOT NULL,
-    attempt        INTEGER NOT NULL,
-    worker         VARCHAR NOT NULL,
-    scrape_seq     INTEGER NOT NULL,
-    scraped_at     TIMESTAMPTZ NOT NULL,
-    duration_ns    BIGINT NOT NULL,
-    status         VARCHAR NOT NULL,
-    http_status    SMALLINT,
-    error_message  VARCHAR,
-    body_bytes     BIGINT,
-    series         INTEGER NOT NULL,
-    series_dropped INTEGER
-);
-CREATE TABLE IF NOT EXISTS server_metrics (
-    run_id     VARCHAR NOT NULL,
-    stage      INTEGER NOT NULL,
-    provider   VARCHAR NOT NULL,
-    region     VARCHAR NOT NULL,
-    shard_id   VARCHAR NOT NULL,
-    attempt    INTEGER NOT NULL,
-    scrape_seq INTEGER NOT NULL,
-    scraped_at TIMESTAMPTZ NOT NULL,
-    metric     VARCHAR NOT NULL,
-    labels     MAP(VARCHAR, VARCHAR),
-    value      DOUBLE NOT NULL
-);
+-- tokenbench DuckDB schema, version 11: token truth per request (docs/metrics.md).
+-- `prompt_count_source` says how `prompt_tokens` was counted: `usage` (the server's),
+-- `tokenizer` (the workload's tokenizer, when the server reported none); NULL with a NULL
+-- `prompt_tokens` when neither could count it. `finish_reason` is why the answer ended
+-- (stop | length | tool_calls | content_filter | the server's own word), NULL for
+-- dialects that never say (Replicate) and for failed requests. NULL on rows recorded
+-- before v11, whose `events` rows carried the planned prompt length in `prompt_tokens`.
+ALTER TABLE request_records ADD COLUMN IF NOT EXISTS prompt_count_source VARCHAR;
+ALTER TABLE request_records ADD COLUMN IF NOT EXISTS finish_reason VARCHAR;

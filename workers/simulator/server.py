@@ -6,7 +6,9 @@ own timing drift) and ``GET /metrics`` (its state in vLLM's Prometheus names,
 ``workers/simulator/metrics.py``). HTTP parsing is httptools (uvicorn's parser); responses are
 pre-encoded bytes written straight to the transport, because a simulator that spends
 milliseconds per event would itself become the latency it reports. Faults (error
-statuses, stalls, streams cut short) are drawn per request from a seeded RNG.
+statuses, stalls, streams cut short, answers that end with ``[DONE]`` but no
+``finish_reason``) are drawn per request from a seeded RNG; ``stream_usage: false``
+streams no usage chunk, as llama-cpp-python's server does.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class _Faults:
     error: bool = False
     stall: bool = False
     cut: bool = False
+    unfinished: bool = False
 
 
 @dataclass
@@ -91,6 +94,8 @@ class SimulatorApp:
             error=spec.error_rate > 0 and rng.random() < spec.error_rate,
             stall=spec.stall_rate > 0 and rng.random() < spec.stall_rate,
             cut=spec.cut_rate > 0 and rng.random() < spec.cut_rate,
+            # Drawn only when set, so runs without it keep their fault draws.
+            unfinished=spec.unfinished_rate > 0 and rng.random() < spec.unfinished_rate,
         )
 
     def token_chunk(self, count: int) -> bytes:
@@ -110,13 +115,18 @@ class SimulatorApp:
         self, prompt_tokens: int, completion_tokens: int, usage: bool, finish: str | None = None
     ) -> bytes:
         """Finish event (``length`` unless ``finish`` is given), usage event (if asked
-        for), ``[DONE]`` and the terminal chunk."""
+        for and ``stream_usage`` is on), ``[DONE]`` and the terminal chunk."""
         text = self._finish if finish is None else finish
-        if usage:
+        if usage and self.spec.stream_usage:
             counts = _usage(prompt_tokens, completion_tokens)
             text += f"{self._usage_head}{counts.decode()}}}\n\n"
         text += "data: [DONE]\n\n"
         return _chunk(text) + b"0\r\n\r\n"
+
+    def unfinished_end(self) -> bytes:
+        """``[DONE]`` and the terminal chunk with no finish event before them: a stream
+        that ends in good order around an answer that never finished."""
+        return _chunk("data: [DONE]\n\n") + b"0\r\n\r\n"
 
     def stats(self) -> bytes:
         """JSON of the latency model's own measurements (its timing drift), if it has any."""
@@ -250,12 +260,12 @@ class _Connection(asyncio.Protocol):
         assert app.latency is not None
         tool = app.tool_call_of(body)
         if body.get("stream"):
-            await self._stream(prompt_tokens, max_tokens, faults.cut, _wants_usage(body), tool)
+            await self._stream(prompt_tokens, max_tokens, faults, _wants_usage(body), tool)
         else:
             await self._complete(prompt_tokens, max_tokens, tool)
 
     async def _stream(
-        self, prompt_tokens: int, max_tokens: int, cut: bool, usage: bool, tool: str | None
+        self, prompt_tokens: int, max_tokens: int, faults: _Faults, usage: bool, tool: str | None
     ) -> None:
         app, write = self.app, self._write
         assert app.latency is not None
@@ -269,8 +279,11 @@ class _Connection(asyncio.Protocol):
             else:
                 write(calls.delta(count, last=produced + count >= max_tokens))
             produced += count
-            if cut and produced * 2 >= max_tokens:
+            if faults.cut and produced * 2 >= max_tokens:
                 self._close()  # mid-stream cut: no terminal chunk, no [DONE]
+                return
+            if faults.unfinished and produced * 2 >= max_tokens:
+                write(app.unfinished_end())  # halfway, then [DONE] without a finish_reason
                 return
         if calls is None:
             write(app.closing_chunks(prompt_tokens, produced, usage))
