@@ -33,8 +33,8 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
-from analytics.token_truth import with_token_truth
 from analytics.telemetry import server_metrics, telemetry_timeline
+from analytics.token_truth import with_token_truth
 from analytics.tool_calls import with_tool_calls
 from analytics.top_errors import top_errors
 from scenarios.errors import NotFound

@@ -154,8 +154,10 @@ def measured(tmp: Path, scrape: bool, requests: int, concurrency: int) -> dict[s
     done = subprocess.run(
         [sys.executable, "-m", "api", "run", str(path), "--db", str(tmp / f"{scrape}.duckdb"),
          "--format", "json"],
-        capture_output=True, text=True, env=env, cwd=REPO, check=True,
+        capture_output=True, text=True, env=env, cwd=REPO, check=False,
     )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"tokenbench run failed ({done.returncode}):\n{done.stderr[-3000:]}")
     report = json.loads(done.stdout[done.stdout.index("{") :])
     (stage,) = report["stages"]
     scrapes = sum(r["scrapes"] for r in report["server_metrics"]["scrapes"])
