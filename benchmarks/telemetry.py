@@ -10,7 +10,7 @@
    scrapes, one or 100 entries a call).
 3. Measure: two `tokenbench run`s of the same closed-loop scenario against the fixed-
    latency simulator (TTFT 50 ms, 5 ms per token), without and with ``metrics_url``
-   scraped every 0.25 s; TTFT p50/p99 and ITL p50 measured, against the simulator's own.
+   scraped every 0.25 s, alternating ``--repeat`` times; TTFT p50/p99 and TPOT p50.
 """
 
 from __future__ import annotations
@@ -148,6 +148,7 @@ def measured(tmp: Path, scrape: bool, requests: int, concurrency: int) -> dict[s
         },
         "load": {"concurrency": [concurrency], "requests_per_level": requests},
     }
+    tmp.mkdir(parents=True, exist_ok=True)
     path = tmp / f"s-{scrape}.yaml"
     path.write_text(yaml.safe_dump(scenario))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOKENBENCH__")}
@@ -164,7 +165,7 @@ def measured(tmp: Path, scrape: bool, requests: int, concurrency: int) -> dict[s
     return {
         "ttft_p50": stage["ttft_p50_ms"],
         "ttft_p99": stage["ttft_p99_ms"],
-        "itl_p50": stage["itl_p50_ms"],
+        "tpot_p50": stage["tpot_p50_ms"],
         "scrapes": scrapes,
     }
 
@@ -173,6 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each, alternating")
     parser.add_argument("--skip-runs", action="store_true", help="parse and store only")
     args = parser.parse_args()
     console = Console()
@@ -191,19 +193,27 @@ def main() -> None:
         return
     runs = Table(
         title=f"Measurement with and without scraping (c={args.concurrency}, "
-        f"{args.requests} requests; simulator TTFT 50 ms, ITL 5 ms)"
+        f"{args.requests} requests, {args.repeat} runs each, alternating; simulator TTFT "
+        "50 ms, 5 ms a token)"
     )
-    for header in ("metrics_url", "scrapes", "TTFT p50", "TTFT p99", "ITL p50"):
+    for header in ("metrics_url", "run", "scrapes", "TTFT p50", "TTFT p99", "TPOT p50"):
         runs.add_column(header, justify="right")
+    seen: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     with tempfile.TemporaryDirectory() as tmp:
-        for scrape in (False, True):
-            got = measured(Path(tmp), scrape, args.requests, args.concurrency)
+        for index in range(args.repeat):
+            for scrape in (False, True):
+                got = measured(Path(tmp) / f"{index}", scrape, args.requests, args.concurrency)
+                seen[scrape].append(got)
+    for scrape, results in seen.items():
+        median = {key: statistics.median(r[key] for r in results) for key in results[0]}
+        for label, got in [*((str(i + 1), r) for i, r in enumerate(results)), ("median", median)]:
             runs.add_row(
                 "every 0.25 s" if scrape else "none",
+                label,
                 f"{got['scrapes']:.0f}",
                 f"{got['ttft_p50']:.2f} ms",
                 f"{got['ttft_p99']:.2f} ms",
-                f"{got['itl_p50']:.3f} ms",
+                f"{got['tpot_p50']:.3f} ms",
             )
     console.print(runs)
 

@@ -120,6 +120,15 @@ def parse_body(body: bytes) -> Parsed:
     return parse_known(body.decode("utf-8", errors="replace"), KNOWN_NAMES)
 
 
+async def _parsed(body: bytes) -> Parsed:
+    """``parse_body`` in a thread; anything the parser did not expect is this scrape's
+    error, never the shard's."""
+    try:
+        return await asyncio.to_thread(parse_body, body)
+    except Exception as exc:  # a hostile answer must not fail the shard
+        raise ScrapeFailed(f"unreadable answer: {type(exc).__name__}: {exc}") from None
+
+
 class MetricsScraper:
     """The scrapes of one shard attempt: an async context around the shard's load."""
 
@@ -186,7 +195,10 @@ class MetricsScraper:
     ) -> None:
         self._stop.set()
         if self._task is not None:
-            await self._task
+            try:
+                await self._task
+            except Exception:  # telemetry never fails the shard: logged, the rest kept
+                log.exception("shard %s: server telemetry stopped", self.spec.shard_id)
         if exc_type is not None and issubclass(exc_type, ClaimLost | RedisUnavailable):
             return  # nothing more can be published
         try:
@@ -243,7 +255,7 @@ class MetricsScraper:
         clock = time.perf_counter_ns()
         try:
             body = await fetch(client, target, deadline_s)
-            parsed = await asyncio.to_thread(parse_body, body)
+            parsed = await _parsed(body)
         except ScrapeFailed as exc:
             self._record(started, time.perf_counter_ns() - clock, error=exc)
             return
