@@ -40,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

@@ -33,6 +33,13 @@ from analytics.sessions import (
     end_rows,
     turn_rows,
 )
+from analytics.telemetry import (
+    TELEMETRY_HEADER,
+    TELEMETRY_NOTE,
+    TELEMETRY_NUMERIC,
+    TELEMETRY_TITLE,
+    telemetry_rows,
+)
 from analytics.top_errors import ERRORS_HEADER, ERRORS_NOTE, ERRORS_TITLE, error_rows
 
 _STYLE = """
@@ -115,6 +122,17 @@ def _sessions(report: RunReport) -> str:
     )
 
 
+def _telemetry(report: RunReport) -> str:
+    rows = telemetry_rows(report.server_metrics)
+    if not rows:
+        return ""
+    return (
+        f'<h2 id="server-metrics">{escape(TELEMETRY_TITLE)}</h2>'
+        + _table(TELEMETRY_HEADER, rows, TELEMETRY_NUMERIC)
+        + f'<p class="note">{escape(TELEMETRY_NOTE)}</p>'
+    )
+
+
 def render_html(report: RunReport) -> str:
     """The whole report as one HTML document."""
     title = f"tokenbench run {report.run_id} · {report.name} · {report.state}"
@@ -157,6 +175,7 @@ def render_html(report: RunReport) -> str:
         f'<p class="note">{escape(LOW_SAMPLE_NOTE)} {escape(method_note(report.percentiles))}</p>'
         f"{_errors(report)}"
         f"{_sessions(report)}"
+        f"{_telemetry(report)}"
         f"{_comparison(report)}"
         f'<h2>Charts</h2><p class="note">Interactive: hover for values, drag to zoom, '
         f"double-click to reset, click a legend entry to hide it.</p>{charts}"

@@ -27,6 +27,13 @@ from analytics.sessions import (
     end_rows,
     turn_rows,
 )
+from analytics.telemetry import (
+    TELEMETRY_HEADER,
+    TELEMETRY_NOTE,
+    TELEMETRY_NUMERIC,
+    TELEMETRY_TITLE,
+    telemetry_rows,
+)
 from analytics.top_errors import ERRORS_HEADER, ERRORS_NOTE, ERRORS_TITLE, error_rows
 
 
@@ -98,6 +105,10 @@ def render_markdown(report: RunReport) -> str:
         numeric = [False, True, False] + [True] * (len(ENDS_HEADER) - 3)
         out.append(table(ENDS_HEADER, end_rows(report.sessions), numeric))
         out.append("")
+    if telemetry := telemetry_rows(report.server_metrics):
+        out += [f"## {TELEMETRY_TITLE}", ""]
+        out.append(table(TELEMETRY_HEADER, telemetry, TELEMETRY_NUMERIC))
+        out += ["", TELEMETRY_NOTE, ""]
     out += comparison_lines(report.comparison)
     if report.pareto:
         out += ["## Cost vs p99 TTFT", ""]

@@ -36,6 +36,7 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
+from analytics.telemetry import server_metrics, telemetry_timeline
 from analytics.token_truth import with_token_truth
 from analytics.tool_calls import with_tool_calls
 from analytics.top_errors import top_errors
@@ -65,6 +66,8 @@ class RunReport:
     sessions: list[dict[str, Any]] = field(default_factory=list)
     # The dataset the run read and how (analytics/dataset_fingerprint.py), if any.
     dataset: dict[str, Any] | None = None
+    # Server telemetry scraped from providers' metrics_url (analytics/telemetry.py).
+    server_metrics: dict[str, Any] = field(default_factory=lambda: {"summary": [], "scrapes": []})
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -87,6 +90,7 @@ class RunReport:
             "sessions": self.sessions,
             "pareto": self.pareto,
             "comparison": self.comparison,
+            "server_metrics": self.server_metrics,
             "plots": self.plots,
             "dataset": self.dataset,
         }
@@ -207,6 +211,9 @@ def build_report(
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
     stages = with_token_truth(con, run_id, stages)
+    telemetry = server_metrics(con, run_id)
+    if plots and telemetry["scrapes"]:
+        charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}
     return RunReport(
         run_id,
         str(run[0]),
@@ -222,6 +229,7 @@ def build_report(
         session_turns=session_turns(con, run_id),
         sessions=session_ends(con, run_id),
         dataset=run_dataset(con, run_id),
+        server_metrics=telemetry,
         replicates=replicates,
     )
 

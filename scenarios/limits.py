@@ -144,6 +144,26 @@ DATASET_PROCESS_DATA_BYTES: Final = 2048 * 1024 * 1024
 # Seconds a conversion may take before its process is killed: a 64 MiB file converts in
 # a few seconds; a file that takes minutes is hostile or broken.
 DATASET_CONVERSION_TIMEOUT_S: Final = 300.0
+# --------------------------------------------------------------------------- server telemetry
+
+# Seconds between scrapes of a provider's metrics_url: faster than 4 Hz the scrapes
+# themselves load the server being measured; slower than a minute a stage of a few
+# minutes has too few samples to align with latency.
+MIN_METRICS_INTERVAL_S: Final = 0.25
+MAX_METRICS_INTERVAL_S: Final = 60.0
+# Bytes of one metrics answer read: vLLM with its histograms is ~0.1-1 MB per model and a
+# DCGM exporter ~10 KB per GPU; a larger answer is a scrape error, never read whole.
+MAX_METRICS_BODY_BYTES: Final = 8 * 1024 * 1024
+# Series kept per scrape (only those of the known metric names, docs/telemetry.md): a
+# node of 8 GPUs with a few engines has tens; the rest are counted as dropped.
+MAX_METRICS_SERIES: Final = 1000
+# Labels kept per series, and characters per label name or value: Prometheus labels are
+# short identifiers; a series beyond either is dropped (and counted).
+MAX_METRICS_LABELS: Final = 16
+MAX_METRICS_LABEL_CHARS: Final = 256
+# One scrape's deadline (connect to end of body), whatever the interval: a metrics
+# endpoint slower than this is recorded as an error, not waited for.
+MAX_METRICS_SCRAPE_S: Final = 10.0
 
 # --------------------------------------------------------------------------- documents
 

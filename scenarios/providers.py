@@ -31,6 +31,7 @@ from scenarios.limits import (
     MAX_ID_CHARS,
     MAX_INPUT_KEYS,
     MAX_LATENCY_MS,
+    MAX_METRICS_INTERVAL_S,
     MAX_PREFILL_TOKENS,
     MAX_PRICE_PER_MTOK_USD,
     MAX_PROMPT_TOKEN_RATIO,
@@ -39,6 +40,7 @@ from scenarios.limits import (
     MAX_SEED,
     MAX_TOKENS_PER_CHUNK,
     MAX_URL_CHARS,
+    MIN_METRICS_INTERVAL_S,
     MIN_SEED,
 )
 from scenarios.presets import preset_names, resolve_preset
@@ -422,7 +424,44 @@ class ProviderBase(StrictModel):
         return [base_url] if isinstance(base_url, str) else []
 
 
-class OpenAIProvider(ProviderBase):
+_METRICS_INTERVAL = Field(
+    default=1.0,
+    ge=MIN_METRICS_INTERVAL_S,
+    le=MAX_METRICS_INTERVAL_S,
+    description="Seconds between scrapes of metrics_url (docs/telemetry.md).",
+)
+
+
+class ScrapedMetrics(StrictModel):
+    """A self-hosted server's Prometheus endpoint, scraped while its shards run
+    (docs/telemetry.md): queue depth, KV-cache use, token counters, GPU figures."""
+
+    metrics_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        max_length=MAX_URL_CHARS,
+        description=(
+            "Prometheus endpoint of the server (vLLM, SGLang, TGI, llama.cpp) or its "
+            "node's DCGM exporter, e.g. http://10.0.0.5:8000/metrics; scraped during the run."
+        ),
+    )
+    metrics_interval_s: float = _METRICS_INTERVAL
+    metrics_api_key_env: str | None = Field(
+        default=None,
+        pattern=ENV_VAR_PATTERN,
+        max_length=MAX_ID_CHARS,
+        description=(
+            "Variable holding a bearer token for metrics_url, if it needs one (bound to "
+            "its host like any key, docs/security.md)."
+        ),
+    )
+
+    def metrics_secret_env_vars(self) -> list[str]:
+        """The metrics token variable, if any."""
+        return [self.metrics_api_key_env] if self.metrics_api_key_env else []
+
+
+class OpenAIProvider(ProviderBase, ScrapedMetrics):
     """Any OpenAI-compatible ``/v1/chat/completions`` endpoint (vLLM, SGLang, hosted APIs)."""
 
     kind: Literal["openai"] = Field(description="Provider adapter.")
@@ -444,8 +483,8 @@ class OpenAIProvider(ProviderBase):
     extra_body: ExtraBody = None
 
     def secret_env_vars(self) -> list[str]:
-        """The API key variable, if any."""
-        return [self.api_key_env] if self.api_key_env else []
+        """The API key variable and the metrics token variable, if any."""
+        return ([self.api_key_env] if self.api_key_env else []) + self.metrics_secret_env_vars()
 
 
 class SimulatedProvider(ProviderBase):
@@ -456,6 +495,16 @@ class SimulatedProvider(ProviderBase):
         default="simulated", min_length=1, max_length=MAX_ID_CHARS, description="Model id reported."
     )
     simulate: SimulateSpec = Field(default_factory=SimulateSpec, description="Its behaviour.")
+    metrics_url: str | None = Field(
+        default=None,
+        pattern=r"^/\S*$",
+        max_length=MAX_URL_CHARS,
+        description=(
+            "Path of the simulator's Prometheus endpoint to scrape during the run: /metrics "
+            "(vLLM's names, from its batching model; docs/telemetry.md)."
+        ),
+    )
+    metrics_interval_s: float = _METRICS_INTERVAL
 
 
 _URL = r"^https?://[^\s/]+(/\S*)?$"
@@ -465,7 +514,7 @@ _URL = r"^https?://[^\s/]+(/\S*)?$"
 EnvVar = Annotated[str, Field(pattern=ENV_VAR_PATTERN, max_length=MAX_ID_CHARS)]
 
 
-class OpenAICompletionsProvider(ProviderBase):
+class OpenAICompletionsProvider(ProviderBase, ScrapedMetrics):
     """An OpenAI-compatible legacy ``/v1/completions`` endpoint (plain prompt, no chat template)."""
 
     kind: Literal["openai-completions"] = Field(description="Provider adapter.")
@@ -482,8 +531,8 @@ class OpenAICompletionsProvider(ProviderBase):
     extra_body: ExtraBody = None
 
     def secret_env_vars(self) -> list[str]:
-        """The API key variable, if any."""
-        return [self.api_key_env] if self.api_key_env else []
+        """The API key variable and the metrics token variable, if any."""
+        return ([self.api_key_env] if self.api_key_env else []) + self.metrics_secret_env_vars()
 
 
 class AzureOpenAIProvider(ProviderBase):
@@ -564,7 +613,7 @@ class BedrockProvider(ProviderBase):
         return [*names, self.session_token_env] if self.session_token_env else names
 
 
-class TGIProvider(ProviderBase):
+class TGIProvider(ProviderBase, ScrapedMetrics):
     """Hugging Face text-generation-inference, native ``/generate_stream``."""
 
     kind: Literal["tgi"] = Field(description="Provider adapter.")
@@ -584,11 +633,11 @@ class TGIProvider(ProviderBase):
     )
 
     def secret_env_vars(self) -> list[str]:
-        """The token variable, if any."""
-        return [self.api_key_env] if self.api_key_env else []
+        """The token variable and the metrics token variable, if any."""
+        return ([self.api_key_env] if self.api_key_env else []) + self.metrics_secret_env_vars()
 
 
-class LlamaCppProvider(ProviderBase):
+class LlamaCppProvider(ProviderBase, ScrapedMetrics):
     """llama.cpp ``llama-server``, native ``/completion`` streaming with server timings."""
 
     kind: Literal["llamacpp"] = Field(description="Provider adapter.")
@@ -613,8 +662,8 @@ class LlamaCppProvider(ProviderBase):
     extra_body: ExtraBody = None
 
     def secret_env_vars(self) -> list[str]:
-        """The key variable, if any."""
-        return [self.api_key_env] if self.api_key_env else []
+        """The key variable and the metrics token variable, if any."""
+        return ([self.api_key_env] if self.api_key_env else []) + self.metrics_secret_env_vars()
 
 
 class ReplicateProvider(ProviderBase):

@@ -43,6 +43,7 @@ from workers.event_loop import shutting_down
 from workers.health import ShardHealth
 from workers.load.sessions import build_session_load
 from workers.load.shapes import LoadShape, build_load, connections_needed, rate_figures
+from workers.metrics_scraper import MetricsScraper
 from workers.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.progress import Progress
 from workers.prompt_calibration import CalibratedPrompts, save_fit
@@ -159,7 +160,9 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         if calibration is not None:
             calibration.observe_answer(request, result)
 
-    async with publisher:
+    # Server telemetry around the load, if the planner marked this shard (docs/telemetry.md).
+    scraper = MetricsScraper.for_shard(spec, context, attempt, claim, adapter_context.endpoint)
+    async with publisher, scraper or contextlib.nullcontext():
         # Stopped by an event, not task.cancel(): a cancellation landing inside a Redis
         # call can be swallowed by the client library and leave the task running.
         stop_reporting = asyncio.Event()

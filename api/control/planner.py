@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from scenarios.limits import MAX_SHARDS_PER_RUN
 from scenarios.loader import Problem, ScenarioError
-from scenarios.model import Scenario
+from scenarios.model import Provider, Scenario
 from scenarios.wire import ShardRate, ShardSpec
 
 DEFAULT_MAX_STREAMS_PER_SHARD = 512
@@ -303,6 +303,15 @@ def _replay_stage(
     )
 
 
+def scrapes_metrics(provider: Provider, part: int) -> bool:
+    """Whether part ``part`` of a stage scrapes the provider's ``metrics_url``: one part
+    per provider, region and stage scrapes a server (the parts share it), but every part
+    of a simulated provider scrapes its own, as each worker process starts its own."""
+    if getattr(provider, "metrics_url", None) is None:
+        return False
+    return part == 0 or provider.kind == "simulated"
+
+
 def _shard(
     run_id: str,
     scenario: Scenario,
@@ -315,6 +324,7 @@ def _shard(
     provider = scenario.providers[provider_index]
     return ShardSpec(
         run_id=run_id,
+        scrape_metrics=scrapes_metrics(provider, part),
         shard_id=f"s{index}.{provider.name}.{region}" + (f".{part}" if parts > 1 else ""),
         stage=index,
         region=region,

@@ -7,7 +7,7 @@ from typing import Any
 from analytics.datasets import DatasetStore, dataset_problems
 from api.rest.errors import ProviderEgressDenied
 from api.schemas import RunOverrides
-from scenarios.egress import EgressDenied, check_url, provider_endpoints
+from scenarios.egress import EgressDenied, check_url, metrics_endpoints, provider_endpoints
 from scenarios.limits import MAX_DURATION_S, MAX_TOTAL_REQUESTS
 from scenarios.loader import Problem, ScenarioError, parse_scenario, validate_scenario
 from scenarios.model import Scenario, SimulatedProvider
@@ -52,10 +52,10 @@ def _check_overridable(data: dict[str, Any]) -> None:
 
 def check_scenario_egress(scenario: Scenario, policy: EgressSettings) -> None:
     """Refuse a scenario naming a URL the egress policy forbids, as a 422 naming the
-    field (``providers.N.base_url``, ``.endpoint`` or ``.endpoint_url``). No DNS lookup
-    here: the worker's transport checks every address it connects to."""
+    field (``providers.N.base_url``, ``.endpoint``, ``.endpoint_url`` or ``.metrics_url``).
+    No DNS lookup here: the worker's transport checks every address it connects to."""
     for index, provider in enumerate(scenario.providers):
-        for endpoint in provider_endpoints(provider):
+        for endpoint in [*provider_endpoints(provider), *metrics_endpoints(provider)]:
             try:
                 check_url(endpoint.url, policy, resolve=False)
             except EgressDenied as exc:

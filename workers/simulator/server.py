@@ -1,8 +1,9 @@
 """The simulated OpenAI-compatible endpoint: a small, fast HTTP/1.1 server.
 
 It serves ``POST /v1/chat/completions`` (streaming with usage, and non-streaming),
-``GET /v1/models``, ``GET /health`` and ``GET /v1/simulator/stats`` (the latency model's
-own timing drift). HTTP parsing is httptools (uvicorn's parser); responses are
+``GET /v1/models``, ``GET /health``, ``GET /v1/simulator/stats`` (the latency model's
+own timing drift) and ``GET /metrics`` (its state in vLLM's Prometheus names,
+``workers/simulator/metrics.py``). HTTP parsing is httptools (uvicorn's parser); responses are
 pre-encoded bytes written straight to the transport, because a simulator that spends
 milliseconds per event would itself become the latency it reports. Faults (error
 statuses, stalls, streams cut short, answers that end with ``[DONE]`` but no
@@ -26,6 +27,7 @@ import orjson
 from scenarios.model import SimulateSpec
 from workers.simulator.batching import latency_for
 from workers.simulator.latency import LatencyModel
+from workers.simulator.metrics import CONTENT_TYPE, ServedCounters, metrics_text
 from workers.simulator.prefix_cache import Blocks, PrefixCache, blocks
 from workers.tokenizer import load_local_tokenizer
 
@@ -71,6 +73,7 @@ class SimulatorApp:
     tokenizer: Tokenizer | None = field(init=False, default=None)
     _chunks: dict[int, bytes] = field(init=False, default_factory=dict)
     cache: PrefixCache | None = field(init=False, default=None)
+    counters: ServedCounters = field(init=False, default_factory=ServedCounters)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.spec.seed)
@@ -181,6 +184,11 @@ class SimulatorApp:
             answer = {**answer, "prefix_cache": self.cache.stats()}
         return orjson.dumps(answer)
 
+    def metrics(self) -> bytes:
+        """The Prometheus text of ``GET /metrics`` (vLLM's names, workers/simulator/metrics.py)."""
+        assert self.latency is not None
+        return metrics_text(self.model, self.latency, self.counters)
+
     def tool_call_of(self, body: dict[str, Any]) -> str | None:
         """The function this request's answer calls, or None for a text answer: a forced
         ``tool_choice`` (``required`` or a named function) always calls, ``none`` never,
@@ -273,6 +281,8 @@ class _Connection(asyncio.Protocol):
             self._write_simple(200, orjson.dumps(models))
         elif request.method == "GET" and request.path == "/v1/simulator/stats":
             self._write_simple(200, self.app.stats())
+        elif request.method == "GET" and request.path == "/metrics":
+            self._write_simple(200, self.app.metrics(), content_type=CONTENT_TYPE)
         elif request.method == "POST" and request.path == "/v1/chat/completions":
             await self._chat(request.body)
         else:
@@ -313,7 +323,8 @@ class _Connection(asyncio.Protocol):
         write(_STREAM_HEAD + app.role_chunk())
         calls = None if tool is None else app.tool_call_chunks(tool)
         produced = 0
-        async for count in app.latency.emissions(prompt.tokens, max_tokens, prompt.cached):
+        emissions = app.latency.emissions(prompt.tokens, max_tokens, prompt.cached)
+        async for count in app.counters.counted(prompt.tokens, emissions):
             if calls is None:
                 write(app.token_chunk(count))
             else:
@@ -335,7 +346,8 @@ class _Connection(asyncio.Protocol):
     async def _complete(self, prompt: _Prompt, max_tokens: int, tool: str | None) -> None:
         assert self.app.latency is not None
         produced = 0
-        async for count in self.app.latency.emissions(prompt.tokens, max_tokens, prompt.cached):
+        emissions = self.app.latency.emissions(prompt.tokens, max_tokens, prompt.cached)
+        async for count in self.app.counters.counted(prompt.tokens, emissions):
             produced += count
         if tool is None:
             self.app.served(prompt, _WORD * produced)
@@ -372,11 +384,19 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
 
-    def _write_simple(self, status: int, body: bytes, extra_headers: bytes = b"") -> None:
+    def _write_simple(
+        self,
+        status: int,
+        body: bytes,
+        extra_headers: bytes = b"",
+        content_type: bytes = b"application/json",
+    ) -> None:
         head = (
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
-            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
-        ).encode()
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n".encode()
+            + b"content-type: "
+            + content_type
+            + f"\r\ncontent-length: {len(body)}\r\n".encode()
+        )
         self._write(head + extra_headers + b"\r\n" + body)
 
     def _close(self) -> None:
