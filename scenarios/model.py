@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from scenarios.base import Name, StrictModel
+from scenarios.images import IMAGE_KINDS, ImagesSpec
 from scenarios.limits import (
     MAX_BURSTINESS,
     MAX_CONCURRENCY,
@@ -54,6 +55,7 @@ __all__ = [
     "DatasetSource",
     "Deployment",
     "FixedLength",
+    "ImagesSpec",
     "LengthDist",
     "Load",
     "LognormalLength",
@@ -244,6 +246,14 @@ class Workload(StrictModel):
         ),
     )
 
+    images: ImagesSpec | None = Field(
+        default=None,
+        description=(
+            "Generated images sent with a share of the requests as image_url content "
+            "parts (chat dialects only; docs/workloads.md)."
+        ),
+    )
+
     @model_validator(mode="after")
     def _has_requests(self) -> Workload:
         if self.replay is None and not self.mix:
@@ -411,6 +421,19 @@ class Scenario(StrictModel):
         description="Regions to run from.",
     )
     slo: SLO = Field(default_factory=SLO, description="Objectives for goodput.")
+
+    @model_validator(mode="after")
+    def _images_sendable(self) -> Scenario:
+        if self.workload.images is None:
+            return self
+        for provider in self.providers:
+            if provider.kind not in IMAGE_KINDS:
+                raise ValueError(
+                    f"workload.images: provider {provider.name!r} (kind {provider.kind}) "
+                    "cannot send images; only the chat dialects can ("
+                    f"{', '.join(sorted(IMAGE_KINDS))}): drop workload.images or that provider"
+                )
+        return self
 
     @model_validator(mode="after")
     def _stages_defined(self) -> Scenario:

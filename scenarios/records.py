@@ -85,6 +85,15 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("tool_call", pa.bool_()),
         pa.field("tool_call_at_ns", pa.int64()),
         pa.field("tool_calls", pa.int32()),
+        # images (workload.images): how many the request carried, their encoded bytes
+        # and pixels, a digest of their bytes (equal for byte-identical images), and the
+        # image tokens the server reported (usage.prompt_tokens_details.image_tokens;
+        # NULL where it reports none)
+        pa.field("images", pa.int32()),
+        pa.field("image_bytes", pa.int64()),
+        pa.field("image_pixels", pa.int64()),
+        pa.field("image_digest", pa.string()),
+        pa.field("image_prompt_tokens", pa.int32()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

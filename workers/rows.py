@@ -52,6 +52,17 @@ def _within(value: int | None, ceiling: int) -> int | None:
     return value if _holds(value, ceiling) else None
 
 
+def _image_columns(request: PlannedRequest, result: RequestResult) -> dict[str, object]:
+    images = request.images
+    return {
+        "images": 0 if images is None else images.count,
+        "image_bytes": 0 if images is None else images.size,
+        "image_pixels": 0 if images is None else images.pixels,
+        "image_digest": None if images is None else images.digest(),
+        "image_prompt_tokens": _within(result.image_prompt_tokens, _INT32_MAX),
+    }
+
+
 def record_row(
     ctx: RowContext, request: PlannedRequest, result: RequestResult
 ) -> dict[str, object]:
@@ -115,6 +126,7 @@ def record_row(
         "tool_call": result.tool_call_at is not None,
         "tool_call_at_ns": since_sent(result.tool_call_at),
         "tool_calls": result.tool_calls,
+        **_image_columns(request, result),
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

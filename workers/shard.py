@@ -22,6 +22,7 @@ import logging
 import time
 
 from scenarios.egress import EgressDenied, check_provider_egress
+from scenarios.images import ImagesUnavailable
 from scenarios.tokenizer_files import TokenizerUnavailable
 from scenarios.wire import (
     EventType,
@@ -38,6 +39,7 @@ from workers.context import WorkerContext
 from workers.datasets import dataset_cache
 from workers.event_loop import shutting_down
 from workers.health import ShardHealth
+from workers.images import ImagePool, prepared_image_pool
 from workers.load.shapes import LoadShape, build_load, connections_needed, rate_figures
 from workers.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.progress import Progress
@@ -134,9 +136,10 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
     rows = _row_context(spec, context, attempt)
     try:
         entries, maker = await _workload_inputs(spec, context)
-        plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
+        images = await _image_pool(spec)
+        plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker, images)
         load = build_load(spec, plan, entries or ())
-    except (WorkloadFileError, TokenizerUnavailable) as exc:
+    except (WorkloadFileError, TokenizerUnavailable, ImagesUnavailable) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
     progress = Progress()
@@ -236,6 +239,15 @@ async def _workload_inputs(
         context.redis, spec.workload, spec.run_id, spec.provider.name, context.region, max_bytes
     )
     return entries, maker
+
+
+async def _image_pool(spec: ShardSpec) -> ImagePool | None:
+    """The run's images, generated off the event loop before the stage clock starts, so
+    that encoding never lands inside a measured request (docs/workloads.md)."""
+    images = spec.workload.images
+    if images is None or images.fraction == 0:
+        return None
+    return await prepared_image_pool(images, spec.seed)
 
 
 async def _keep_calibration(

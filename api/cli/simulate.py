@@ -96,6 +96,20 @@ def simulate(
             "directory, else a Hugging Face hub name (from the cache)."
         ),
     ] = None,
+    image_token_rule: Annotated[
+        str | None,
+        typer.Option(help="Image tokens: tiles (OpenAI-style, default) or patches."),
+    ] = None,
+    image_patch_px: Annotated[
+        int | None, typer.Option(help="Patches rule: pixels a side per image token (28).")
+    ] = None,
+    report_image_tokens: Annotated[
+        bool | None,
+        typer.Option(
+            "--report-image-tokens/--no-report-image-tokens",
+            help="Split image and text tokens in usage.prompt_tokens_details (default on).",
+        ),
+    ] = None,
     served_model_name: Annotated[
         str | None,
         typer.Option(help="Model id the endpoint reports (default --model, else 'simulated')."),
@@ -125,6 +139,9 @@ def simulate(
         "seed": seed,
         "tool_call_rate": tool_call_rate,
         "prompt_token_ratio": prompt_token_ratio,
+        "image_token_rule": image_token_rule,
+        "image_patch_px": image_patch_px,
+        "report_image_tokens": report_image_tokens,
         "prompt_tokenizer": None
         if prompt_tokenizer is None
         else ({"path": prompt_tokenizer} if Path(prompt_tokenizer).exists() else prompt_tokenizer),

@@ -5,7 +5,9 @@ It serves ``POST /v1/chat/completions`` (streaming with usage, and non-streaming
 own timing drift). HTTP parsing is httptools (uvicorn's parser); responses are
 pre-encoded bytes written straight to the transport, because a simulator that spends
 milliseconds per event would itself become the latency it reports. Faults (error
-statuses, stalls, streams cut short) are drawn per request from a seeded RNG.
+statuses, stalls, streams cut short) are drawn per request from a seeded RNG. Image
+content parts are counted by the endpoint's image rule (``image_tokens``) and are prompt
+tokens like text, reported apart in ``usage.prompt_tokens_details`` if asked to.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import orjson
 
 from scenarios.model import SimulateSpec
 from workers.simulator.batching import latency_for
+from workers.simulator.image_tokens import ImageRefused, image_tokens
 from workers.simulator.latency import LatencyModel
 from workers.tokenizer import load_local_tokenizer
 
@@ -81,6 +84,11 @@ class SimulatorApp:
         words = sum(len(text.split()) for text in texts)
         return max(round(words * self.spec.prompt_token_ratio), 1)
 
+    def count_images(self, messages: list[dict[str, Any]]) -> int:
+        """Image tokens of a chat request by the endpoint's image rule (docs/workloads.md);
+        raises ImageRefused for an image it cannot read."""
+        return image_tokens(messages, self.spec)
+
     def draw_faults(self) -> _Faults:
         """Which faults this request suffers (seeded, so a run is reproducible)."""
         spec, rng = self.spec, self._rng
@@ -104,16 +112,28 @@ class SimulatorApp:
         return f'{self._prefix}{delta},"finish_reason":"{reason}"}}]}}\n\n'
 
     def closing_chunks(
-        self, prompt_tokens: int, completion_tokens: int, usage: bool, finish: str | None = None
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        usage: bool,
+        finish: str | None = None,
+        image_tokens: int = 0,
     ) -> bytes:
         """Finish event (``length`` unless ``finish`` is given), usage event (if asked
-        for), ``[DONE]`` and the terminal chunk."""
+        for), ``[DONE]`` and the terminal chunk. ``prompt_tokens`` includes the
+        ``image_tokens``."""
         text = self._finish if finish is None else finish
         if usage:
-            counts = _usage(prompt_tokens, completion_tokens)
+            counts = self.usage(prompt_tokens, completion_tokens, image_tokens)
             text += f"{self._usage_head}{counts.decode()}}}\n\n"
         text += "data: [DONE]\n\n"
         return _chunk(text) + b"0\r\n\r\n"
+
+    def usage(self, prompt_tokens: int, completion_tokens: int, image_tokens: int = 0) -> bytes:
+        """The ``usage`` object; with images (and ``report_image_tokens``) it splits the
+        prompt into ``prompt_tokens_details.image_tokens`` and ``text_tokens``."""
+        split = image_tokens if image_tokens and self.spec.report_image_tokens else None
+        return _usage(prompt_tokens, completion_tokens, split)
 
     def stats(self) -> bytes:
         """JSON of the latency model's own measurements (its timing drift), if it has any."""
@@ -220,7 +240,11 @@ class _Connection(asyncio.Protocol):
     async def _chat(self, raw: bytes) -> None:
         try:
             body = orjson.loads(raw)
-            prompt_tokens = self.app.count_prompt(body["messages"])
+            image_tokens = self.app.count_images(body["messages"])
+            prompt_tokens = self.app.count_prompt(body["messages"]) + image_tokens
+        except ImageRefused as exc:
+            self._write_simple(400, orjson.dumps({"error": {"message": str(exc)}}))
+            return
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             self._write_simple(400, b'{"error":{"message":"invalid chat request"}}')
             return
@@ -239,13 +263,22 @@ class _Connection(asyncio.Protocol):
             await asyncio.sleep(app.spec.stall_ms / 1000)
         assert app.latency is not None
         tool = app.tool_call_of(body)
+        # Image tokens are prompt tokens: the batching model prefills them like text.
         if body.get("stream"):
-            await self._stream(prompt_tokens, max_tokens, faults.cut, _wants_usage(body), tool)
+            await self._stream(
+                prompt_tokens, max_tokens, faults.cut, _wants_usage(body), tool, image_tokens
+            )
         else:
-            await self._complete(prompt_tokens, max_tokens, tool)
+            await self._complete(prompt_tokens, max_tokens, tool, image_tokens)
 
     async def _stream(
-        self, prompt_tokens: int, max_tokens: int, cut: bool, usage: bool, tool: str | None
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        cut: bool,
+        usage: bool,
+        tool: str | None,
+        image_tokens: int = 0,
     ) -> None:
         app, write = self.app, self._write
         assert app.latency is not None
@@ -262,12 +295,14 @@ class _Connection(asyncio.Protocol):
                 self._close()  # mid-stream cut: no terminal chunk, no [DONE]
                 return
         if calls is None:
-            write(app.closing_chunks(prompt_tokens, produced, usage))
+            write(app.closing_chunks(prompt_tokens, produced, usage, image_tokens=image_tokens))
         else:
             finish = app.finish_event(calls.finish_delta(), "tool_calls")
-            write(app.closing_chunks(prompt_tokens, produced, usage, finish))
+            write(app.closing_chunks(prompt_tokens, produced, usage, finish, image_tokens))
 
-    async def _complete(self, prompt_tokens: int, max_tokens: int, tool: str | None) -> None:
+    async def _complete(
+        self, prompt_tokens: int, max_tokens: int, tool: str | None, image_tokens: int = 0
+    ) -> None:
         assert self.app.latency is not None
         produced = 0
         async for count in self.app.latency.emissions(prompt_tokens, max_tokens):
@@ -297,7 +332,7 @@ class _Connection(asyncio.Protocol):
                     "finish_reason": "length" if tool is None else "tool_calls",
                 }
             ],
-            "usage": orjson.loads(_usage(prompt_tokens, produced)),
+            "usage": orjson.loads(self.app.usage(prompt_tokens, produced, image_tokens)),
         }
         self._write_simple(200, orjson.dumps(answer))
 
@@ -379,14 +414,18 @@ def _chunk(text: str) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> bytes:
-    return orjson.dumps(
-        {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
+def _usage(prompt_tokens: int, completion_tokens: int, image_tokens: int | None = None) -> bytes:
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if image_tokens is not None:
+        usage["prompt_tokens_details"] = {
+            "image_tokens": image_tokens,
+            "text_tokens": prompt_tokens - image_tokens,
         }
-    )
+    return orjson.dumps(usage)
 
 
 def _wants_usage(body: dict[str, Any]) -> bool:

@@ -35,7 +35,7 @@ V1_COLUMNS = {
     "shard_attempts": "run_id, shard_id, attempt, worker, state, started_at, finished_at, "
     "records, batches, message",
     "ingested_batches": "*",
-    # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls.
+    # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls, v11 images.
     "request_records": ", ".join(
         name
         for name in REQUEST_RECORD_SCHEMA.names
@@ -48,6 +48,11 @@ V1_COLUMNS = {
             "tool_call",
             "tool_call_at_ns",
             "tool_calls",
+            "images",
+            "image_bytes",
+            "image_pixels",
+            "image_digest",
+            "image_prompt_tokens",
         )
     ),
 }
