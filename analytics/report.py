@@ -19,6 +19,7 @@ from analytics.client_health import stage_health, with_client_health
 from analytics.columns import describe
 from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
+from analytics.images import with_images
 from analytics.plots import errors_over_time, plot_data
 from analytics.prompt_realism import with_prompt_realism
 from analytics.roofline_view import with_roofline
@@ -194,6 +195,7 @@ def build_report(
     slo_rows = _rows(con.execute("SELECT * EXCLUDE (run_id) FROM slos WHERE run_id = ?", [run_id]))
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
+    stages = with_images(con, run_id, stages)
     return RunReport(
         run_id,
         str(run[0]),
