@@ -10,9 +10,9 @@ untrusted, and each pixel asked for is memory on every worker.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from scenarios.base import StrictModel
 from scenarios.errors import BadInput
@@ -70,13 +70,16 @@ class ImageSize(StrictModel):
 
     @model_validator(mode="after")
     def _bounded(self) -> ImageSize:
-        pixels = self.width * self.height
-        if pixels > MAX_IMAGE_PIXELS:
-            raise ValueError(
-                f"{self.width}x{self.height} is {pixels:,} pixels, more than the "
-                f"{MAX_IMAGE_PIXELS:,} an image may have"
-            )
+        _check_pixels(self.width, self.height)
         return self
+
+
+def _check_pixels(width: int, height: int) -> None:
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ValueError(
+            f"{width}x{height} is {width * height:,} pixels, more than the "
+            f"{MAX_IMAGE_PIXELS:,} an image may have"
+        )
 
 
 class ImageCountRange(StrictModel):
@@ -99,7 +102,7 @@ class ImagesSpec(StrictModel):
     fraction: float = Field(
         default=1.0, ge=0, le=1, description="Share of requests that carry images."
     )
-    count: Annotated[int, Field(ge=1, le=MAX_IMAGES_PER_REQUEST)] | ImageCountRange = Field(
+    count: int | ImageCountRange = Field(
         default=1,
         description="Images per request carrying images: a number, or {dist: uniform, min, max}.",
     )
@@ -139,6 +142,13 @@ class ImagesSpec(StrictModel):
         ),
     )
 
+    @field_validator("count")
+    @classmethod
+    def _count_bounded(cls, value: int | ImageCountRange) -> int | ImageCountRange:
+        if isinstance(value, int) and not 1 <= value <= MAX_IMAGES_PER_REQUEST:
+            raise ValueError(f"must be 1 to {MAX_IMAGES_PER_REQUEST} images a request, got {value}")
+        return value
+
     @model_validator(mode="after")
     def _bounded(self) -> ImagesSpec:
         if self.sizes is not None and (self.width is not None or self.height is not None):
@@ -146,7 +156,7 @@ class ImagesSpec(StrictModel):
         if (self.width is None) != (self.height is None):
             raise ValueError("give both width and height")
         if self.width is not None and self.height is not None:
-            ImageSize(width=self.width, height=self.height)  # the per-image pixel bound
+            _check_pixels(self.width, self.height)
         largest, most = self.max_pixels(), self.max_count()
         if most * largest > MAX_REQUEST_IMAGE_PIXELS:
             raise ValueError(
