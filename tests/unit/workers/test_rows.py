@@ -5,6 +5,7 @@ from __future__ import annotations
 from tests.support.builders import MS, ROW_CONTEXT, timed_result
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
+from workers.images import GeneratedImage, RequestImages
 from workers.prompts import PlannedRequest
 from workers.rows import record_row
 
@@ -52,3 +53,16 @@ def test_the_recorded_message_is_redacted_whoever_built_the_failure() -> None:
     assert row["error_message"] == (
         "bad frame from https://h.example/v1?[redacted] for Bearer [redacted], id <n>"
     )
+
+
+def test_image_columns_keep_count_bytes_pixels_digest_and_reported_tokens() -> None:
+    images = RequestImages(
+        (GeneratedImage("u", 4, 3, 100, "a" * 64), GeneratedImage("v", 2, 2, 50, "b" * 64))
+    )
+    result = timed_result(1_000 * MS, 100, [10])
+    result.image_prompt_tokens = 170
+    row = record_row(ROW_CONTEXT, PlannedRequest(0, 10, 3, "p", images=images), result)
+    assert (row["images"], row["image_bytes"], row["image_pixels"]) == (2, 150, 16)
+    assert row["image_digest"] == images.digest() and row["image_prompt_tokens"] == 170
+    plain = record_row(ROW_CONTEXT, PlannedRequest(0, 10, 3, "p"), timed_result(0, 1, []))
+    assert (plain["images"], plain["image_digest"], plain["image_prompt_tokens"]) == (0, None, None)
