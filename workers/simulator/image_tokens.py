@@ -97,7 +97,30 @@ def _image_size(url: str) -> tuple[int, int]:
                 width, height = image.size
         except (binascii.Error, OSError, ValueError, Image.DecompressionBombError):
             continue
-        if width * height > MAX_IMAGE_PIXELS:
-            raise ImageRefused(f"an image of {width}x{height} is over {MAX_IMAGE_PIXELS} pixels")
-        return width, height
+        return _bounded(width, height)
     raise ImageRefused("invalid image data")
+
+
+def _bounded(width: int, height: int) -> tuple[int, int]:
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ImageRefused(f"an image of {width}x{height} is over {MAX_IMAGE_PIXELS} pixels")
+    return width, height
+
+
+def _webp_size(head: bytes) -> tuple[int, int] | None:
+    """A WebP's canvas size from its first 30 bytes, or None if it is not a WebP: Pillow
+    opens a WebP by decoding it whole (milliseconds), its RIFF header has the size."""
+    if len(head) < 30 or head[:4] != b"RIFF" or head[8:12] != b"WEBP":
+        return None
+    chunk = head[12:16]
+    if chunk == b"VP8X":  # extended: 24-bit canvas width - 1 and height - 1
+        return int.from_bytes(head[24:27], "little") + 1, int.from_bytes(head[27:30], "little") + 1
+    if chunk == b"VP8 " and head[23:26] == b"\x9d\x01\x2a":  # lossy key frame
+        return (
+            int.from_bytes(head[26:28], "little") & 0x3FFF,
+            int.from_bytes(head[28:30], "little") & 0x3FFF,
+        )
+    if chunk == b"VP8L" and head[20] == 0x2F:  # lossless: 14-bit width - 1, height - 1
+        bits = int.from_bytes(head[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    return None

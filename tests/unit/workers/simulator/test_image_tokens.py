@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import io
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from scenarios.model import SimulateSpec
 from workers.images import generate_image
@@ -79,3 +81,16 @@ def test_usage_splits_image_and_text_tokens_unless_told_not_to() -> None:
     summed = SimulatorApp(SimulateSpec(report_image_tokens=False)).usage(300, 4, 255)
     assert b"prompt_tokens_details" not in summed and b'"prompt_tokens":300' in summed
     assert b"prompt_tokens_details" not in SimulatorApp(SimulateSpec()).usage(9, 4, 0)
+
+
+@pytest.mark.parametrize(
+    "options", [{"quality": 80}, {"lossless": True}, {"exif": b"Exif\x00\x00x"}]
+)
+def test_webp_sizes_come_from_the_riff_header(options: dict[str, Any]) -> None:
+    image = Image.new("RGBA" if "exif" in options else "RGB", (123, 45), (9, 8, 7))
+    out = io.BytesIO()
+    image.save(out, format="WEBP", **options)
+    messages = [{"role": "user", "content": [_part(out.getvalue(), "image/webp")]}]
+    assert image_tokens(messages, SimulateSpec(image_token_rule="patches", image_patch_px=1)) == (
+        123 * 45
+    )
