@@ -17,6 +17,7 @@ import duckdb
 import pytest
 import yaml
 
+from analytics.images import with_images
 from tests.conftest import CliResult
 from tests.fakes.provider_server import KEY, FakeProviders
 
@@ -136,6 +137,9 @@ def test_records_keep_the_images_and_prompt_tokens_follow_the_tile_rule(
     assert text is not None
     assert stages["split"]["text_prompt_tokens_mean"] == pytest.approx(text[0])
     assert stages["summed"]["text_prompt_tokens_mean"] != pytest.approx(text[0])  # text-only rows
+    # A run no request of which carried images keeps its stage rows as they were.
+    plain_rows = [{"provider": "split", "stage": 0, "region": "local"}]
+    assert with_images(con, "no-such-run", plain_rows) is plain_rows
 
 
 def test_text_calibration_stays_within_tolerance_with_images(

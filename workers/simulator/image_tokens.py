@@ -31,9 +31,11 @@ TILE_PX = 512
 FIT_PX = 2048
 SHORT_SIDE_PX = 768
 # Base64 characters decoded to read an image's header: PNG's size is in its first 33
-# bytes, JPEG's frame header follows its tables (and an EXIF block, which may be longer:
+# bytes, JPEG's frame header follows its tables (an EXIF block may push it further:
 # then the whole image is decoded).
-_HEADER_CHARS = 65_536
+_HEADER_CHARS = 4096
+# Characters of a data: URL before its comma (``data:image/png;base64``).
+_MAX_HEAD_CHARS = 256
 
 
 class ImageRefused(ValueError):
@@ -83,16 +85,21 @@ def image_tokens(messages: list[dict[str, Any]], spec: SimulateSpec) -> int:
 def _image_size(url: str) -> tuple[int, int]:
     if not url.startswith("data:"):
         raise ImageRefused("the simulator reads images from data: URLs only")
-    head, comma, payload = url.partition(",")
-    if not comma or not head.endswith(";base64"):
+    # Slices of the URL, never a copy of all of it: it may be megabytes.
+    comma = url.find(",", 0, _MAX_HEAD_CHARS)
+    if comma < 0 or not url[:comma].endswith(";base64"):
         raise ImageRefused("an image data: URL must be base64")
+    start = comma + 1
+    size = _webp_size(binascii.a2b_base64(url[start : start + 40]))
+    if size is not None:
+        return _bounded(*size)
     try:
         from PIL import Image  # noqa: PLC0415 - the optional extra, needed only for images
     except ImportError:
         raise ImageRefused(f"the simulator needs Pillow to read images: {INSTALL_HINT}") from None
-    for chars in (payload[:_HEADER_CHARS], payload):
+    for end in (start + _HEADER_CHARS, len(url)):  # the header, else the whole image
         try:
-            data = binascii.a2b_base64(chars[: len(chars) // 4 * 4])
+            data = binascii.a2b_base64(url[start : start + (end - start) // 4 * 4])
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size
         except (binascii.Error, OSError, ValueError, Image.DecompressionBombError):
