@@ -48,7 +48,8 @@ Detail = Literal["auto", "low", "high"]
 
 
 class ImagesUnavailable(BadInput, RuntimeError):
-    """Images were asked for but Pillow is not installed on this machine."""
+    """Images were asked for but cannot be made on this machine (Pillow is not installed,
+    or cannot encode the format)."""
 
 
 def require_pillow() -> None:

@@ -247,7 +247,10 @@ async def _image_pool(spec: ShardSpec) -> ImagePool | None:
     images = spec.workload.images
     if images is None or images.fraction == 0:
         return None
-    return await prepared_image_pool(images, spec.seed)
+    try:
+        return await prepared_image_pool(images, spec.seed)
+    except (OSError, ValueError) as exc:  # e.g. a Pillow built without the format's codec
+        raise ImagesUnavailable(f"workload.images: cannot generate the images: {exc}") from exc
 
 
 async def _keep_calibration(

@@ -218,3 +218,17 @@ def test_images_over_the_pixel_bound_exit_2_naming_the_field(
     assert result.code == 2, result.stdout + result.stderr
     assert "workload.images" in result.stderr and "8,388,608" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_without_pillow_the_run_stops_with_the_install_command(
+    tmp_path: Path, tokenbench: Callable[..., CliResult]
+) -> None:
+    shim = tmp_path / "shim" / "PIL"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError('Pillow hidden by the test')\n")
+    scenario = _scenario("images-no-pillow", [_simulated("sim")], calibrate=False)
+    result, db = _run(tmp_path, tokenbench, scenario, {"PYTHONPATH": str(shim.parent)})
+    assert result.code == 2, result.stdout + result.stderr
+    assert "pip install 'tokenbench[images]'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not db.exists()  # stopped before anything started
