@@ -40,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

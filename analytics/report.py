@@ -34,6 +34,7 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
+from analytics.token_truth import with_token_truth
 from analytics.tool_calls import with_tool_calls
 from analytics.top_errors import top_errors
 from scenarios.errors import NotFound
@@ -195,6 +196,7 @@ def build_report(
     slo_rows = _rows(con.execute("SELECT * EXCLUDE (run_id) FROM slos WHERE run_id = ?", [run_id]))
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
+    stages = with_token_truth(con, run_id, stages)
     stages = with_images(con, run_id, stages)
     return RunReport(
         run_id,

@@ -10,6 +10,7 @@ import json
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -62,6 +63,30 @@ def bounded_json(value: _JsonT) -> _JsonT:
     return value
 
 
+def _small_body(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else bounded_json(value)
+
+
+# Request-body options of the dialects served by self-hosted engines (openai,
+# openai-completions, llamacpp): docs/providers.md, "Output length knobs".
+EnforceOutputLength = Annotated[
+    bool,
+    Field(
+        description=(
+            "Also send the knobs that force the planned answer length: ignore_eos and "
+            "min_tokens = max_tokens (openai, openai-completions: vLLM/SGLang; "
+            "llama-cpp-python honours min_tokens only), ignore_eos (llamacpp, whose "
+            "n_predict is the planned length). Hosted APIs may reject them."
+        )
+    ),
+]
+ExtraBody = Annotated[
+    dict[str, Any] | None,
+    AfterValidator(_small_body),
+    Field(description="Extra JSON fields merged into every request body."),
+]
+
+
 class Pricing(StrictModel):
     """List price of a hosted API, in US dollars per million tokens."""
 
@@ -98,6 +123,22 @@ class SimulateSpec(StrictModel):
         default=0.0, ge=0, le=MAX_LATENCY_MS, description="Stall before the first token."
     )
     cut_rate: float = Field(default=0.0, ge=0, le=1, description="Share cut off mid-stream.")
+    unfinished_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Share of streamed answers that stop halfway and end with [DONE] but no "
+            "finish_reason (as a proxy hiding an aborted generation does)."
+        ),
+    )
+    stream_usage: bool = Field(
+        default=True,
+        description=(
+            "Send the usage chunk a streaming request asks for (stream_options."
+            "include_usage); false streams none, as llama-cpp-python's server does."
+        ),
+    )
     seed: int = Field(default=0, ge=MIN_SEED, le=MAX_SEED, description="Seed of the fault draws.")
     tool_call_rate: float = Field(
         default=0.0,
@@ -397,22 +438,8 @@ class OpenAIProvider(ProviderBase):
         max_length=MAX_ID_CHARS,
         description="Name of the environment variable holding the API key (never the key).",
     )
-
-    enforce_output_length: bool = Field(
-        default=False,
-        description=(
-            "Also send ignore_eos and min_tokens = max_tokens (vLLM/SGLang knobs) so the "
-            "answer has exactly the planned length; hosted APIs may reject them."
-        ),
-    )
-    extra_body: dict[str, Any] | None = Field(
-        default=None, description="Extra JSON fields merged into every request body."
-    )
-
-    @field_validator("extra_body")
-    @classmethod
-    def _small_body(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else bounded_json(value)
+    enforce_output_length: EnforceOutputLength = False
+    extra_body: ExtraBody = None
 
     def secret_env_vars(self) -> list[str]:
         """The API key variable, if any."""
@@ -449,6 +476,8 @@ class OpenAICompletionsProvider(ProviderBase):
     api_key_env: EnvVar | None = Field(
         default=None, description="Variable holding the API key (Bearer)."
     )
+    enforce_output_length: EnforceOutputLength = False
+    extra_body: ExtraBody = None
 
     def secret_env_vars(self) -> list[str]:
         """The API key variable, if any."""
@@ -578,6 +607,8 @@ class LlamaCppProvider(ProviderBase):
     api_key_env: EnvVar | None = Field(
         default=None, description="Variable holding the server's --api-key, if it has one."
     )
+    enforce_output_length: EnforceOutputLength = False
+    extra_body: ExtraBody = None
 
     def secret_env_vars(self) -> list[str]:
         """The key variable, if any."""

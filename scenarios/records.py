@@ -59,7 +59,8 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("prompt_tokens", pa.int32()),
         pa.field("completion_tokens", pa.int32()),
         pa.field("reasoning_tokens", pa.int32()),
-        pa.field("token_count_source", pa.string()),  # usage | events | estimate
+        # how completion_tokens was counted: usage (the server's) | events (token events)
+        pa.field("token_count_source", pa.string()),
         # server-reported timings where the dialect has them (e.g. llama.cpp), ns
         pa.field("server_prompt_ns", pa.int64()),
         pa.field("server_decode_ns", pa.int64()),
@@ -85,6 +86,13 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("tool_call", pa.bool_()),
         pa.field("tool_call_at_ns", pa.int64()),
         pa.field("tool_calls", pa.int32()),
+        # token truth (docs/metrics.md, "Token counts", "Incomplete answers"): how
+        # prompt_tokens was counted (usage | tokenizer; NULL: unknown, the server reported
+        # none and the workload has no tokenizer), and why the answer ended in one
+        # vocabulary (stop | length | tool_calls | content_filter | the server's word;
+        # NULL for dialects that never say, and for failed requests)
+        pa.field("prompt_count_source", pa.string()),
+        pa.field("finish_reason", pa.string()),
         # images (workload.images): how many the request carried, their encoded bytes
         # and pixels, a digest of their bytes (equal for byte-identical images), and the
         # image tokens the server reported (usage.prompt_tokens_details.image_tokens;

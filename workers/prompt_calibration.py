@@ -98,7 +98,7 @@ class CalibratedPrompts:
         """Learn from a successful answer whose server reported its prompt tokens. Image
         tokens are not text: a request with images counts only where the server
         reported its image tokens apart (they are subtracted), else it is skipped."""
-        usage = result.failure is None and result.token_count_source == "usage"
+        usage = result.failure is None and result.prompt_count_source == "usage"
         if not (usage and result.prompt_tokens):
             return
         text_tokens = result.prompt_tokens

@@ -12,7 +12,8 @@ SELECT
     avg(image_bytes) FILTER (n_images > 0)                          AS image_bytes_mean,
     avg(image_prompt_tokens) FILTER (n_images > 0)                  AS image_tokens_mean,
     avg(prompt_tokens - coalesce(image_prompt_tokens, 0))
-        FILTER (token_count_source = 'usage'
+        FILTER (coalesce(prompt_count_source = 'usage', token_count_source = 'usage')
+                AND prompt_tokens IS NOT NULL
                 AND (n_images = 0 OR image_prompt_tokens IS NOT NULL)) AS text_prompt_tokens_mean
 FROM (
     SELECT *, coalesce(images, 0) AS n_images

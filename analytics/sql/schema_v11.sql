@@ -1,11 +1,9 @@
--- tokenbench DuckDB schema, version 11: images (workload.images). `images` is how many the
--- request carried (0 for none), `image_bytes` and `image_pixels` their encoded bytes and
--- pixels, `image_digest` a digest of their bytes in order (equal for byte-identical
--- images), `image_prompt_tokens` the image tokens the server reported
--- (usage.prompt_tokens_details.image_tokens; NULL where it reports none). NULL on rows
--- recorded before v11.
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS images INTEGER;
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS image_bytes BIGINT;
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS image_pixels BIGINT;
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS image_digest VARCHAR;
-ALTER TABLE request_records ADD COLUMN IF NOT EXISTS image_prompt_tokens INTEGER;
+-- tokenbench DuckDB schema, version 11: token truth per request (docs/metrics.md).
+-- `prompt_count_source` says how `prompt_tokens` was counted: `usage` (the server's),
+-- `tokenizer` (the workload's tokenizer, when the server reported none); NULL with a NULL
+-- `prompt_tokens` when neither could count it. `finish_reason` is why the answer ended
+-- (stop | length | tool_calls | content_filter | the server's own word), NULL for
+-- dialects that never say (Replicate) and for failed requests. NULL on rows recorded
+-- before v11, whose `events` rows carried the planned prompt length in `prompt_tokens`.
+ALTER TABLE request_records ADD COLUMN IF NOT EXISTS prompt_count_source VARCHAR;
+ALTER TABLE request_records ADD COLUMN IF NOT EXISTS finish_reason VARCHAR;

@@ -32,6 +32,7 @@ from analytics.formatting import (
 )
 from analytics.report import RunReport
 from analytics.report_formats import REPORT_FORMATS
+from analytics.token_truth import token_truth_lines
 from analytics.top_errors import error_lines
 from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
@@ -376,6 +377,8 @@ def print_report(
         "images (means; tokens as the server reported them, docs/workloads.md)",
         [images_note(r) for r in report.stages if r.get("image_requests")],
     )
+    for line in token_truth_lines(report.stages):
+        console.print(line, markup=False, highlight=False)
     warmed = [
         f"{r['provider']} s{r['stage']} {r['region']}: {h['prewarmed_connections']} in "
         f"{h.get('prewarm_ms', 0):.0f} ms"

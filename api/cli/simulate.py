@@ -81,6 +81,18 @@ def simulate(
         int | None, typer.Option(help="Chunked prefill: token budget per step (default off).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the fault draws (default 0).")] = None,
+    unfinished_rate: Annotated[
+        float | None,
+        typer.Option(help="Share of answers ending with [DONE] but no finish_reason (0)."),
+    ] = None,
+    stream_usage: Annotated[
+        bool | None,
+        typer.Option(
+            "--stream-usage/--no-stream-usage",
+            help="Stream the usage chunk a request asks for (default on; off: as "
+            "llama-cpp-python's server).",
+        ),
+    ] = None,
     tool_call_rate: Annotated[
         float | None,
         typer.Option(help="Share of tool_choice auto requests answered with a tool call (0)."),
@@ -137,6 +149,8 @@ def simulate(
         "max_batch": max_batch,
         "chunked_prefill_tokens": chunked_prefill_tokens,
         "seed": seed,
+        "unfinished_rate": unfinished_rate,
+        "stream_usage": stream_usage,
         "tool_call_rate": tool_call_rate,
         "prompt_token_ratio": prompt_token_ratio,
         "image_token_rule": image_token_rule,

@@ -43,6 +43,8 @@ def ok_result(sent: int, ttft_ms: float, gaps_ms: list[float], prompt: int = 50)
         prompt_tokens=prompt,
         completion_tokens=len(stamps),
         token_count_source="usage",
+        prompt_count_source="usage",
+        finish_reason="length",
     )
 
 

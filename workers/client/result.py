@@ -20,10 +20,15 @@ class RequestResult:
     end: int | None = None
     # Stamp of every token-bearing event; ITL gaps are their successive differences.
     token_stamps: list[int] = field(default_factory=list)
+    # Counts as the server reported them; a count the server did not give stays None
+    # (the row builder may count the prompt with the workload's tokenizer, never guess it).
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
-    token_count_source: str | None = None
+    token_count_source: str | None = None  # of completion_tokens: usage | events
+    prompt_count_source: str | None = None  # of prompt_tokens: usage, or None (not reported)
+    # Why the answer ended, in the shared vocabulary (workers/client/finish.py).
+    finish_reason: str | None = None
     server_prompt_ns: int | None = None
     server_decode_ns: int | None = None
     # Stamp of the first streamed tool-call delta, and the tool calls the answer made.

@@ -5,9 +5,11 @@ It serves ``POST /v1/chat/completions`` (streaming with usage, and non-streaming
 own timing drift). HTTP parsing is httptools (uvicorn's parser); responses are
 pre-encoded bytes written straight to the transport, because a simulator that spends
 milliseconds per event would itself become the latency it reports. Faults (error
-statuses, stalls, streams cut short) are drawn per request from a seeded RNG. Image
-content parts are counted by the endpoint's image rule (``image_tokens``) and are prompt
-tokens like text, reported apart in ``usage.prompt_tokens_details`` if asked to.
+statuses, stalls, streams cut short, answers that end with ``[DONE]`` but no
+``finish_reason``) are drawn per request from a seeded RNG; ``stream_usage: false``
+streams no usage chunk, as llama-cpp-python's server does. Image content parts are
+counted by the endpoint's image rule (``image_tokens``) and are prompt tokens like text,
+reported apart in ``usage.prompt_tokens_details`` if asked to.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class _Faults:
     error: bool = False
     stall: bool = False
     cut: bool = False
+    unfinished: bool = False
 
 
 @dataclass
@@ -96,6 +99,8 @@ class SimulatorApp:
             error=spec.error_rate > 0 and rng.random() < spec.error_rate,
             stall=spec.stall_rate > 0 and rng.random() < spec.stall_rate,
             cut=spec.cut_rate > 0 and rng.random() < spec.cut_rate,
+            # Drawn only when set, so runs without it keep their fault draws.
+            unfinished=spec.unfinished_rate > 0 and rng.random() < spec.unfinished_rate,
         )
 
     def token_chunk(self, count: int) -> bytes:
@@ -120,10 +125,10 @@ class SimulatorApp:
         image_tokens: int = 0,
     ) -> bytes:
         """Finish event (``length`` unless ``finish`` is given), usage event (if asked
-        for), ``[DONE]`` and the terminal chunk. ``prompt_tokens`` includes the
-        ``image_tokens``."""
+        for and ``stream_usage`` is on), ``[DONE]`` and the terminal chunk.
+        ``prompt_tokens`` includes the ``image_tokens``."""
         text = self._finish if finish is None else finish
-        if usage:
+        if usage and self.spec.stream_usage:
             counts = self.usage(prompt_tokens, completion_tokens, image_tokens)
             text += f"{self._usage_head}{counts.decode()}}}\n\n"
         text += "data: [DONE]\n\n"
@@ -134,6 +139,11 @@ class SimulatorApp:
         prompt into ``prompt_tokens_details.image_tokens`` and ``text_tokens``."""
         split = image_tokens if image_tokens and self.spec.report_image_tokens else None
         return _usage(prompt_tokens, completion_tokens, split)
+
+    def unfinished_end(self) -> bytes:
+        """``[DONE]`` and the terminal chunk with no finish event before them: a stream
+        that ends in good order around an answer that never finished."""
+        return _chunk("data: [DONE]\n\n") + b"0\r\n\r\n"
 
     def stats(self) -> bytes:
         """JSON of the latency model's own measurements (its timing drift), if it has any."""
@@ -266,7 +276,7 @@ class _Connection(asyncio.Protocol):
         # Image tokens are prompt tokens: the batching model prefills them like text.
         if body.get("stream"):
             await self._stream(
-                prompt_tokens, max_tokens, faults.cut, _wants_usage(body), tool, image_tokens
+                prompt_tokens, max_tokens, faults, _wants_usage(body), tool, image_tokens
             )
         else:
             await self._complete(prompt_tokens, max_tokens, tool, image_tokens)
@@ -275,7 +285,7 @@ class _Connection(asyncio.Protocol):
         self,
         prompt_tokens: int,
         max_tokens: int,
-        cut: bool,
+        faults: _Faults,
         usage: bool,
         tool: str | None,
         image_tokens: int = 0,
@@ -291,8 +301,11 @@ class _Connection(asyncio.Protocol):
             else:
                 write(calls.delta(count, last=produced + count >= max_tokens))
             produced += count
-            if cut and produced * 2 >= max_tokens:
+            if faults.cut and produced * 2 >= max_tokens:
                 self._close()  # mid-stream cut: no terminal chunk, no [DONE]
+                return
+            if faults.unfinished and produced * 2 >= max_tokens:
+                write(app.unfinished_end())  # halfway, then [DONE] without a finish_reason
                 return
         if calls is None:
             write(app.closing_chunks(prompt_tokens, produced, usage, image_tokens=image_tokens))

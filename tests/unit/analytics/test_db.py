@@ -35,7 +35,8 @@ V1_COLUMNS = {
     "shard_attempts": "run_id, shard_id, attempt, worker, state, started_at, finished_at, "
     "records, batches, message",
     "ingested_batches": "*",
-    # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls, v11 images.
+    # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls,
+    # v11 token truth (prompt_count_source, finish_reason), v12 images.
     "request_records": ", ".join(
         name
         for name in REQUEST_RECORD_SCHEMA.names
@@ -48,6 +49,8 @@ V1_COLUMNS = {
             "tool_call",
             "tool_call_at_ns",
             "tool_calls",
+            "prompt_count_source",
+            "finish_reason",
             "images",
             "image_bytes",
             "image_pixels",
@@ -94,8 +97,10 @@ def report_json(path: Path, **kwargs: object) -> object:
     finally:
         con.close()
     for row in report["stages"]:
-        # How planned prompt lengths were made is recorded since v9: unknown (None) before.
+        # How planned prompt lengths were made is recorded since v9, why answers ended
+        # since v11: unknown (None) before.
         row.pop("prompt_length_source", None)
+        row.pop("finish_reasons", None)
     return report
 
 

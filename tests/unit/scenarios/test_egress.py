@@ -375,7 +375,7 @@ def test_a_redirect_is_an_error_row_and_is_never_followed(recorders: list[Record
 
     async def go() -> Any:
         async with make_client(guard=guard) as http:
-            return await measure_request(http, call, ChatParser, limits, None, 4, 0)
+            return await measure_request(http, call, ChatParser, limits, None, 0)
 
     result = asyncio.run(go())
     assert result.failure is not None

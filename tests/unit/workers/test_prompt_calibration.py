@@ -16,7 +16,7 @@ from workers.prompts import PlannedRequest, request_planner
 def _answer(prompt_tokens: int) -> RequestResult:
     result = RequestResult(intended_start=0, sent=0)
     result.prompt_tokens = prompt_tokens
-    result.token_count_source = "usage"
+    result.token_count_source = result.prompt_count_source = "usage"
     return result
 
 
@@ -86,7 +86,7 @@ def test_errors_and_other_count_sources_are_not_learnt_from() -> None:
     maker = CalibratedPrompts()
     request = PlannedRequest(0, 10, 1, "a b c d e f g h i j")
     counted = _answer(99)
-    counted.token_count_source = "events"
+    counted.prompt_count_source = None  # the server reported no prompt count
     for _ in range(2 * MIN_SAMPLES):
         maker.observe_answer(request, counted)
     assert maker.fit.n == 0

@@ -43,11 +43,11 @@ class ChatParser:
         for payload in self.decoder.feed(chunk):
             self.stream.on_payload(payload, stamp)
 
-    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
-        """Interpret an unterminated last event, then check completion."""
+    def finish(self, stamp: int) -> None:
+        """Interpret an unterminated last event, then check the answer finished."""
         for payload in self.decoder.flush():
             self.stream.on_payload(payload, stamp)
-        self.stream.finish(planned_prompt_tokens)
+        self.stream.finish()
 
 
 def chat_body(

@@ -42,6 +42,5 @@ class PostStreamAdapter:
             self.parser,
             self.limits,
             self.retry,
-            request.prompt_tokens,
             intended_start,
         )

@@ -26,7 +26,7 @@ USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":5}}
 DONE = b"data: [DONE]\n\n"
 
 
-def run_stream(chunks: list[tuple[int, bytes]], planned_prompt: int = 3) -> RequestResult:
+def run_stream(chunks: list[tuple[int, bytes]]) -> RequestResult:
     result = RequestResult(intended_start=0, sent=0)
     stream = ChatStream(result)
     decoder = SSEDecoder()
@@ -35,7 +35,7 @@ def run_stream(chunks: list[tuple[int, bytes]], planned_prompt: int = 3) -> Requ
             stream.on_payload(payload, stamp)
     for payload in decoder.flush():
         stream.on_payload(payload, chunks[-1][0])
-    stream.finish(planned_prompt)
+    stream.finish()
     return result
 
 
@@ -69,28 +69,49 @@ def test_chunk_with_several_tokens_is_one_event_and_usage_gives_counts() -> None
     )
 
 
-def test_without_usage_counts_come_from_events() -> None:
+def test_without_usage_completions_come_from_events_and_the_prompt_count_is_unknown() -> None:
     result = run_stream(
-        [(5, event({"content": "x"})), (6, event({"content": "y"}, finish="stop")), (7, DONE)],
-        planned_prompt=42,
+        [(5, event({"content": "x"})), (6, event({"content": "y"}, finish="stop")), (7, DONE)]
     )
     assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (
-        42,
+        None,
         2,
         "events",
     )
+    assert result.prompt_count_source is None and result.finish_reason == "stop"
 
 
 def test_missing_done_after_finish_reason_is_complete() -> None:
     result = run_stream([(5, event({"content": "x"}, finish="stop"))])
-    assert result.completion_tokens == 1
+    assert result.completion_tokens == 1 and result.finish_reason == "stop"
 
 
-def test_stream_cut_short_is_a_protocol_failure() -> None:
+def test_stream_cut_short_is_an_incomplete_answer() -> None:
     with pytest.raises(RequestFailure) as caught:
         run_stream([(5, event({"content": "x"})), (6, event({"content": "y"}))])
-    assert caught.value.error_class is ErrorClass.PROTOCOL
-    assert "cut short after 2 token events" in caught.value.message
+    assert caught.value.error_class is ErrorClass.INCOMPLETE
+    assert "without [DONE] but no finish_reason after 2 token events" in caught.value.message
+
+
+def test_done_without_a_finish_reason_is_an_incomplete_answer() -> None:
+    with pytest.raises(RequestFailure) as caught:
+        run_stream([(5, event({"content": "x"})), (6, USAGE + DONE)])
+    assert caught.value.error_class is ErrorClass.INCOMPLETE
+    assert "with [DONE] but no finish_reason after 1 token events" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("raw", "recorded"),
+    [
+        ("function_call", "tool_calls"),
+        ("content_filter", "content_filter"),
+        ("abort", "abort"),  # a word outside the vocabulary is kept as the server wrote it
+        ("<b>\u202e" + "x" * 40, "other"),  # anything else is not server text in a record
+    ],
+)
+def test_finish_reasons_are_recorded_in_one_vocabulary(raw: str, recorded: str) -> None:
+    result = run_stream([(5, event({"content": "x"}, finish=raw)), (6, DONE)])
+    assert result.finish_reason == recorded
 
 
 def test_malformed_json_is_a_protocol_failure() -> None:
