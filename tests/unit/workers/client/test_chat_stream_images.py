@@ -12,7 +12,10 @@ from workers.client.result import RequestResult
 def _usage(usage: dict[str, object]) -> RequestResult:
     result = RequestResult(intended_start=0, sent=0)
     stream = ChatStream(result)
+    finish = {"index": 0, "delta": {}, "finish_reason": "stop"}
+    stream.on_payload(orjson.dumps({"choices": [finish]}), 4)
     stream.on_payload(orjson.dumps({"choices": [], "usage": usage}), 5)
+    stream.finish()
     return result
 
 
