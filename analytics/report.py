@@ -21,6 +21,7 @@ from analytics.columns import describe
 from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
 from analytics.dataset_fingerprint import run_dataset
+from analytics.images import with_images
 from analytics.plots import errors_over_time, plot_data
 from analytics.prompt_realism import with_prompt_realism
 from analytics.roofline_view import with_roofline
@@ -214,6 +215,7 @@ def build_report(
     telemetry = server_metrics(con, run_id)
     if plots and telemetry["scrapes"]:
         charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}
+    stages = with_images(con, run_id, stages)
     return RunReport(
         run_id,
         str(run[0]),

@@ -114,6 +114,24 @@ MAX_TOOLS: Final = 128
 # Serialized JSON of a workload's tool definitions: sent with every request that carries
 # tools, so it must stay small next to the prompt (128 tools of ~500 bytes each).
 MAX_TOOL_DEFINITIONS_BYTES: Final = 65_536
+# Images (workload.images): each pixel asked for is memory on every worker and bytes on
+# the wire, so sizes, counts and the generated pool are bounded by pixels.
+# One side of an image: 4096 px covers 4K frames; servers scale larger images down anyway.
+MAX_IMAGE_SIDE: Final = 4096
+# Pixels of one image: 8 MP holds a 3840x2160 frame; its PNG is at most ~24 MiB.
+MAX_IMAGE_PIXELS: Final = 8_388_608
+# Encoded bytes of one image, checked after encoding: 3 bytes a pixel plus headers.
+MAX_IMAGE_BYTES: Final = 3 * MAX_IMAGE_PIXELS + 1_048_576
+# Images carried by one request: multi-image prompts use a few; 64 bounds the body.
+MAX_IMAGES_PER_REQUEST: Final = 64
+# Pixels one request carries (images × pixels): 16 MP is 16 one-megapixel images, a
+# request body of at most ~64 MiB as base64 (and a few MiB in practice).
+MAX_REQUEST_IMAGE_PIXELS: Final = 16_777_216
+# Distinct images generated for a run (the pool requests take them from).
+MAX_DISTINCT_IMAGES: Final = 1024
+# Pixels of that pool (distinct × pixels): 64 MP is at most ~256 MiB of base64 held by a
+# worker for the run (~100 MiB for PNGs of the generated content).
+MAX_IMAGE_POOL_PIXELS: Final = 67_108_864
 # Keys of a Replicate provider's extra input.
 MAX_INPUT_KEYS: Final = 256
 # Free text (a scenario's description).

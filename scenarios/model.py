@@ -14,6 +14,7 @@ from pydantic import Field, field_validator, model_validator
 
 from scenarios.base import Name, StrictModel
 from scenarios.dataset_spec import DatasetWorkload
+from scenarios.images import IMAGE_KINDS, ImagesSpec
 from scenarios.limits import (
     MAX_BURSTINESS,
     MAX_CONCURRENCY,
@@ -58,6 +59,7 @@ __all__ = [
     "DatasetWorkload",
     "Deployment",
     "FixedLength",
+    "ImagesSpec",
     "LengthDist",
     "Load",
     "LognormalLength",
@@ -268,6 +270,14 @@ class Workload(StrictModel):
         ),
     )
 
+    images: ImagesSpec | None = Field(
+        default=None,
+        description=(
+            "Generated images sent with a share of the requests as image_url content "
+            "parts (chat dialects only; docs/workloads.md)."
+        ),
+    )
+
     @model_validator(mode="after")
     def _has_requests(self) -> Workload:
         if self.replay is None and self.dataset is None and not self.mix:
@@ -296,6 +306,11 @@ class Workload(StrictModel):
             if self.tools is not None:
                 raise ValueError(
                     "sessions: a tool call's result would have to be made up to go on: drop tools"
+                )
+            if self.images is not None:
+                raise ValueError(
+                    "sessions: turns resend their conversation as text; images are sent "
+                    "with independent requests only: drop images"
                 )
         return self
 
@@ -464,6 +479,19 @@ class Scenario(StrictModel):
         description="Regions to run from.",
     )
     slo: SLO = Field(default_factory=SLO, description="Objectives for goodput.")
+
+    @model_validator(mode="after")
+    def _images_sendable(self) -> Scenario:
+        if self.workload.images is None:
+            return self
+        for provider in self.providers:
+            if provider.kind not in IMAGE_KINDS:
+                raise ValueError(
+                    f"workload.images: provider {provider.name!r} (kind {provider.kind}) "
+                    "cannot send images; only the chat dialects can ("
+                    f"{', '.join(sorted(IMAGE_KINDS))}): drop workload.images or that provider"
+                )
+        return self
 
     @model_validator(mode="after")
     def _stages_defined(self) -> Scenario:

@@ -29,6 +29,7 @@ from scenarios.limits import (
     MAX_GPU_HOUR_USD,
     MAX_GPUS,
     MAX_ID_CHARS,
+    MAX_IMAGE_SIDE,
     MAX_INPUT_KEYS,
     MAX_LATENCY_MS,
     MAX_METRICS_INTERVAL_S,
@@ -252,6 +253,28 @@ class SimulateSpec(StrictModel):
         description=(
             "Count prompt tokens with this tokenizer (a hub name from the worker's cache, "
             "or a local path in the local user's runs), as a real server would."
+        ),
+    )
+
+    image_token_rule: Literal["tiles", "patches"] = Field(
+        default="tiles",
+        description=(
+            "How image tokens are counted (docs/workloads.md): tiles, 85 + 170 per 512-px "
+            "tile after scaling into 2048 px and the short side to 768 px (detail low: 85); "
+            "patches, one token per image_patch_px square."
+        ),
+    )
+    image_patch_px: int = Field(
+        default=28,
+        ge=1,
+        le=MAX_IMAGE_SIDE,
+        description="Side of the square one image token covers with the patches rule.",
+    )
+    report_image_tokens: bool = Field(
+        default=True,
+        description=(
+            "Report image and text tokens apart in usage.prompt_tokens_details, as some "
+            "gateways do; false reports only their sum in prompt_tokens, as OpenAI and vLLM do."
         ),
     )
 

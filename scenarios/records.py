@@ -106,6 +106,15 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         # dataset the prompt came from and its 0-based row in the file; NULL when generated
         pa.field("dataset_id", pa.string()),
         pa.field("dataset_row", pa.int64()),
+        # images (workload.images; schema v16): how many the request carried, their encoded bytes
+        # and pixels, a digest of their bytes (equal for byte-identical images), and the
+        # image tokens the server reported (usage.prompt_tokens_details.image_tokens;
+        # NULL where it reports none)
+        pa.field("images", pa.int32()),
+        pa.field("image_bytes", pa.int64()),
+        pa.field("image_pixels", pa.int64()),
+        pa.field("image_digest", pa.string()),
+        pa.field("image_prompt_tokens", pa.int32()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

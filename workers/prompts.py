@@ -29,6 +29,7 @@ from scenarios.model import (
 )
 from scenarios.workload_files import FileEntry, WorkloadFileError, prompt_text
 from workers.dataset_requests import DatasetRow, DatasetRows, prepare_rows
+from workers.images import ImagePool, RequestImages, image_pool
 
 # Common English words that are one token each in the usual BPE vocabularies (with their
 # leading space), so a prompt of n words is close to n tokens for most tokenizers.
@@ -72,6 +73,7 @@ class PlannedRequest:
     template_tokens: float | None = None
     tools: ToolSet | None = None  # tools offered with this request (workload.tools)
     session: SessionTurn | None = None  # the turn of a multi-turn session this request is
+    images: RequestImages | None = None  # images sent with this request (workload.images)
     # The uploaded dataset the prompt came from and its row in the file (docs/workloads.md).
     dataset_id: str | None = None
     dataset_row: int | None = None
@@ -160,17 +162,26 @@ def request_planner(
     entries: tuple[FileEntry, ...] | None = None,
     maker: PromptMaker | None = None,
     rows: DatasetRows | None = None,
+    images: ImagePool | None = None,
 ) -> Callable[[int], PlannedRequest]:
     """``seq -> PlannedRequest`` for one stage. ``entries`` are the parsed lines of the
     workload's dataset (``workload.replay``, ``.prompts`` or ``.dataset``; replay entries
     in timestamp order); this module never reads files. ``maker`` sizes the prompts
     (default: one word per token). ``rows`` are ``workload.dataset``'s rows already
-    counted and filtered (:func:`dataset_rows`; counted here when not given)."""
+    counted and filtered (:func:`dataset_rows`; counted here when not given). ``images``
+    is the run's image pool (a shard prepares it off the event loop; without it, it is
+    generated here)."""
     maker = maker or WordPrompts()
     if workload.dataset is not None:
         plan = _dataset_planner(workload, seed, stage, entries, maker, rows)
     else:
         plan = _request_planner(workload, seed, stage, entries, maker)
+    return _with_images(_with_tools(plan, workload, seed, stage), workload, seed, stage, images)
+
+
+def _with_tools(
+    plan: Callable[[int], PlannedRequest], workload: Workload, seed: int, stage: int
+) -> Callable[[int], PlannedRequest]:
     spec = workload.tools
     if spec is None or spec.fraction == 0:
         return plan
@@ -184,6 +195,31 @@ def request_planner(
         return request
 
     return with_tools
+
+
+def _with_images(
+    plan: Callable[[int], PlannedRequest],
+    workload: Workload,
+    seed: int,
+    stage: int,
+    pool: ImagePool | None,
+) -> Callable[[int], PlannedRequest]:
+    spec = workload.images
+    if spec is None or spec.fraction == 0:
+        return plan
+    images = pool or image_pool(spec, seed)
+    fraction, count = spec.fraction, spec.count
+
+    def with_images(seq: int) -> PlannedRequest:
+        request = plan(seq)
+        # Its own seeded draws, so that adding images changes no request's lengths or text.
+        rng = random.Random(f"{seed}/{stage}/{seq}/images")
+        if fraction < 1 and rng.random() >= fraction:
+            return request
+        n = count if isinstance(count, int) else rng.randint(count.min, count.max)
+        return replace(request, images=images.for_request(seq, n))
+
+    return with_images
 
 
 def _request_planner(

@@ -67,7 +67,13 @@ def _counts(
         # events, the prompt to unknown, and the sources say so.
         prompt, prompt_source = None, None
         completion, source = len(result.token_stamps), "events"
-    if prompt is None and result.failure is None and request.prompt_source == "tokenizer":
+    text_only = request.images is None  # a tokenizer counts no image tokens
+    if (
+        prompt is None
+        and result.failure is None
+        and request.prompt_source == "tokenizer"
+        and text_only
+    ):
         # The plan made (or counted) this prompt's text with the workload's tokenizer, so
         # its planned length is that tokenizer's count of the text sent (no chat template).
         prompt, prompt_source = request.prompt_tokens, "tokenizer"
@@ -87,6 +93,17 @@ def _session_columns(request: PlannedRequest) -> dict[str, object]:
         "session_turns": place.turns,
         "context_tokens": _within(place.context_tokens, _INT32_MAX),
         "session_end": place.end,
+    }
+
+
+def _image_columns(request: PlannedRequest, result: RequestResult) -> dict[str, object]:
+    images = request.images
+    return {
+        "images": 0 if images is None else images.count,
+        "image_bytes": 0 if images is None else images.size,
+        "image_pixels": 0 if images is None else images.pixels,
+        "image_digest": None if images is None else images.digest(),
+        "image_prompt_tokens": _within(result.image_prompt_tokens, _INT32_MAX),
     }
 
 
@@ -150,6 +167,7 @@ def record_row(
         **_session_columns(request),
         "dataset_id": request.dataset_id,
         "dataset_row": request.dataset_row,
+        **_image_columns(request, result),
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

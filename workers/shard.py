@@ -24,6 +24,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from scenarios.egress import EgressDenied, check_provider_egress
+from scenarios.images import ImagesUnavailable
 from scenarios.tokenizer_files import TokenizerUnavailable
 from scenarios.wire import (
     EventType,
@@ -41,6 +42,7 @@ from workers.dataset_requests import DatasetRows
 from workers.datasets import dataset_cache
 from workers.event_loop import shutting_down
 from workers.health import ShardHealth
+from workers.images import ImagePool, prepared_image_pool
 from workers.load.sessions import build_session_load
 from workers.load.shapes import LoadShape, build_load, connections_needed, rate_figures
 from workers.metrics_scraper import MetricsScraper
@@ -142,8 +144,9 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
     try:
         # Loading a dataset and counting its rows may outlast the claim's TTL: keep it.
         entries, maker, kept = await _holding(claim, _workload_inputs(spec, context))
-        load = _load(spec, entries, maker, kept)
-    except (WorkloadFileError, TokenizerUnavailable) as exc:
+        images = await _image_pool(spec)
+        load = _load(spec, entries, maker, kept, images)
+    except (WorkloadFileError, TokenizerUnavailable, ImagesUnavailable) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
     progress = Progress()
@@ -240,12 +243,16 @@ def _load(
     entries: tuple[FileEntry, ...] | None,
     maker: PromptMaker,
     kept: DatasetRows | None,
+    images: ImagePool | None,
 ) -> LoadShape:
     """The shard's load: sessions (generated, or a replayed session log), else requests
-    (``kept``: ``workload.dataset``'s rows, already counted and filtered)."""
+    (``kept``: ``workload.dataset``'s rows, already counted and filtered; ``images``: the
+    run's image pool, made before the stage clock)."""
     if spec.workload.sessions is not None or has_replayed_sessions(spec.workload, entries):
         return build_session_load(spec, entries or (), maker)
-    plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker, kept)
+    plan = request_planner(
+        spec.workload, spec.seed, spec.stage, entries, maker, kept, images=images
+    )
     return build_load(spec, plan, entries or ())
 
 
@@ -279,6 +286,18 @@ async def _holding(claim: Claim, work: Awaitable[T]) -> T:
                 raise ClaimLost("the claim on the shard was lost while its inputs were loaded")
     finally:
         task.cancel()
+
+
+async def _image_pool(spec: ShardSpec) -> ImagePool | None:
+    """The run's images, generated off the event loop before the stage clock starts, so
+    that encoding never lands inside a measured request (docs/workloads.md)."""
+    images = spec.workload.images
+    if images is None or images.fraction == 0:
+        return None
+    try:
+        return await prepared_image_pool(images, spec.seed)
+    except (OSError, ValueError) as exc:  # e.g. a Pillow built without the format's codec
+        raise ImagesUnavailable(f"workload.images: cannot generate the images: {exc}") from exc
 
 
 async def _keep_calibration(

@@ -5,6 +5,8 @@
 -- after warm-up: requests sent while the shard was still calibrating from the server
 -- (`planned_prompt_source = 'warmup'`, docs/lengths.md) have their own error. The rest
 -- of the difference is the chat template, and a tokenizer disagreeing with the plan.
+-- Reported means text tokens: image tokens are subtracted where the server reports them
+-- apart, and requests with images whose server does not are left out (workload.images).
 -- Parameters: $run_id.
 SELECT
     provider, stage, region,
@@ -19,9 +21,11 @@ SELECT
     avg(prompt_tokens_per_word) FILTER (steady)                         AS prompt_tokens_per_word,
     avg(prompt_template_tokens) FILTER (steady)                         AS prompt_template_tokens
 FROM (
-    SELECT *, coalesce(planned_prompt_source, '') <> 'warmup' AS steady,
+    SELECT * REPLACE (prompt_tokens - coalesce(image_prompt_tokens, 0) AS prompt_tokens),
+           coalesce(planned_prompt_source, '') <> 'warmup' AS steady,
            coalesce(prompt_count_source = 'usage',
-                    token_count_source = 'usage' AND prompt_tokens IS NOT NULL) AS reported
+                    token_count_source = 'usage' AND prompt_tokens IS NOT NULL)
+               AND (coalesce(images, 0) = 0 OR image_prompt_tokens IS NOT NULL) AS reported
     FROM requests
     WHERE run_id = $run_id AND status = 'ok'
 )

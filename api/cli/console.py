@@ -357,6 +357,28 @@ def realism_note(row: Mapping[str, Any]) -> str:
     return note + ")"
 
 
+def images_note(row: Mapping[str, Any]) -> str:
+    """One stage's image share, images and bytes per image request, and the image and
+    text prompt tokens where the server reported them apart."""
+    tokens = row.get("image_tokens_mean")
+    text = row.get("text_prompt_tokens_mean")
+    return (
+        f"{row['provider']} s{row['stage']} {row['region']}: "
+        f"{row['image_share_pct']:.0f} % of requests, "
+        f"{_number(row.get('images_per_request_mean'))} images of "
+        f"{_number((row.get('image_bytes_mean') or 0) / 1024)} KiB a request; "
+        f"image tokens {'not reported' if tokens is None else f'{tokens:,.0f}'}, "
+        f"text tokens {'unknown' if text is None else f'{text:,.0f}'}"
+    )
+
+
+def _print_titled(console: Console, title: str, notes: list[str]) -> None:
+    if notes:
+        console.print(title, highlight=False)
+        for note in notes:
+            console.print(f"  {note}", highlight=False)
+
+
 def print_report(
     console: Console, report: RunReport, fmt: str, shown: Sequence[ReportColumn] | None = None
 ) -> None:
@@ -392,16 +414,16 @@ def _print_measurement_notes(console: Console, report: RunReport) -> None:
         console.print(line, markup=False, highlight=False)
     if report.dataset is not None:
         console.print(dataset_line(report.dataset), markup=False, highlight=False)
-    realism = [
-        realism_note(r) for r in report.stages if r.get("prompt_length_error_pct") is not None
-    ]
-    if realism:
-        console.print(
-            "prompt tokens, planned → server-reported (mean error after warm-up; docs/lengths.md)",
-            highlight=False,
-        )
-        for note in realism:
-            console.print(f"  {note}", highlight=False)
+    _print_titled(
+        console,
+        "prompt tokens, planned → server-reported (mean error after warm-up; docs/lengths.md)",
+        [realism_note(r) for r in report.stages if r.get("prompt_length_error_pct") is not None],
+    )
+    _print_titled(
+        console,
+        "images (means; tokens as the server reported them, docs/workloads.md)",
+        [images_note(r) for r in report.stages if r.get("image_requests")],
+    )
     for line in token_truth_lines(report.stages):
         console.print(line, markup=False, highlight=False)
     warmed = [

@@ -122,6 +122,20 @@ def simulate(
     prefix_cache_words: Annotated[
         int | None, typer.Option(help="Words the prefix cache holds (default 1000000).")
     ] = None,
+    image_token_rule: Annotated[
+        str | None,
+        typer.Option(help="Image tokens: tiles (OpenAI-style, default) or patches."),
+    ] = None,
+    image_patch_px: Annotated[
+        int | None, typer.Option(help="Patches rule: pixels a side per image token (28).")
+    ] = None,
+    report_image_tokens: Annotated[
+        bool | None,
+        typer.Option(
+            "--report-image-tokens/--no-report-image-tokens",
+            help="Split image and text tokens in usage.prompt_tokens_details (default on).",
+        ),
+    ] = None,
     served_model_name: Annotated[
         str | None,
         typer.Option(help="Model id the endpoint reports (default --model, else 'simulated')."),
@@ -156,6 +170,9 @@ def simulate(
         "prefill_ms_per_token": prefill_ms_per_token,
         "prefix_cache": prefix_cache,
         "prefix_cache_words": prefix_cache_words,
+        "image_token_rule": image_token_rule,
+        "image_patch_px": image_patch_px,
+        "report_image_tokens": report_image_tokens,
         "prompt_tokenizer": None
         if prompt_tokenizer is None
         else ({"path": prompt_tokenizer} if Path(prompt_tokenizer).exists() else prompt_tokenizer),

@@ -107,6 +107,11 @@ class ChatStream:
             details = usage.get("completion_tokens_details")
             if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
                 self.result.reasoning_tokens = details["reasoning_tokens"]
+            # Gateways translating Gemini (and the simulator) split the prompt by modality;
+            # OpenAI's own prompt_tokens_details has cached and audio tokens only.
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("image_tokens"), int):
+                self.result.image_prompt_tokens = details["image_tokens"]
 
     def finish(self) -> None:
         """Close the stream: check the answer finished and settle token counts."""

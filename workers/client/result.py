@@ -60,6 +60,8 @@ class RequestResult:
     # Stamp of the first streamed tool-call delta, and the tool calls the answer made.
     tool_call_at: int | None = None
     tool_calls: int = 0
+    # Image tokens of the prompt, where the server's usage reports them apart.
+    image_prompt_tokens: int | None = None
     retries: int = 0
     retry_wait_ns: int = 0
     failure: RequestFailure | None = None

@@ -11,6 +11,9 @@ statuses, stalls, streams cut short, answers that end with ``[DONE]`` but no
 streams no usage chunk, as llama-cpp-python's server does. With ``prefix_cache`` it
 keeps the conversations it served (``prefix_cache.py``): a request that starts with one
 prefills only the rest, and its usage says how much was cached.
+Image content parts are counted by the endpoint's image rule (``image_tokens``) and
+are prompt tokens like text, reported apart in ``usage.prompt_tokens_details`` if
+asked to.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import orjson
 
 from scenarios.model import SimulateSpec
 from workers.simulator.batching import latency_for
+from workers.simulator.image_tokens import ImageRefused, image_tokens
 from workers.simulator.latency import LatencyModel
 from workers.simulator.metrics import CONTENT_TYPE, ServedCounters, metrics_text
 from workers.simulator.prefix_cache import Blocks, PrefixCache, blocks
@@ -47,11 +51,12 @@ class _Request:
 @dataclass(slots=True)
 class _Prompt:
     """A chat request's prompt as this endpoint sees it: its tokens, how many of them
-    the prefix cache held, and (with the cache) its blocks."""
+    the prefix cache held, (with the cache) its blocks, and how many are image tokens."""
 
     tokens: int
     cached: int = 0
     blocks: Blocks | None = None
+    images: int = 0  # of ``tokens``, the image tokens (the endpoint's image rule)
 
 
 @dataclass(slots=True)
@@ -104,19 +109,26 @@ class SimulatorApp:
         return max(round(words * self.spec.prompt_token_ratio), 1)
 
     def prompt(self, messages: list[dict[str, Any]]) -> _Prompt:
-        """The prompt of a chat request, looked up in the prefix cache if there is one."""
-        tokens = self.count_prompt(messages)
+        """The prompt of a chat request (text and image tokens), its text looked up in the
+        prefix cache if there is one; raises ImageRefused for an image it cannot read."""
+        text = self.count_prompt(messages)
+        images = self.count_images(messages)
         if self.cache is None:
-            return _Prompt(tokens)
+            return _Prompt(text + images, images=images)
         conversation = blocks([(str(m.get("role", "")), _content_text(m)) for m in messages])
-        cached = min(round(tokens * self.cache.cached_share(conversation)), tokens)
-        return _Prompt(tokens, cached, conversation)
+        cached = min(round(text * self.cache.cached_share(conversation)), text)
+        return _Prompt(text + images, cached, conversation, images)
 
     def served(self, prompt: _Prompt, answer: str) -> None:
         """Keep a served conversation in the cache, its answer as the next message (the
         next turn sends it back)."""
         if self.cache is not None and prompt.blocks is not None:
             self.cache.store(blocks([("assistant", answer)], after=prompt.blocks))
+
+    def count_images(self, messages: list[dict[str, Any]]) -> int:
+        """Image tokens of a chat request by the endpoint's image rule (docs/workloads.md);
+        raises ImageRefused for an image it cannot read."""
+        return image_tokens(messages, self.spec)
 
     def draw_faults(self) -> _Faults:
         """Which faults this request suffers (seeded, so a run is reproducible)."""
@@ -150,7 +162,8 @@ class SimulatorApp:
         finish: str | None = None,
     ) -> bytes:
         """Finish event (``length`` unless ``finish`` is given), usage event (if asked
-        for and ``stream_usage`` is on), ``[DONE]`` and the terminal chunk."""
+        for and ``stream_usage`` is on), ``[DONE]`` and the terminal chunk.
+        ``prompt.tokens`` include its image tokens."""
         text = self._finish if finish is None else finish
         if usage and self.spec.stream_usage:
             counts = self.usage(prompt, completion_tokens)
@@ -159,15 +172,22 @@ class SimulatorApp:
         return _chunk(text) + b"0\r\n\r\n"
 
     def usage(self, prompt: _Prompt, completion_tokens: int) -> bytes:
-        """The usage object; with a prefix cache, ``prompt_tokens_details.cached_tokens``
-        as OpenAI reports it."""
+        """The usage object; ``prompt_tokens_details`` with a prefix cache
+        (``cached_tokens``, as OpenAI reports it) and with images (``image_tokens`` and
+        ``text_tokens``, unless ``report_image_tokens`` is off)."""
         counts: dict[str, Any] = {
             "prompt_tokens": prompt.tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt.tokens + completion_tokens,
         }
+        details: dict[str, int] = {}
         if self.cache is not None:
-            counts["prompt_tokens_details"] = {"cached_tokens": prompt.cached}
+            details["cached_tokens"] = prompt.cached
+        if prompt.images and self.spec.report_image_tokens:
+            details["image_tokens"] = prompt.images
+            details["text_tokens"] = prompt.tokens - prompt.images
+        if details:
+            counts["prompt_tokens_details"] = details
         return orjson.dumps(counts)
 
     def unfinished_end(self) -> bytes:
@@ -292,6 +312,9 @@ class _Connection(asyncio.Protocol):
         try:
             body = orjson.loads(raw)
             prompt = self.app.prompt(body["messages"])
+        except ImageRefused as exc:
+            self._write_simple(400, orjson.dumps({"error": {"message": str(exc)}}))
+            return
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             self._write_simple(400, b'{"error":{"message":"invalid chat request"}}')
             return
@@ -310,6 +333,7 @@ class _Connection(asyncio.Protocol):
             await asyncio.sleep(app.spec.stall_ms / 1000)
         assert app.latency is not None
         tool = app.tool_call_of(body)
+        # Image tokens are prompt tokens: the batching model prefills them like text.
         if body.get("stream"):
             await self._stream(prompt, max_tokens, faults, _wants_usage(body), tool)
         else:

@@ -38,6 +38,7 @@ V1_COLUMNS = {
     # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls,
     # v11 token truth (prompt_count_source, finish_reason), v12 sessions.
     # v14 the dataset row of each request.
+    # v16 images.
     "request_records": ", ".join(
         name
         for name in REQUEST_RECORD_SCHEMA.names
@@ -59,6 +60,11 @@ V1_COLUMNS = {
             "session_end",
             "dataset_id",
             "dataset_row",
+            "images",
+            "image_bytes",
+            "image_pixels",
+            "image_digest",
+            "image_prompt_tokens",
         )
     ),
 }

@@ -8,6 +8,7 @@ import pytest
 
 from scenarios.model import FixedLength, MixClass, UniformLength, Workload
 from workers.client.result import RequestResult
+from workers.images import GeneratedImage, RequestImages
 from workers.prompt_calibration import MIN_SAMPLES, CalibratedPrompts, LengthFit
 from workers.prompts import PlannedRequest, SessionTurn, request_planner
 
@@ -112,3 +113,21 @@ def test_a_sessions_later_turns_do_not_calibrate() -> None:
     first = PlannedRequest(0, 10, 4, "ten words " * 5, session=SessionTurn(0, 1, 3, 0))
     maker.observe_answer(first, answered)
     assert maker.fit.n == 1
+
+
+def test_image_tokens_never_count_as_text() -> None:
+    images = RequestImages((GeneratedImage("u", 512, 512, 9, "d" * 64),))
+    words = "a b c d e f g h i j"
+    with_image = PlannedRequest(0, 10, 1, words, images=images)
+    # A server that reports only the sum: the text share is unknown, nothing is learnt.
+    maker = CalibratedPrompts()
+    for _ in range(2 * MIN_SAMPLES):
+        maker.observe_answer(with_image, _answer(13 + 255))
+    assert maker.fit.n == 0
+    # One that reports image tokens apart: they are subtracted.
+    split = _answer(13 + 255)
+    split.image_prompt_tokens = 255
+    for _ in range(MIN_SAMPLES):
+        maker.observe_answer(with_image, split)
+        maker.observe_answer(PlannedRequest(0, 10, 1, words), _answer(13))
+    assert maker.fit.line() == pytest.approx((1.3, 0.0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tests.support.builders import MS, ROW_CONTEXT, timed_result
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
+from workers.images import GeneratedImage, RequestImages
 from workers.prompts import PlannedRequest
 from workers.rows import record_row
 
@@ -110,3 +111,25 @@ def test_a_failed_request_gets_no_prompt_count() -> None:
         None,
         "incomplete",
     )
+
+
+def test_image_columns_keep_count_bytes_pixels_digest_and_reported_tokens() -> None:
+    images = RequestImages(
+        (GeneratedImage("u", 4, 3, 100, "a" * 64), GeneratedImage("v", 2, 2, 50, "b" * 64))
+    )
+    result = timed_result(1_000 * MS, 100, [10])
+    result.image_prompt_tokens = 170
+    row = record_row(ROW_CONTEXT, PlannedRequest(0, 10, 3, "p", images=images), result)
+    assert (row["images"], row["image_bytes"], row["image_pixels"]) == (2, 150, 16)
+    assert row["image_digest"] == images.digest() and row["image_prompt_tokens"] == 170
+    plain = record_row(ROW_CONTEXT, PlannedRequest(0, 10, 3, "p"), timed_result(0, 1, []))
+    assert (plain["images"], plain["image_digest"], plain["image_prompt_tokens"]) == (0, None, None)
+
+
+def test_a_tokenizer_count_is_no_count_of_a_prompt_with_images() -> None:
+    images = RequestImages((GeneratedImage("u", 4, 3, 100, "a" * 64),))
+    events = _answer(completion_tokens=3, token_count_source="events")
+    row = record_row(
+        ROW_CONTEXT, PlannedRequest(0, 10, 3, "p", prompt_source="tokenizer", images=images), events
+    )
+    assert (row["prompt_tokens"], row["prompt_count_source"]) == (None, None)
