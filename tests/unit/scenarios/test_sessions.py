@@ -92,6 +92,7 @@ def test_bad_session_fields_name_their_path(sessions: str, fragment: str) -> Non
             "kind 'tgi'",
         ),
         (scenario(extra="  tools: {count: 1}\n"), "drop tools"),
+        (scenario(extra="  images: {fraction: 0.5, width: 64, height: 64}\n"), "drop images"),
         (
             "name: s\nproviders:\n"
             + SIMULATED
