@@ -34,6 +34,7 @@ from analytics.chart_style import (
     log_ticks,
 )
 from analytics.report import RunReport
+from analytics.telemetry_chart import telemetry_figure
 
 # Markers on a CDF only where a reader looks: the median and the tail.
 _CDF_MARKED = {0.5: 9, 0.9: 7, 0.99: 9}
@@ -475,6 +476,17 @@ def errors_figure(report: RunReport) -> go.Figure | None:
     return fig
 
 
+def server_telemetry_figure(report: RunReport) -> go.Figure | None:
+    """Server queue depth and KV use against TTFT over time (analytics/telemetry_chart.py),
+    with the errors chart's stage bands (the same clock)."""
+    fig = telemetry_figure(report, palette(report))
+    if fig is not None:
+        spans = report.plots.get("errors_over_time", {}).get("stages", [])
+        duration = report.plots.get("server_timeline", {}).get("duration_s", 0.0)
+        _stage_bands(fig, report, {"duration_s": duration, "stages": spans})
+    return fig
+
+
 # (anchor id, heading, builder): the report's charts in page order.
 CHARTS = (
     ("ttft-cdf", "TTFT distribution", ttft_cdf_figure),
@@ -483,6 +495,10 @@ CHARTS = (
     ("cost", "Cost vs p99 TTFT", cost_figure),
     ("regions", "Regions compared", region_figure),
     ("errors", "Errors over time", errors_figure),
+)
+# Charts of data only some runs have, drawn after the others when they have it.
+OPTIONAL_CHARTS = (
+    ("server-telemetry", "Server queue and KV cache vs TTFT", server_telemetry_figure),
 )
 
 
@@ -510,7 +526,7 @@ def figure_div(fig: go.Figure, div_id: str) -> str:
 def chart_divs(report: RunReport) -> list[tuple[str, str, str]]:
     """(anchor id, heading, div) of every chart the report has data for, in page order."""
     out = []
-    for anchor, heading, build in CHARTS:
+    for anchor, heading, build in (*CHARTS, *OPTIONAL_CHARTS):
         fig = build(report)
         if fig is not None:
             out.append((anchor, heading, figure_div(fig, f"chart-{anchor}")))

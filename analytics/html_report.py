@@ -24,6 +24,22 @@ from analytics.formatting import (
 )
 from analytics.kpi import CARD_STYLE, kpi_cards
 from analytics.report import RunReport
+from analytics.sessions import (
+    ENDS_HEADER,
+    ENDS_TITLE,
+    TURNS_HEADER,
+    TURNS_NOTE,
+    TURNS_TITLE,
+    end_rows,
+    turn_rows,
+)
+from analytics.telemetry import (
+    TELEMETRY_HEADER,
+    TELEMETRY_NOTE,
+    TELEMETRY_NUMERIC,
+    TELEMETRY_TITLE,
+    telemetry_rows,
+)
 from analytics.top_errors import ERRORS_HEADER, ERRORS_NOTE, ERRORS_TITLE, error_rows
 
 _STYLE = """
@@ -87,6 +103,36 @@ def _errors(report: RunReport) -> str:
     )
 
 
+def _sessions(report: RunReport) -> str:
+    if not report.session_turns:
+        return ""
+    turns = _table(
+        TURNS_HEADER,
+        turn_rows(report.session_turns),
+        [False, True, False] + [True] * (len(TURNS_HEADER) - 3),
+    )
+    ends = _table(
+        ENDS_HEADER,
+        end_rows(report.sessions),
+        [False, True, False] + [True] * (len(ENDS_HEADER) - 3),
+    )
+    return (
+        f'<h2 id="sessions">{escape(TURNS_TITLE)}</h2>{turns}'
+        f'<p class="note">{escape(TURNS_NOTE)}</p><h3>{escape(ENDS_TITLE)}</h3>{ends}'
+    )
+
+
+def _telemetry(report: RunReport) -> str:
+    rows = telemetry_rows(report.server_metrics)
+    if not rows:
+        return ""
+    return (
+        f'<h2 id="server-metrics">{escape(TELEMETRY_TITLE)}</h2>'
+        + _table(TELEMETRY_HEADER, rows, TELEMETRY_NUMERIC)
+        + f'<p class="note">{escape(TELEMETRY_NOTE)}</p>'
+    )
+
+
 def render_html(report: RunReport) -> str:
     """The whole report as one HTML document."""
     title = f"tokenbench run {report.run_id} · {report.name} · {report.state}"
@@ -128,6 +174,8 @@ def render_html(report: RunReport) -> str:
         f"<h2>Summary</h2>{summary}"
         f'<p class="note">{escape(LOW_SAMPLE_NOTE)} {escape(method_note(report.percentiles))}</p>'
         f"{_errors(report)}"
+        f"{_sessions(report)}"
+        f"{_telemetry(report)}"
         f"{_comparison(report)}"
         f'<h2>Charts</h2><p class="note">Interactive: hover for values, drag to zoom, '
         f"double-click to reset, click a legend entry to hide it.</p>{charts}"

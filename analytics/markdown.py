@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from analytics.columns import columns
+from analytics.dataset_fingerprint import dataset_line
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
@@ -17,6 +18,22 @@ from analytics.formatting import (
     percentile_rows,
 )
 from analytics.report import RunReport
+from analytics.sessions import (
+    ENDS_HEADER,
+    ENDS_TITLE,
+    TURNS_HEADER,
+    TURNS_NOTE,
+    TURNS_TITLE,
+    end_rows,
+    turn_rows,
+)
+from analytics.telemetry import (
+    TELEMETRY_HEADER,
+    TELEMETRY_NOTE,
+    TELEMETRY_NUMERIC,
+    TELEMETRY_TITLE,
+    telemetry_rows,
+)
 from analytics.top_errors import ERRORS_HEADER, ERRORS_NOTE, ERRORS_TITLE, error_rows
 
 
@@ -72,10 +89,26 @@ def render_markdown(report: RunReport) -> str:
     out += ["", LOW_SAMPLE_NOTE, ""]
     if note := method_note(report.percentiles):
         out += [note, ""]
+    if report.dataset is not None:
+        out += [_escape(dataset_line(report.dataset)), ""]
     if report.errors:
         out += [f"## {ERRORS_TITLE}", ""]
         out.append(table(ERRORS_HEADER, error_rows(report.errors, report.stages), [False] * 6))
         out += ["", ERRORS_NOTE, ""]
+    if report.session_turns:
+        out += [f"## {TURNS_TITLE}", ""]
+        numeric = [False, True, False] + [True] * (len(TURNS_HEADER) - 3)
+        out.append(table(TURNS_HEADER, turn_rows(report.session_turns), numeric))
+        out += ["", f"_{TURNS_NOTE}_", ""]
+    if report.sessions:
+        out += [f"## {ENDS_TITLE}", ""]
+        numeric = [False, True, False] + [True] * (len(ENDS_HEADER) - 3)
+        out.append(table(ENDS_HEADER, end_rows(report.sessions), numeric))
+        out.append("")
+    if telemetry := telemetry_rows(report.server_metrics):
+        out += [f"## {TELEMETRY_TITLE}", ""]
+        out.append(table(TELEMETRY_HEADER, telemetry, TELEMETRY_NUMERIC))
+        out += ["", TELEMETRY_NOTE, ""]
     out += comparison_lines(report.comparison)
     if report.pareto:
         out += ["## Cost vs p99 TTFT", ""]

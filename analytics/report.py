@@ -3,7 +3,8 @@
 ``build_report`` returns everything every output format shows (the CLI's table,
 markdown, HTML and JSON, and the REST API): per stage × provider × region summary rows
 with percentiles, bootstrap intervals, low-sample flags, throughput, goodput and cost;
-each row's most frequent error messages; the Pareto view; chart data; and, when asked, a
+each row's most frequent error messages; the Pareto view; chart data; multi-turn
+sessions by turn and how they ended (empty without sessions); and, when asked, a
 pairwise comparison. Field meanings:
 docs/analytics.md.
 """
@@ -19,9 +20,12 @@ from analytics.client_health import stage_health, with_client_health
 from analytics.columns import describe
 from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
+from analytics.dataset_fingerprint import run_dataset
+from analytics.images import with_images
 from analytics.plots import errors_over_time, plot_data
 from analytics.prompt_realism import with_prompt_realism
 from analytics.roofline_view import with_roofline
+from analytics.sessions import session_ends, session_turns
 from analytics.sqlfiles import load_sql
 from analytics.stats import CI_QUANTILES
 from analytics.stored import (
@@ -33,6 +37,8 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
+from analytics.telemetry import server_metrics, telemetry_timeline
+from analytics.token_truth import with_token_truth
 from analytics.tool_calls import with_tool_calls
 from analytics.top_errors import top_errors
 from scenarios.errors import NotFound
@@ -56,6 +62,13 @@ class RunReport:
     errors: list[dict[str, Any]] = field(default_factory=list)
     # How the percentiles were computed: exact, or from stored histograms within a bound.
     percentiles: dict[str, Any] = field(default_factory=lambda: dict(EXACT))
+    # Multi-turn sessions (analytics/sessions.py): by turn index, and how they ended.
+    session_turns: list[dict[str, Any]] = field(default_factory=list)
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    # The dataset the run read and how (analytics/dataset_fingerprint.py), if any.
+    dataset: dict[str, Any] | None = None
+    # Server telemetry scraped from providers' metrics_url (analytics/telemetry.py).
+    server_metrics: dict[str, Any] = field(default_factory=lambda: {"summary": [], "scrapes": []})
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -74,9 +87,13 @@ class RunReport:
             "columns": describe("summary"),
             "errors": self.errors,
             "percentiles": self.percentiles,
+            "session_turns": self.session_turns,
+            "sessions": self.sessions,
             "pareto": self.pareto,
             "comparison": self.comparison,
+            "server_metrics": self.server_metrics,
             "plots": self.plots,
+            "dataset": self.dataset,
         }
 
     def with_provider_comparison(self, provider_a: str, provider_b: str) -> RunReport:
@@ -194,6 +211,11 @@ def build_report(
     slo_rows = _rows(con.execute("SELECT * EXCLUDE (run_id) FROM slos WHERE run_id = ?", [run_id]))
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
+    stages = with_token_truth(con, run_id, stages)
+    telemetry = server_metrics(con, run_id)
+    if plots and telemetry["scrapes"]:
+        charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}
+    stages = with_images(con, run_id, stages)
     return RunReport(
         run_id,
         str(run[0]),
@@ -206,6 +228,10 @@ def build_report(
         plots=charts,
         errors=top_errors(con, run_id, stored),
         percentiles=method,
+        session_turns=session_turns(con, run_id),
+        sessions=session_ends(con, run_id),
+        dataset=run_dataset(con, run_id),
+        server_metrics=telemetry,
         replicates=replicates,
     )
 

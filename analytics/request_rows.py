@@ -43,8 +43,14 @@ class RowsWritten:
 
 
 def request_batches(con: duckdb.DuckDBPyConnection, run_id: str) -> Iterator[pa.RecordBatch]:
-    """The run's rows of the ``requests`` view (accepted attempts), in record order."""
-    yield from con.sql(_SQL, params=[run_id]).to_arrow_reader(BATCH_ROWS)
+    """The run's rows of the ``requests`` view (accepted attempts), in record order.
+    They stream from a cursor of their own: a result another caller left unfinished on
+    ``con`` (a ``fetchone``) must not block the stream, nor the stream ``con``."""
+    cursor = con.cursor()
+    try:
+        yield from cursor.sql(_SQL, params=[run_id]).to_arrow_reader(BATCH_ROWS)
+    finally:
+        cursor.close()
 
 
 def _encoded(rows: list[dict[str, Any]]) -> str:

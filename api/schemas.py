@@ -7,15 +7,20 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
+from analytics.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from scenarios.base import Name
 from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import (
     MAX_CONCURRENCY,
+    MAX_CRON_CHARS,
     MAX_DURATION_S,
+    MAX_ID_CHARS,
     MAX_LEVELS,
     MAX_REGIONS,
     MAX_REQUESTS_PER_LEVEL,
     MAX_RPS,
+    MAX_TREND_WINDOW,
+    MAX_URL_CHARS,
 )
 from scenarios.model import Scenario
 from scenarios.wire import RunState, ShardState
@@ -155,3 +160,100 @@ class RunPublic(BaseModel):
         "has each provider's and region's)."
     )
     stages: list[StagePublic]
+
+
+# --------------------------------------------------------------------------- schedules
+
+
+class ScheduleCreate(BaseModel):
+    """Run a stored scenario on a cron expression (docs/tracking.md)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    scenario_id: str = Field(max_length=MAX_ID_CHARS, description="Id from POST /v1/scenarios.")
+    cron: str = Field(
+        max_length=MAX_CRON_CHARS,
+        description="Crontab expression: minute hour day-of-month month day-of-week "
+        "(0 and 7 are Sunday), or six fields with seconds first; at most one fire a "
+        "minute by default.",
+    )
+    timezone: str = Field(
+        default="UTC", max_length=MAX_ID_CHARS, description="IANA time zone of the expression."
+    )
+    name: Name | None = Field(default=None, max_length=MAX_ID_CHARS, description="A label.")
+    overrides: RunOverrides | None = Field(
+        default=None, description="Per-run changes, as POST /v1/runs takes them."
+    )
+    wait_for_workers: bool = Field(
+        default=False,
+        description="A fire while a region has no live worker waits for one (else it fails).",
+    )
+    webhook_url: str | None = Field(
+        default=None,
+        max_length=MAX_URL_CHARS,
+        description="POSTed a small JSON when a run of this schedule regresses (egress policy).",
+    )
+    trend_window: int = Field(
+        default=DEFAULT_WINDOW,
+        ge=1,
+        le=MAX_TREND_WINDOW,
+        description="Earlier runs the latest run is compared with.",
+    )
+    min_change: float = Field(
+        default=DEFAULT_MIN_CHANGE,
+        ge=0,
+        le=10,
+        description="Smallest relative change that counts as a regression (0.1: 10 %).",
+    )
+
+
+class FirePublic(BaseModel):
+    """One fire of a schedule: the run it started, or why it did not."""
+
+    seq: int
+    scheduled_for: dt.datetime
+    fired_at: dt.datetime
+    kind: str = Field(
+        description="scheduled, or catch_up: missed while the control plane was down."
+    )
+    outcome: str = Field(description="started, skipped (the previous run still ran) or failed.")
+    run_id: str | None = None
+    run_state: str | None = None
+    message: str | None = None
+    evaluated_at: dt.datetime | None = Field(
+        default=None, description="When the ended run's trend was judged."
+    )
+    regressions: list[dict[str, Any]] | None = Field(
+        default=None, description="What the trend flagged in this run (empty: nothing)."
+    )
+
+
+class WebhookDeliveryPublic(BaseModel):
+    """A regression notification sent to the schedule's webhook."""
+
+    run_id: str
+    sent_at: dt.datetime
+    attempts: int
+    status: int | None
+    outcome: str = Field(description="delivered, failed, or refused by the egress policy.")
+    message: str | None
+
+
+class SchedulePublic(BaseModel):
+    """A schedule, its next fire, its last fire and its last webhook notification."""
+
+    id: str
+    name: str | None
+    scenario_id: str
+    cron: str
+    timezone: str
+    overrides: dict[str, Any] | None
+    wait_for_workers: bool
+    webhook_url: str | None
+    trend_window: int
+    min_change: float
+    state: str = Field(description="active or paused.")
+    created_at: dt.datetime
+    next_fire_at: dt.datetime | None = Field(description="None while paused.")
+    last_fire: FirePublic | None = None
+    last_webhook: WebhookDeliveryPublic | None = None

@@ -135,6 +135,8 @@ def shard_table(
         "prompt_tokens_per_word": pa.array(np.full(rows, 1.3)),
         "tools_offered": pa.array(np.zeros(rows, bool)),
         "tool_call": pa.array(np.zeros(rows, bool)),
+        "prompt_count_source": pa.array(np.where(ok, "usage", None)),
+        "finish_reason": pa.array(np.where(ok, "length", None)),
     }
     # Columns a later schema adds and this record does not use are null, as they would be.
     for field in REQUEST_RECORD_SCHEMA:

@@ -105,7 +105,7 @@ async def measure(
         while remaining > 0:
             remaining -= 1
             start = time.perf_counter_ns()
-            results.append(await measure_request(http, call, ChatParser, limits, None, 8, start))
+            results.append(await measure_request(http, call, ChatParser, limits, None, start))
 
     await asyncio.gather(*(user() for _ in range(concurrency)))
     return results

@@ -246,6 +246,17 @@ def provider_endpoints(provider: Any) -> list[Endpoint]:
     return endpoints
 
 
+def metrics_endpoints(provider: Any) -> list[Endpoint]:
+    """The server-telemetry URL a provider's shards scrape (``metrics_url``), if it is a
+    URL: a simulated provider's is a path of the endpoint the worker starts itself.
+    Checked like every other URL, but a refusal on the worker is a recorded scrape
+    error, not a failed shard (docs/telemetry.md)."""
+    url = getattr(provider, "metrics_url", None)
+    if isinstance(url, str) and not url.startswith("/"):
+        return [Endpoint("metrics_url", url)]
+    return []
+
+
 async def _system_resolver(host: str, port: int) -> list[str]:
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return [str(info[4][0]) for info in infos]

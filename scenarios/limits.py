@@ -44,6 +44,18 @@ MAX_BURSTINESS: Final = 1000.0
 # Celery tasks grow with it; 10k shards plan in well under a second.
 MAX_SHARDS_PER_RUN: Final = 10_000
 
+# Turns of one multi-turn session (workload.sessions, a replayed session): chat sessions
+# run a few to a few dozen turns; 1000 bounds a session's records and its history.
+MAX_SESSION_TURNS: Final = 1000
+# Think time between an answer and the next turn: an hour; longer is a new session.
+MAX_THINK_TIME_S: Final = 3600.0
+# Characters of an answer a session keeps (to send back with the next turn) per planned
+# answer token: real tokens average ~4; past 16 a server ignored max_tokens, and the
+# answer is cut there so that one server cannot grow a worker's memory unbounded.
+MAX_ANSWER_CHARS_PER_TOKEN: Final = 16
+# Characters of a replayed session id: ids are uuids or hashes.
+MAX_SESSION_ID_CHARS: Final = 256
+
 # Sampled requests a shadow gateway holds before enqueueing them (each with its body).
 MAX_GATEWAY_PENDING: Final = 100_000
 # Samples waiting in a region's queue above which a gateway drops new shadows.
@@ -102,6 +114,24 @@ MAX_TOOLS: Final = 128
 # Serialized JSON of a workload's tool definitions: sent with every request that carries
 # tools, so it must stay small next to the prompt (128 tools of ~500 bytes each).
 MAX_TOOL_DEFINITIONS_BYTES: Final = 65_536
+# Images (workload.images): each pixel asked for is memory on every worker and bytes on
+# the wire, so sizes, counts and the generated pool are bounded by pixels.
+# One side of an image: 4096 px covers 4K frames; servers scale larger images down anyway.
+MAX_IMAGE_SIDE: Final = 4096
+# Pixels of one image: 8 MP holds a 3840x2160 frame; its PNG is at most ~24 MiB.
+MAX_IMAGE_PIXELS: Final = 8_388_608
+# Encoded bytes of one image, checked after encoding: 3 bytes a pixel plus headers.
+MAX_IMAGE_BYTES: Final = 3 * MAX_IMAGE_PIXELS + 1_048_576
+# Images carried by one request: multi-image prompts use a few; 64 bounds the body.
+MAX_IMAGES_PER_REQUEST: Final = 64
+# Pixels one request carries (images × pixels): 16 MP is 16 one-megapixel images, a
+# request body of at most ~64 MiB as base64 (and a few MiB in practice).
+MAX_REQUEST_IMAGE_PIXELS: Final = 16_777_216
+# Distinct images generated for a run (the pool requests take them from).
+MAX_DISTINCT_IMAGES: Final = 1024
+# Pixels of that pool (distinct × pixels): 64 MP is at most ~256 MiB of base64 held by a
+# worker for the run (~100 MiB for PNGs of the generated content).
+MAX_IMAGE_POOL_PIXELS: Final = 67_108_864
 # Keys of a Replicate provider's extra input.
 MAX_INPUT_KEYS: Final = 256
 # Free text (a scenario's description).
@@ -113,6 +143,45 @@ MAX_URL_CHARS: Final = 2048
 # Seeds are 64-bit signed integers (stored as BIGINT, hashed into per-request seeds).
 MIN_SEED: Final = -(2**63)
 MAX_SEED: Final = 2**63 - 1
+
+# --------------------------------------------------------------------------- workload.dataset
+
+# Columns of a table a dataset is converted from: only the mapped ones are decoded, but
+# a schema of millions of columns is itself costly to read; real datasets have tens.
+MAX_DATASET_COLUMNS: Final = 4096
+# Characters of one message of a converted row: a MAX_TOKENS-token prompt is ~5 MB.
+MAX_DATASET_CELL_CHARS: Final = 8 * 1024 * 1024
+# Turns of one conversation: real chats have tens, long agent traces a few hundred.
+MAX_CONVERSATION_TURNS: Final = 1024
+# Decoded bytes of the columns a conversion reads, as a multiple of the dataset byte cap:
+# text compresses 3-5x in Parquet; above that a file is refused before it is decoded.
+DATASET_DECODED_FACTOR: Final = 8
+# Address space of the process that converts an uploaded file (RLIMIT_DATA): decoded
+# columns of a 64 MiB file plus their Python objects and the JSONL written from them.
+DATASET_PROCESS_DATA_BYTES: Final = 2048 * 1024 * 1024
+# Seconds a conversion may take before its process is killed: a 64 MiB file converts in
+# a few seconds; a file that takes minutes is hostile or broken.
+DATASET_CONVERSION_TIMEOUT_S: Final = 300.0
+# --------------------------------------------------------------------------- server telemetry
+
+# Seconds between scrapes of a provider's metrics_url: faster than 4 Hz the scrapes
+# themselves load the server being measured; slower than a minute a stage of a few
+# minutes has too few samples to align with latency.
+MIN_METRICS_INTERVAL_S: Final = 0.25
+MAX_METRICS_INTERVAL_S: Final = 60.0
+# Bytes of one metrics answer read: vLLM with its histograms is ~0.1-1 MB per model and a
+# DCGM exporter ~10 KB per GPU; a larger answer is a scrape error, never read whole.
+MAX_METRICS_BODY_BYTES: Final = 8 * 1024 * 1024
+# Series kept per scrape (only those of the known metric names, docs/telemetry.md): a
+# node of 8 GPUs with a few engines has tens; the rest are counted as dropped.
+MAX_METRICS_SERIES: Final = 1000
+# Labels kept per series, and characters per label name or value: Prometheus labels are
+# short identifiers; a series beyond either is dropped (and counted).
+MAX_METRICS_LABELS: Final = 16
+MAX_METRICS_LABEL_CHARS: Final = 256
+# One scrape's deadline (connect to end of body), whatever the interval: a metrics
+# endpoint slower than this is recorded as an error, not waited for.
+MAX_METRICS_SCRAPE_S: Final = 10.0
 
 # --------------------------------------------------------------------------- documents
 
@@ -140,3 +209,25 @@ MAX_REPORT_REQUEST_BYTES: Final = 16 * 1024 * 1024
 # Address space a query process may allocate beyond the interpreter (RLIMIT_DATA): DuckDB's
 # own 1 GB ``max_memory`` plus room for the Arrow result and its encoding.
 SQL_PROCESS_DATA_BYTES: Final = 1536 * 1024 * 1024
+
+# --------------------------------------------------------------------------- schedules and trends
+
+# Schedules of one control plane (docs/tracking.md): each one starts runs on its own, so
+# 100 at the minimum interval is already 100 runs a minute on the fleet.
+MAX_SCHEDULES: Final = 100
+# A cron expression: five (or six, with seconds) fields of lists and ranges fit in 100.
+MAX_CRON_CHARS: Final = 256
+# Default shortest gap between two fires of one schedule (TOKENBENCH__SCHEDULES__MIN_INTERVAL_S):
+# a benchmark run takes minutes; firing more often than once a minute only queues them.
+MIN_SCHEDULE_INTERVAL_S: Final = 60.0
+# Fires a schedule keeps on record (started, skipped, failed): older ones are dropped, a
+# schedule's runs stay (run_origins); a year of hourly fires is ~9k.
+MAX_SCHEDULE_FIRES_KEPT: Final = 10_000
+# Runs one trend report reads: each run's summary is a query over its records.
+MAX_TREND_RUNS: Final = 500
+# Earlier runs the regression verdict compares the latest with (the trailing window).
+MAX_TREND_WINDOW: Final = 50
+# Webhook deliveries: tries of one notification, and the deadline of one try, so a slow
+# or hostile receiver holds a control-plane task for at most attempts × timeout.
+MAX_WEBHOOK_ATTEMPTS: Final = 5
+MAX_WEBHOOK_TIMEOUT_S: Final = 30.0

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from scenarios.base import Name, StrictModel
+from scenarios.dataset_spec import DatasetWorkload
+from scenarios.images import IMAGE_KINDS, ImagesSpec
 from scenarios.limits import (
     MAX_BURSTINESS,
     MAX_CONCURRENCY,
@@ -43,17 +45,21 @@ from scenarios.providers import (
     SimulatedProvider,
     SimulateSpec,
 )
+from scenarios.sessions import SessionsSpec
 from scenarios.tokenizer_ref import TokenizerRef
 from scenarios.tools import ToolsSpec
 
 __all__ = [
     "DATASET_ID_PATTERN",
+    "SESSION_KINDS",
     "SLO",
     "AnyProvider",
     "Arrival",
     "DatasetSource",
+    "DatasetWorkload",
     "Deployment",
     "FixedLength",
+    "ImagesSpec",
     "LengthDist",
     "Load",
     "LognormalLength",
@@ -67,6 +73,7 @@ __all__ = [
     "RateLoad",
     "Replay",
     "Scenario",
+    "SessionsSpec",
     "SimulateSpec",
     "SimulatedProvider",
     "TokenizerRef",
@@ -183,7 +190,9 @@ class Replay(DatasetSource):
     """A captured traffic log re-sent with its original gaps (docs/load.md).
 
     One JSON object per line: ``timestamp`` (seconds, any origin), ``messages`` (chat
-    messages) or ``prompt`` (text), ``max_tokens``.
+    messages) or ``prompt`` (text), ``max_tokens``; lines with a ``session_id`` (and
+    optionally ``turn``) are the turns of one captured session, replayed in order to one
+    provider, each after the previous answer (docs/workloads.md).
     """
 
     time_scale: float = Field(
@@ -203,7 +212,10 @@ class Workload(StrictModel):
     mix: list[MixClass] = Field(
         default_factory=list,
         max_length=MAX_MIX_CLASSES,
-        description="Weighted classes of lengths (not with replay).",
+        description=(
+            "Weighted classes of lengths (not with replay); with a dataset, the lengths "
+            "sample: mix follows and the answer lengths of rows that have none."
+        ),
     )
     prompts: PromptFile | None = Field(
         default=None, description="Chat prompts from a JSONL file instead of generated text."
@@ -219,6 +231,13 @@ class Workload(StrictModel):
     )
     replay: Replay | None = Field(
         default=None, description="Re-send a captured traffic log instead of the mix."
+    )
+    dataset: DatasetWorkload | None = Field(
+        default=None,
+        description=(
+            "Prompts and answer lengths from a dataset's rows: ShareGPT, OpenAI chat, "
+            "CSV, Parquet, Arrow, Hugging Face hub (docs/workloads.md)."
+        ),
     )
     tokenizer: TokenizerRef | None = Field(
         default=None,
@@ -243,13 +262,56 @@ class Workload(StrictModel):
             "streamed tool call counts as output (docs/metrics.md)."
         ),
     )
+    sessions: SessionsSpec | None = Field(
+        default=None,
+        description=(
+            "Multi-turn sessions: each turn sends the conversation so far, answers "
+            "included, to the same provider (docs/workloads.md)."
+        ),
+    )
+
+    images: ImagesSpec | None = Field(
+        default=None,
+        description=(
+            "Generated images sent with a share of the requests as image_url content "
+            "parts (chat dialects only; docs/workloads.md)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _has_requests(self) -> Workload:
-        if self.replay is None and not self.mix:
-            raise ValueError("give a length mix, or a replay log")
-        if self.replay is not None and (self.mix or self.prompts is not None):
-            raise ValueError("replay carries its own prompts and lengths: drop mix and prompts")
+        if self.replay is None and self.dataset is None and not self.mix:
+            raise ValueError("give a length mix, a dataset or a replay log")
+        if self.replay is not None and (
+            self.mix or self.prompts is not None or self.dataset is not None
+        ):
+            raise ValueError(
+                "replay carries its own prompts and lengths: drop mix, prompts and dataset"
+            )
+        if self.dataset is not None:
+            if self.prompts is not None:
+                raise ValueError("give prompts (a JSONL file, cycled) or dataset, not both")
+            if self.dataset.sample == "mix" and not self.mix:
+                raise ValueError("dataset.sample: mix follows workload.mix: give a mix")
+        if self.sessions is not None:
+            if self.replay is not None:
+                raise ValueError(
+                    "sessions: a replay keeps the sessions its log's session_id names: "
+                    "drop sessions"
+                )
+            if self.prompts is not None or self.dataset is not None:
+                raise ValueError(
+                    "sessions: turns are generated from the mix: drop prompts and dataset"
+                )
+            if self.tools is not None:
+                raise ValueError(
+                    "sessions: a tool call's result would have to be made up to go on: drop tools"
+                )
+            if self.images is not None:
+                raise ValueError(
+                    "sessions: turns resend their conversation as text; images are sent "
+                    "with independent requests only: drop images"
+                )
         return self
 
 
@@ -319,6 +381,12 @@ class Load(StrictModel):
         ge=1,
         le=MAX_REQUESTS_PER_LEVEL,
         description="Requests per stage and provider (per region).",
+    )
+    sessions_per_level: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_REQUESTS_PER_LEVEL,
+        description="With workload.sessions: sessions per stage and provider (per region).",
     )
     duration_s: float | None = Field(
         default=None,
@@ -413,16 +481,41 @@ class Scenario(StrictModel):
     slo: SLO = Field(default_factory=SLO, description="Objectives for goodput.")
 
     @model_validator(mode="after")
+    def _images_sendable(self) -> Scenario:
+        if self.workload.images is None:
+            return self
+        for provider in self.providers:
+            if provider.kind not in IMAGE_KINDS:
+                raise ValueError(
+                    f"workload.images: provider {provider.name!r} (kind {provider.kind}) "
+                    "cannot send images; only the chat dialects can ("
+                    f"{', '.join(sorted(IMAGE_KINDS))}): drop workload.images or that provider"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _stages_defined(self) -> Scenario:
         # Here, not on Load: whether a stage has a length depends on the workload too.
         load = self.load
+        sessions = self.workload.sessions
+        if sessions is None and load.sessions_per_level is not None:
+            raise ValueError("load: sessions_per_level counts workload.sessions: none are set")
         if self.workload.replay is not None:
             if load.concurrency or load.rate is not None:
                 raise ValueError("load: a replay sets its own arrivals: drop concurrency/rate")
             return self
         if not load.concurrency and load.rate is None:
             raise ValueError("load: give concurrency (closed loop) or rate (open loop)")
-        if load.requests_per_level is None and load.duration_s is None:
+        if sessions is not None:
+            self._check_session_providers()
+            if load.requests_per_level is not None:
+                raise ValueError(
+                    "load: with workload.sessions a stage is counted in sessions: "
+                    "give sessions_per_level instead of requests_per_level"
+                )
+            if load.sessions_per_level is None and load.duration_s is None:
+                raise ValueError("load: give sessions_per_level, duration_s or both")
+        elif load.requests_per_level is None and load.duration_s is None:
             raise ValueError("load: give requests_per_level, duration_s or both")
         planned = self.planned_requests()
         if planned is not None and planned > MAX_TOTAL_REQUESTS:
@@ -434,24 +527,43 @@ class Scenario(StrictModel):
             )
         return self
 
+    def _check_session_providers(self) -> None:
+        for provider in self.providers:
+            if provider.kind not in SESSION_KINDS:
+                raise ValueError(
+                    f"workload.sessions: provider {provider.name!r} is kind {provider.kind!r}; "
+                    f"a session sends a chat conversation, which kinds "
+                    f"{', '.join(SESSION_KINDS)} carry"
+                )
+
+    def units_per_level(self) -> int | None:
+        """What bounds a stage's count per provider and region: ``sessions_per_level``
+        with workload.sessions, else ``requests_per_level``."""
+        if self.workload.sessions is not None:
+            return self.load.sessions_per_level
+        return self.load.requests_per_level
+
     def planned_requests(self) -> float | None:
         """Requests the run plans at most over all stages, providers and regions: from
         ``requests_per_level``, or for an open loop ``rps × duration_s`` (None when only a
-        closed loop's duration bounds it, or for a replay)."""
+        closed loop's duration bounds it, or for a replay). With sessions, the sessions
+        so bounded times the most turns a session can have."""
         load = self.load
         if self.workload.replay is not None:
             return None
+        units = self.units_per_level()
         per_stage: list[float] = []
         for level in load.levels():
             bounds: list[float] = []
-            if load.requests_per_level is not None:
-                bounds.append(load.requests_per_level)
+            if units is not None:
+                bounds.append(units)
             if load.rate is not None and load.duration_s is not None:
                 bounds.append(level * load.duration_s)
             if not bounds:
                 return None
             per_stage.append(min(bounds))
-        return sum(per_stage) * len(self.providers) * len(self.regions)
+        turns = 1 if self.workload.sessions is None else self.workload.sessions.max_turns()
+        return sum(per_stage) * turns * len(self.providers) * len(self.regions)
 
     @field_validator("providers")
     @classmethod
@@ -471,6 +583,10 @@ class Scenario(StrictModel):
             if candidate.name == name:
                 return candidate
         raise KeyError(name)
+
+
+# Provider kinds whose adapter sends a chat conversation and keeps the answer's text.
+SESSION_KINDS = ("openai", "simulated", "azure-openai")
 
 
 def _reject_duplicates(values: list[str], what: str) -> None:

@@ -10,6 +10,7 @@ import json
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -28,8 +29,10 @@ from scenarios.limits import (
     MAX_GPU_HOUR_USD,
     MAX_GPUS,
     MAX_ID_CHARS,
+    MAX_IMAGE_SIDE,
     MAX_INPUT_KEYS,
     MAX_LATENCY_MS,
+    MAX_METRICS_INTERVAL_S,
     MAX_PREFILL_TOKENS,
     MAX_PRICE_PER_MTOK_USD,
     MAX_PROMPT_TOKEN_RATIO,
@@ -38,6 +41,7 @@ from scenarios.limits import (
     MAX_SEED,
     MAX_TOKENS_PER_CHUNK,
     MAX_URL_CHARS,
+    MIN_METRICS_INTERVAL_S,
     MIN_SEED,
 )
 from scenarios.presets import preset_names, resolve_preset
@@ -59,6 +63,30 @@ def bounded_json(value: _JsonT) -> _JsonT:
             f"is {size} bytes as JSON, more than the {MAX_EXTRA_BODY_BYTES} sent with every request"
         )
     return value
+
+
+def _small_body(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if value is None else bounded_json(value)
+
+
+# Request-body options of the dialects served by self-hosted engines (openai,
+# openai-completions, llamacpp): docs/providers.md, "Output length knobs".
+EnforceOutputLength = Annotated[
+    bool,
+    Field(
+        description=(
+            "Also send the knobs that force the planned answer length: ignore_eos and "
+            "min_tokens = max_tokens (openai, openai-completions: vLLM/SGLang; "
+            "llama-cpp-python honours min_tokens only), ignore_eos (llamacpp, whose "
+            "n_predict is the planned length). Hosted APIs may reject them."
+        )
+    ),
+]
+ExtraBody = Annotated[
+    dict[str, Any] | None,
+    AfterValidator(_small_body),
+    Field(description="Extra JSON fields merged into every request body."),
+]
 
 
 class Pricing(StrictModel):
@@ -97,6 +125,22 @@ class SimulateSpec(StrictModel):
         default=0.0, ge=0, le=MAX_LATENCY_MS, description="Stall before the first token."
     )
     cut_rate: float = Field(default=0.0, ge=0, le=1, description="Share cut off mid-stream.")
+    unfinished_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Share of streamed answers that stop halfway and end with [DONE] but no "
+            "finish_reason (as a proxy hiding an aborted generation does)."
+        ),
+    )
+    stream_usage: bool = Field(
+        default=True,
+        description=(
+            "Send the usage chunk a streaming request asks for (stream_options."
+            "include_usage); false streams none, as llama-cpp-python's server does."
+        ),
+    )
     seed: int = Field(default=0, ge=MIN_SEED, le=MAX_SEED, description="Seed of the fault draws.")
     tool_call_rate: float = Field(
         default=0.0,
@@ -106,6 +150,29 @@ class SimulateSpec(StrictModel):
             "Share of requests carrying tools (tool_choice auto) answered with a streamed "
             "tool call; tool_choice required or a named function always is, none never."
         ),
+    )
+    prefill_ms_per_token: float = Field(
+        default=0.0,
+        ge=0,
+        le=MAX_LATENCY_MS,
+        description=(
+            "Fixed latency model: time added to the first token per prompt token it must "
+            "prefill (not cached), so TTFT grows with the prompt."
+        ),
+    )
+    prefix_cache: bool = Field(
+        default=False,
+        description=(
+            "Keep the prompts and answers served (in blocks of 16 words, LRU): a request "
+            "that starts with words seen before prefills only the rest, and usage reports "
+            "prompt_tokens_details.cached_tokens (docs/workloads.md)."
+        ),
+    )
+    prefix_cache_words: int = Field(
+        default=1_000_000,
+        ge=1,
+        le=MAX_CONTEXT_TOKENS,
+        description="Words the prefix cache holds before it evicts the least recently used.",
     )
     model: str | None = Field(
         default=None,
@@ -189,6 +256,28 @@ class SimulateSpec(StrictModel):
         ),
     )
 
+    image_token_rule: Literal["tiles", "patches"] = Field(
+        default="tiles",
+        description=(
+            "How image tokens are counted (docs/workloads.md): tiles, 85 + 170 per 512-px "
+            "tile after scaling into 2048 px and the short side to 768 px (detail low: 85); "
+            "patches, one token per image_patch_px square."
+        ),
+    )
+    image_patch_px: int = Field(
+        default=28,
+        ge=1,
+        le=MAX_IMAGE_SIDE,
+        description="Side of the square one image token covers with the patches rule.",
+    )
+    report_image_tokens: bool = Field(
+        default=True,
+        description=(
+            "Report image and text tokens apart in usage.prompt_tokens_details, as some "
+            "gateways do; false reports only their sum in prompt_tokens, as OpenAI and vLLM do."
+        ),
+    )
+
     @field_validator("prompt_tokenizer")
     @classmethod
     def _tokenizer_source(cls, value: TokenizerRef | None) -> TokenizerRef | None:
@@ -226,7 +315,9 @@ class SimulateSpec(StrictModel):
                 raise ValueError(f"set model to use {', '.join(stray)} (the batching simulator)")
             return self
         fixed = [
-            name for name in ("ttft_ms", "itl_ms") if getattr(self, name) != fields[name].default
+            name
+            for name in ("ttft_ms", "itl_ms", "prefill_ms_per_token")
+            if getattr(self, name) != fields[name].default
         ]
         if fixed:
             raise ValueError(
@@ -356,7 +447,44 @@ class ProviderBase(StrictModel):
         return [base_url] if isinstance(base_url, str) else []
 
 
-class OpenAIProvider(ProviderBase):
+_METRICS_INTERVAL = Field(
+    default=1.0,
+    ge=MIN_METRICS_INTERVAL_S,
+    le=MAX_METRICS_INTERVAL_S,
+    description="Seconds between scrapes of metrics_url (docs/telemetry.md).",
+)
+
+
+class ScrapedMetrics(StrictModel):
+    """A self-hosted server's Prometheus endpoint, scraped while its shards run
+    (docs/telemetry.md): queue depth, KV-cache use, token counters, GPU figures."""
+
+    metrics_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/]+(/\S*)?$",
+        max_length=MAX_URL_CHARS,
+        description=(
+            "Prometheus endpoint of the server (vLLM, SGLang, TGI, llama.cpp) or its "
+            "node's DCGM exporter, e.g. http://10.0.0.5:8000/metrics; scraped during the run."
+        ),
+    )
+    metrics_interval_s: float = _METRICS_INTERVAL
+    metrics_api_key_env: str | None = Field(
+        default=None,
+        pattern=ENV_VAR_PATTERN,
+        max_length=MAX_ID_CHARS,
+        description=(
+            "Variable holding a bearer token for metrics_url, if it needs one (bound to "
+            "its host like any key, docs/security.md)."
+        ),
+    )
+
+    def metrics_secret_env_vars(self) -> list[str]:
+        """The metrics token variable, if any."""
+        return [self.metrics_api_key_env] if self.metrics_api_key_env else []
+
+
+class OpenAIProvider(ProviderBase, ScrapedMetrics):
     """Any OpenAI-compatible ``/v1/chat/completions`` endpoint (vLLM, SGLang, hosted APIs)."""
 
     kind: Literal["openai"] = Field(description="Provider adapter.")
@@ -374,26 +502,12 @@ class OpenAIProvider(ProviderBase):
         max_length=MAX_ID_CHARS,
         description="Name of the environment variable holding the API key (never the key).",
     )
-
-    enforce_output_length: bool = Field(
-        default=False,
-        description=(
-            "Also send ignore_eos and min_tokens = max_tokens (vLLM/SGLang knobs) so the "
-            "answer has exactly the planned length; hosted APIs may reject them."
-        ),
-    )
-    extra_body: dict[str, Any] | None = Field(
-        default=None, description="Extra JSON fields merged into every request body."
-    )
-
-    @field_validator("extra_body")
-    @classmethod
-    def _small_body(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return None if value is None else bounded_json(value)
+    enforce_output_length: EnforceOutputLength = False
+    extra_body: ExtraBody = None
 
     def secret_env_vars(self) -> list[str]:
-        """The API key variable, if any."""
-        return [self.api_key_env] if self.api_key_env else []
+        """The API key variable and the metrics token variable, if any."""
+        return ([self.api_key_env] if self.api_key_env else []) + self.metrics_secret_env_vars()
 
 
 class SimulatedProvider(ProviderBase):
@@ -404,6 +518,16 @@ class SimulatedProvider(ProviderBase):
         default="simulated", min_length=1, max_length=MAX_ID_CHARS, description="Model id reported."
     )
     simulate: SimulateSpec = Field(default_factory=SimulateSpec, description="Its behaviour.")
+    metrics_url: str | None = Field(
+        default=None,
+        pattern=r"^/\S*$",
+        max_length=MAX_URL_CHARS,
+        description=(
+            "Path of the simulator's Prometheus endpoint to scrape during the run: /metrics "
+            "(vLLM's names, from its batching model; docs/telemetry.md)."
+        ),
+    )
+    metrics_interval_s: float = _METRICS_INTERVAL
 
 
 _URL = r"^https?://[^\s/]+(/\S*)?$"
@@ -413,7 +537,7 @@ _URL = r"^https?://[^\s/]+(/\S*)?$"
 EnvVar = Annotated[str, Field(pattern=ENV_VAR_PATTERN, max_length=MAX_ID_CHARS)]
 
 
-class OpenAICompletionsProvider(ProviderBase):
+class OpenAICompletionsProvider(ProviderBase, ScrapedMetrics):
     """An OpenAI-compatible legacy ``/v1/completions`` endpoint (plain prompt, no chat template)."""
 
     kind: Literal["openai-completions"] = Field(description="Provider adapter.")
@@ -426,10 +550,12 @@ class OpenAICompletionsProvider(ProviderBase):
     api_key_env: EnvVar | None = Field(
         default=None, description="Variable holding the API key (Bearer)."
     )
+    enforce_output_length: EnforceOutputLength = False
+    extra_body: ExtraBody = None
 
     def secret_env_vars(self) -> list[str]:
-        """The API key variable, if any."""
-        return [self.api_key_env] if self.api_key_env else []
+        """The API key variable and the metrics token variable, if any."""
+        return ([self.api_key_env] if self.api_key_env else []) + self.metrics_secret_env_vars()
 
 
 class AzureOpenAIProvider(ProviderBase):
@@ -510,7 +636,7 @@ class BedrockProvider(ProviderBase):
         return [*names, self.session_token_env] if self.session_token_env else names
 
 
-class TGIProvider(ProviderBase):
+class TGIProvider(ProviderBase, ScrapedMetrics):
     """Hugging Face text-generation-inference, native ``/generate_stream``."""
 
     kind: Literal["tgi"] = Field(description="Provider adapter.")
@@ -530,11 +656,11 @@ class TGIProvider(ProviderBase):
     )
 
     def secret_env_vars(self) -> list[str]:
-        """The token variable, if any."""
-        return [self.api_key_env] if self.api_key_env else []
+        """The token variable and the metrics token variable, if any."""
+        return ([self.api_key_env] if self.api_key_env else []) + self.metrics_secret_env_vars()
 
 
-class LlamaCppProvider(ProviderBase):
+class LlamaCppProvider(ProviderBase, ScrapedMetrics):
     """llama.cpp ``llama-server``, native ``/completion`` streaming with server timings."""
 
     kind: Literal["llamacpp"] = Field(description="Provider adapter.")
@@ -555,10 +681,12 @@ class LlamaCppProvider(ProviderBase):
     api_key_env: EnvVar | None = Field(
         default=None, description="Variable holding the server's --api-key, if it has one."
     )
+    enforce_output_length: EnforceOutputLength = False
+    extra_body: ExtraBody = None
 
     def secret_env_vars(self) -> list[str]:
-        """The key variable, if any."""
-        return [self.api_key_env] if self.api_key_env else []
+        """The key variable and the metrics token variable, if any."""
+        return ([self.api_key_env] if self.api_key_env else []) + self.metrics_secret_env_vars()
 
 
 class ReplicateProvider(ProviderBase):

@@ -59,7 +59,8 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("prompt_tokens", pa.int32()),
         pa.field("completion_tokens", pa.int32()),
         pa.field("reasoning_tokens", pa.int32()),
-        pa.field("token_count_source", pa.string()),  # usage | events | estimate
+        # how completion_tokens was counted: usage (the server's) | events (token events)
+        pa.field("token_count_source", pa.string()),
         # server-reported timings where the dialect has them (e.g. llama.cpp), ns
         pa.field("server_prompt_ns", pa.int64()),
         pa.field("server_decode_ns", pa.int64()),
@@ -85,6 +86,35 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("tool_call", pa.bool_()),
         pa.field("tool_call_at_ns", pa.int64()),
         pa.field("tool_calls", pa.int32()),
+        # token truth (docs/metrics.md, "Token counts", "Incomplete answers"): how
+        # prompt_tokens was counted (usage | tokenizer; NULL: unknown, the server reported
+        # none and the workload has no tokenizer), and why the answer ended in one
+        # vocabulary (stop | length | tool_calls | content_filter | the server's word;
+        # NULL for dialects that never say, and for failed requests)
+        pa.field("prompt_count_source", pa.string()),
+        pa.field("finish_reason", pa.string()),
+        # multi-turn sessions (workload.sessions, a replayed session log): the session's
+        # number in its stage, the turn (from 1) of the turns it planned, the earlier
+        # turns' tokens sent with this one, and on the session's last turn why it ended
+        # (done | error | context_cap | stage_end); NULL for requests outside a session
+        pa.field("session_id", pa.int64()),
+        pa.field("turn", pa.int32()),
+        pa.field("session_turns", pa.int32()),
+        pa.field("context_tokens", pa.int32()),
+        pa.field("session_end", pa.string()),
+        # datasets (workload.dataset, .prompts, .replay; schema v14): the uploaded
+        # dataset the prompt came from and its 0-based row in the file; NULL when generated
+        pa.field("dataset_id", pa.string()),
+        pa.field("dataset_row", pa.int64()),
+        # images (workload.images; schema v16): how many the request carried, their encoded bytes
+        # and pixels, a digest of their bytes (equal for byte-identical images), and the
+        # image tokens the server reported (usage.prompt_tokens_details.image_tokens;
+        # NULL where it reports none)
+        pa.field("images", pa.int32()),
+        pa.field("image_bytes", pa.int64()),
+        pa.field("image_pixels", pa.int64()),
+        pa.field("image_digest", pa.string()),
+        pa.field("image_prompt_tokens", pa.int32()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

@@ -13,7 +13,12 @@ from pathlib import Path
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from scenarios.limits import DEFAULT_SQL_MAX_BYTES
+from scenarios.limits import (
+    DEFAULT_SQL_MAX_BYTES,
+    MAX_WEBHOOK_ATTEMPTS,
+    MAX_WEBHOOK_TIMEOUT_S,
+    MIN_SCHEDULE_INTERVAL_S,
+)
 
 
 class RedisSettings(BaseModel):
@@ -160,6 +165,33 @@ class ControlSettings(BaseModel):
     )
 
 
+class ScheduleSettings(BaseModel):
+    """Schedules of the REST control plane and their regression webhooks (docs/tracking.md)."""
+
+    min_interval_s: float = Field(
+        default=MIN_SCHEDULE_INTERVAL_S,
+        ge=1,
+        description=(
+            "Shortest gap between two fires of one schedule: a cron expression that fires "
+            "more often is refused (422). Lowered only by tests, to see fires in seconds."
+        ),
+    )
+    misfire_grace_s: float = Field(
+        default=300.0,
+        gt=0,
+        description=(
+            "A fire the running control plane could not start on time (an overloaded "
+            "event loop) still starts up to this late; later, it is recorded as missed."
+        ),
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0, gt=0, le=MAX_WEBHOOK_TIMEOUT_S, description="Deadline of one webhook try."
+    )
+    webhook_attempts: int = Field(
+        default=3, ge=1, le=MAX_WEBHOOK_ATTEMPTS, description="Tries of one webhook notification."
+    )
+
+
 class Settings(BaseSettings):
     """All tokenbench settings."""
 
@@ -174,6 +206,7 @@ class Settings(BaseSettings):
     api: ApiSettings = Field(default_factory=ApiSettings)
     egress: EgressSettings = Field(default_factory=EgressSettings)
     control: ControlSettings = Field(default_factory=ControlSettings)
+    schedules: ScheduleSettings = Field(default_factory=ScheduleSettings)
     regions: list[str] = Field(
         default_factory=list, description="Regions the deployment expects (shown in /readyz)."
     )

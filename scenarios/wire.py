@@ -53,6 +53,12 @@ def events_stream(run_id: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:events"
 
 
+def metrics_stream(run_id: str) -> str:
+    """Redis Stream carrying the run's server-telemetry scrapes (Arrow batches,
+    docs/telemetry.md)."""
+    return f"{KEY_PREFIX}:run:{run_id}:metrics"
+
+
 def cancel_key(run_id: str) -> str:
     """Key whose presence tells workers to stop the run's shards."""
     return f"{KEY_PREFIX}:run:{run_id}:cancelled"
@@ -69,6 +75,7 @@ class StreamKind(StrEnum):
     RECORDS = "records"
     EVENTS = "events"
     CAPTURES = "captures"
+    METRICS = "metrics"
 
 
 def parse_stream(stream: str) -> tuple[str, StreamKind]:
@@ -166,10 +173,22 @@ class ShardSpec(BaseModel):
     workload: Workload
     seed: int
     concurrency: int = Field(ge=0, description="Closed: virtual users; open: cap, 0 = none.")
-    seq_start: int = Field(default=0, ge=0, description="First request sequence number.")
-    requests: int | None = Field(default=None, ge=1, description="Requests to send.")
+    seq_start: int = Field(
+        default=0, ge=0, description="First request (or session) sequence number."
+    )
+    requests: int | None = Field(
+        default=None, ge=1, description="Requests (sessions, with workload.sessions) to send."
+    )
     duration_s: float | None = Field(default=None, gt=0, description="Stop starting after this.")
     rate: ShardRate | None = Field(default=None, description="Open loop; None: closed loop.")
+    scrape_metrics: bool = Field(
+        default=False,
+        description=(
+            "Scrape the provider's metrics_url for the shard's life (one part of each "
+            "provider, region and stage; every part of a simulated provider, whose "
+            "endpoints are per worker process)."
+        ),
+    )
     warmup_s: float = Field(default=0.0, ge=0, description="Not steady state: stage start.")
     cooldown_s: float = Field(default=0.0, ge=0, description="Not steady state: stage end.")
 
@@ -257,6 +276,37 @@ class RecordBatch:
             attempt=int(fields[b"attempt"]),
             batch_seq=int(fields[b"batch_seq"]),
             rows=int(fields[b"rows"]),
+            ipc=fields[b"ipc"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsBatch:
+    """One entry of a run's metrics stream: an Arrow IPC batch of scrape rows
+    (``scenarios/server_metrics.py``); each row is stored once by its
+    (shard, attempt, scrape_seq)."""
+
+    shard_id: str
+    attempt: int
+    scrapes: int
+    ipc: bytes
+
+    def fields(self) -> StreamEntry:
+        """The stream entry."""
+        return {
+            "shard_id": self.shard_id,
+            "attempt": self.attempt,
+            "scrapes": self.scrapes,
+            "ipc": self.ipc,
+        }
+
+    @classmethod
+    def decode(cls, fields: Mapping[bytes, bytes]) -> MetricsBatch:
+        """The batch of an entry read from Redis."""
+        return cls(
+            shard_id=fields[b"shard_id"].decode(),
+            attempt=int(fields[b"attempt"]),
+            scrapes=int(fields[b"scrapes"]),
             ipc=fields[b"ipc"],
         )
 

@@ -3,7 +3,9 @@
 One JSON object per line; blank lines and lines starting with ``#`` are skipped. A
 line may give ``messages`` (OpenAI chat messages) or ``prompt`` (one user message).
 Replay lines also carry ``timestamp`` (seconds as a number, or an ISO-8601 instant) and
-``max_tokens``. Errors name the source and line, so a bad log fails before any request.
+``max_tokens``, and optionally ``session_id`` (a string or integer) and ``turn`` (an
+integer): the lines of one session id are the turns of one captured conversation.
+Errors name the source and line, so a bad log fails before any request.
 
 Parsing works on bytes, and is shared: the dataset store validates uploads with it
 (``analytics/datasets.py``), workers parse the bytes they get from Redis
@@ -18,19 +20,21 @@ import math
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 import orjson
 
 from scenarios.errors import BadInput
+from scenarios.limits import MAX_SESSION_ID_CHARS
 from scenarios.settings import env_name
 
 __all__ = [
     "DatasetSummary",
     "FileEntry",
     "WorkloadFileError",
+    "first_turn",
     "inspect_dataset",
     "parse_entries",
     "prompt_text",
@@ -54,11 +58,27 @@ class WorkloadFileError(BadInput, ValueError):
 
 @dataclass(frozen=True, slots=True)
 class FileEntry:
-    """One line of a prompt file or traffic log."""
+    """One line of a prompt file or traffic log; ``row`` is the row of the dataset file it
+    came from (0-based; a converted file's lines say it, else the entry's own index)."""
 
     messages: tuple[Message, ...]
     max_tokens: int | None = None
     timestamp_s: float | None = None
+    session_id: str | None = None  # the captured session this line is a turn of
+    turn: int | None = None  # its place in that session (else timestamp order)
+    row: int | None = None  # the converted dataset's source row (workload.dataset)
+
+
+def first_turn(messages: tuple[Message, ...]) -> tuple[tuple[Message, ...], str | None]:
+    """One request from a conversation, as ``vllm bench serve`` uses ShareGPT: the turns
+    up to and including the first user turn are the prompt, the assistant turn right after
+    it (if any) the reference answer. Without a user turn, the whole conversation."""
+    for index, (role, _) in enumerate(messages):
+        if role == "user":
+            after = messages[index + 1] if index + 1 < len(messages) else None
+            answer = after[1] if after is not None and after[0] == "assistant" else None
+            return messages[: index + 1], answer
+    return messages, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +91,9 @@ class DatasetSummary:
     replay_times: tuple[float, ...] | None
     replay_problem: str | None
     kinds_override: tuple[str, ...] | None = None  # e.g. a tokenizer.json: ("tokenizer",)
+    # Entries with no answer length (no max_tokens, no assistant turn after the first
+    # user turn): as workload.dataset rows they take their answer length from the mix.
+    unanswered: int = 0
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -132,7 +155,10 @@ def _too_large(size: int, max_bytes: int) -> str:
 def parse_entries(data: bytes, source: str, *, replay: bool) -> tuple[FileEntry, ...]:
     """A dataset's entries: for replay, every line needs a timestamp and ``max_tokens``
     and entries come ordered by timestamp (stable); for prompts, in file order."""
-    entries = [entry for _, entry in _lines(data, source, replay=replay)]
+    entries = [
+        entry if entry.row is not None else replace(entry, row=index)
+        for index, (_, entry) in enumerate(_lines(data, source, replay=replay))
+    ]
     if not entries:
         raise WorkloadFileError("no entries", source)
     if replay:
@@ -144,9 +170,11 @@ def inspect_dataset(data: bytes, max_lines: int, source: str = "") -> DatasetSum
     """Validate an uploaded dataset as prompts (WorkloadFileError names the line) and
     find out whether it can also be replayed. At most ``max_lines`` lines (blank and
     comment lines count: they cost work too)."""
-    count, times, problem = 0, [], None
+    count, times, problem, unanswered = 0, [], None, 0
     for number, entry in _lines(data, source, replay=False, max_lines=max_lines):
         count += 1
+        if entry.max_tokens is None and first_turn(entry.messages)[1] is None:
+            unanswered += 1
         if problem is not None:
             continue
         if entry.max_tokens is None:
@@ -158,8 +186,8 @@ def inspect_dataset(data: bytes, max_lines: int, source: str = "") -> DatasetSum
     if count == 0:
         raise WorkloadFileError("no entries", source)
     if problem is not None:
-        return DatasetSummary(count, None, problem)
-    return DatasetSummary(count, tuple(sorted(times)), None)
+        return DatasetSummary(count, None, problem, unanswered=unanswered)
+    return DatasetSummary(count, tuple(sorted(times)), None, unanswered=unanswered)
 
 
 def _lines(
@@ -202,16 +230,22 @@ def _entry(data: object, replay: bool) -> FileEntry:
         not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
     ):
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    row = data.get("row")
+    if row is not None and (not isinstance(row, int) or isinstance(row, bool) or row < 0):
+        raise ValueError(f"row must be a non-negative integer, got {row!r}")
     if replay:
         if max_tokens is None:
             raise KeyError("max_tokens")
-        return FileEntry(messages, max_tokens, _seconds(data["timestamp"]))
+        session_id, turn = _session(data)
+        return FileEntry(
+            messages, max_tokens, _seconds(data["timestamp"]), session_id, turn, row=row
+        )
     # A prompt file may carry timestamps; a bad one only makes it unfit for replay.
     try:
         timestamp = _seconds(data["timestamp"]) if "timestamp" in data else None
     except (ValueError, OverflowError):
         timestamp = None
-    return FileEntry(messages, max_tokens, timestamp)
+    return FileEntry(messages, max_tokens, timestamp, row=row)
 
 
 def _messages(data: dict[str, object]) -> tuple[Message, ...]:
@@ -232,6 +266,24 @@ def _messages(data: dict[str, object]) -> tuple[Message, ...]:
             raise ValueError("each message needs string role and content")
         messages.append((role, content))
     return tuple(messages)
+
+
+def _session(data: dict[str, object]) -> tuple[str | None, int | None]:
+    """A replay line's ``session_id`` (a string or an integer, kept as a string) and
+    ``turn`` (an integer ≥ 0; only with a session id)."""
+    raw, turn = data.get("session_id"), data.get("turn")
+    if raw is None:
+        if turn is not None:
+            raise ValueError("turn needs a session_id")
+        return None, None
+    if isinstance(raw, bool) or not isinstance(raw, str | int):
+        raise ValueError(f"session_id must be a string or an integer, got {raw!r}")
+    session_id = str(raw)
+    if not session_id or len(session_id) > MAX_SESSION_ID_CHARS:
+        raise ValueError(f"session_id must have 1 to {MAX_SESSION_ID_CHARS} characters")
+    if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or turn < 0):
+        raise ValueError(f"turn must be an integer >= 0, got {turn!r}")
+    return session_id, turn
 
 
 def _seconds(value: object) -> float:

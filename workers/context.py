@@ -37,6 +37,9 @@ class WorkerContext:
     worker_name: str
     region: str
     secrets: Secrets = field(default_factory=Secrets)
+    # Scrapes of providers' metrics_url (workers/metrics_scraper.py) use a client of their
+    # own, so that they never take a measurement connection; None: ``http``.
+    metrics_http: httpx.AsyncClient | None = None
 
     async def adapter_context(self, provider: ProviderBase) -> AdapterContext:
         """The narrow context an adapter of ``provider`` is built with: this worker's
@@ -71,6 +74,7 @@ async def get_context() -> WorkerContext:
             worker_name=name,
             region=settings.worker.region,
             secrets=worker_secrets(settings.worker.secret_hosts, f"worker {name}"),
+            metrics_http=make_client(guard=guard),
         )
         _context = (os.getpid(), context)
     return _context[1]

@@ -1,5 +1,8 @@
 """A shard's dataset on the worker: fetched from Redis, parsed off the event loop, cached.
 
+``workload.dataset`` rows are also counted and filtered off the event loop, once per
+dataset, tokenizer and filters (:meth:`DatasetCache.workload_rows`).
+
 The control plane puts a dataset's bytes in Redis (``scenarios.wire.dataset_key``)
 before it dispatches a shard that uses it; the worker never reads a file a scenario
 names. The size is checked before the bytes are fetched, the parse runs in a thread (a
@@ -19,6 +22,8 @@ from scenarios.model import Workload
 from scenarios.settings import env_name
 from scenarios.wire import dataset_key
 from scenarios.workload_files import FileEntry, WorkloadFileError, parse_entries
+from workers.dataset_requests import DatasetRows
+from workers.prompts import PromptMaker, dataset_rows
 
 __all__ = ["DatasetCache", "dataset_cache"]
 
@@ -31,13 +36,33 @@ class DatasetCache:
     def __init__(self, max_datasets: int = 4) -> None:
         self.max_datasets = max_datasets
         self._loads: OrderedDict[tuple[str, bool], asyncio.Future[Entries]] = OrderedDict()
+        self._rows: OrderedDict[tuple[str, str, str, bool], DatasetRows] = OrderedDict()
+
+    async def workload_rows(
+        self, workload: Workload, entries: Entries | None, maker: PromptMaker
+    ) -> DatasetRows | None:
+        """``workload.dataset``'s rows, counted with the shard's prompt maker and filtered
+        (in a thread: a tokenizer counts every row), None for other workloads."""
+        spec = workload.dataset
+        if spec is None or not entries:
+            return None
+        counter = workload.tokenizer.describe() if workload.tokenizer is not None else "estimate"
+        key = (spec.dataset or "", counter, spec.filters.model_dump_json(), not workload.mix)
+        rows = self._rows.get(key)
+        if rows is None:
+            rows = await asyncio.to_thread(dataset_rows, workload, entries, maker)
+            self._rows[key] = rows
+            while len(self._rows) > self.max_datasets:
+                self._rows.popitem(last=False)
+        self._rows.move_to_end(key)
+        return rows
 
     async def workload_entries(
         self, redis: Redis, workload: Workload, max_bytes: int
     ) -> Entries | None:
         """The entries of the workload's dataset (replay or prompts), None without one.
         Raises WorkloadFileError when it cannot be had (a local path, missing, too big)."""
-        source = workload.replay if workload.replay is not None else workload.prompts
+        source = workload.replay or workload.prompts or workload.dataset
         if source is None:
             return None
         if source.dataset is None:

@@ -5,6 +5,8 @@ and hands each result to ``record``. For a closed loop the intended start of a r
 is the moment its user's slot freed (docs/metrics.md), so schedule lag measures only the
 client's own delay between a slot freeing and the request going out. The open loop is
 ``workers/load/open_loop.py``; both have the interface of ``workers.load.LoadShape``.
+Both are generic in what they schedule: a planned request, or a planned session whose
+``send`` runs all its turns (``workers/load/sessions.py``).
 """
 
 from __future__ import annotations
@@ -14,19 +16,21 @@ import time
 from array import array
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
+
+Unit = TypeVar("Unit")  # what one slot runs: a PlannedRequest, or a PlannedSession
 
 
-class RequestSource:
+class RequestSource(Generic[Unit]):
     """Hands out request sequence numbers until the count or the deadline is reached,
     or until :meth:`stop` is called."""
 
     def __init__(
         self,
-        plan: Callable[[int], PlannedRequest],
+        plan: Callable[[int], Unit],
         seq_start: int,
         count: int | None,
         duration_s: float | None,
@@ -37,7 +41,7 @@ class RequestSource:
         self._deadline = None if duration_s is None else time.perf_counter() + duration_s
         self.stopped = False
 
-    def next(self) -> PlannedRequest | None:
+    def next(self) -> Unit | None:
         """The next request to send, or None when the stage is over for this shard."""
         if self.stopped or (self._end is not None and self._next >= self._end):
             return None
@@ -54,9 +58,9 @@ class RequestSource:
 
 async def run_closed_loop(
     concurrency: int,
-    source: RequestSource,
-    send: Callable[[PlannedRequest, int], Awaitable[RequestResult]],
-    record: Callable[[PlannedRequest, RequestResult], None],
+    source: RequestSource[Unit],
+    send: Callable[[Unit, int], Awaitable[RequestResult]],
+    record: Callable[[Unit, RequestResult], None],
 ) -> None:
     """Run ``concurrency`` virtual users until ``source`` is exhausted."""
 
@@ -73,11 +77,11 @@ async def run_closed_loop(
 
 
 @dataclass
-class ClosedLoop:
+class ClosedLoop(Generic[Unit]):
     """``concurrency`` virtual users drawing from ``source``, as a load shape."""
 
     concurrency: int
-    source: RequestSource
+    source: RequestSource[Unit]
     duration_s: float | None = None
     kind: str = "closed"
     start_ns: int = 0
@@ -95,12 +99,12 @@ class ClosedLoop:
 
     async def run(
         self,
-        send: Callable[[PlannedRequest, int], Awaitable[RequestResult]],
-        record: Callable[[PlannedRequest, RequestResult], None],
+        send: Callable[[Unit, int], Awaitable[RequestResult]],
+        record: Callable[[Unit, RequestResult], None],
     ) -> None:
         """Run the virtual users until the source is exhausted."""
 
-        async def tracked(request: PlannedRequest, intended: int) -> RequestResult:
+        async def tracked(request: Unit, intended: int) -> RequestResult:
             self.intended.append(intended)
             return await send(request, intended)
 

@@ -8,7 +8,8 @@ requests, marked ``warmup``), then ``(N − b) / a`` words for N planned tokens 
 ``calibrated``, with ``a`` and ``b`` recorded). The fit is least squares when the
 prompt lengths vary, else proportional (``b = 0``), and keeps improving with every
 answer. Its sums are kept in Redis per run, provider and region, so the next stage
-starts calibrated.
+starts calibrated. Requests with images (``workload.images``) teach it only where the
+server reports their image tokens apart.
 """
 
 from __future__ import annotations
@@ -94,10 +95,22 @@ class CalibratedPrompts:
         self._line = self.fit.line()
 
     def observe_answer(self, request: PlannedRequest, result: RequestResult) -> None:
-        """Learn from a successful answer whose server reported its prompt tokens."""
-        usage = result.failure is None and result.token_count_source == "usage"
-        if usage and result.prompt_tokens:
-            self.observe(len(request.prompt.split()), result.prompt_tokens)
+        """Learn from a successful answer whose server reported its prompt tokens. A
+        session's later turns are not words alone (their conversation holds answers), and
+        image tokens are not text: a request with images counts only where the server
+        reported its image tokens apart (they are subtracted), else it is skipped."""
+        if request.session is not None and request.session.turn > 1:
+            return
+        usage = result.failure is None and result.prompt_count_source == "usage"
+        if not (usage and result.prompt_tokens):
+            return
+        text_tokens = result.prompt_tokens
+        if request.images is not None:
+            if result.image_prompt_tokens is None:
+                return
+            text_tokens -= result.image_prompt_tokens
+        if text_tokens > 0:
+            self.observe(len(request.prompt.split()), text_tokens)
 
     def words_for(self, tokens: int) -> int:
         """Words expected to make ``tokens`` tokens on this server."""

@@ -39,7 +39,7 @@ async def prompt_maker(
                 _exact.popitem(last=False)
         _exact.move_to_end(key)
         return known
-    generated = workload.prompts is None and workload.replay is None
+    generated = workload.prompts is None and workload.replay is None and workload.dataset is None
     if workload.calibrate and generated:
         return CalibratedPrompts(await load_fit(redis, run_id, provider, region))
     return WordPrompts()

@@ -28,6 +28,8 @@ from scenarios.model import (
     Workload,
 )
 from scenarios.workload_files import FileEntry, WorkloadFileError, prompt_text
+from workers.dataset_requests import DatasetRow, DatasetRows, prepare_rows
+from workers.images import ImagePool, RequestImages, image_pool
 
 # Common English words that are one token each in the usual BPE vocabularies (with their
 # leading space), so a prompt of n words is close to n tokens for most tokenizers.
@@ -70,6 +72,27 @@ class PlannedRequest:
     tokens_per_word: float | None = None
     template_tokens: float | None = None
     tools: ToolSet | None = None  # tools offered with this request (workload.tools)
+    session: SessionTurn | None = None  # the turn of a multi-turn session this request is
+    images: RequestImages | None = None  # images sent with this request (workload.images)
+    # The uploaded dataset the prompt came from and its row in the file (docs/workloads.md).
+    dataset_id: str | None = None
+    dataset_row: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTurn:
+    """Where a request stands in its session (docs/workloads.md): ``turn`` counts from 1
+    of the ``turns`` planned; ``context_tokens`` are the earlier turns' tokens sent with it
+    (user messages as planned, answers as counted); ``answer_chars`` is how much of the
+    answer's text to keep for the next turn (0: none); ``end`` is set on the session's last
+    turn: ``done``, ``error``, ``context_cap`` or ``stage_end``."""
+
+    session_id: int
+    turn: int
+    turns: int
+    context_tokens: int
+    answer_chars: int = 0
+    end: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,12 +161,27 @@ def request_planner(
     stage: int,
     entries: tuple[FileEntry, ...] | None = None,
     maker: PromptMaker | None = None,
+    rows: DatasetRows | None = None,
+    images: ImagePool | None = None,
 ) -> Callable[[int], PlannedRequest]:
     """``seq -> PlannedRequest`` for one stage. ``entries`` are the parsed lines of the
-    workload's dataset (``workload.replay`` or ``workload.prompts``; replay entries in
-    timestamp order); this module never reads files. ``maker`` sizes the prompts
-    (default: one word per token)."""
-    plan = _request_planner(workload, seed, stage, entries, maker or WordPrompts())
+    workload's dataset (``workload.replay``, ``.prompts`` or ``.dataset``; replay entries
+    in timestamp order); this module never reads files. ``maker`` sizes the prompts
+    (default: one word per token). ``rows`` are ``workload.dataset``'s rows already
+    counted and filtered (:func:`dataset_rows`; counted here when not given). ``images``
+    is the run's image pool (a shard prepares it off the event loop; without it, it is
+    generated here)."""
+    maker = maker or WordPrompts()
+    if workload.dataset is not None:
+        plan = _dataset_planner(workload, seed, stage, entries, maker, rows)
+    else:
+        plan = _request_planner(workload, seed, stage, entries, maker)
+    return _with_images(_with_tools(plan, workload, seed, stage), workload, seed, stage, images)
+
+
+def _with_tools(
+    plan: Callable[[int], PlannedRequest], workload: Workload, seed: int, stage: int
+) -> Callable[[int], PlannedRequest]:
     spec = workload.tools
     if spec is None or spec.fraction == 0:
         return plan
@@ -159,6 +197,31 @@ def request_planner(
     return with_tools
 
 
+def _with_images(
+    plan: Callable[[int], PlannedRequest],
+    workload: Workload,
+    seed: int,
+    stage: int,
+    pool: ImagePool | None,
+) -> Callable[[int], PlannedRequest]:
+    spec = workload.images
+    if spec is None or spec.fraction == 0:
+        return plan
+    images = pool or image_pool(spec, seed)
+    fraction, count = spec.fraction, spec.count
+
+    def with_images(seq: int) -> PlannedRequest:
+        request = plan(seq)
+        # Its own seeded draws, so that adding images changes no request's lengths or text.
+        rng = random.Random(f"{seed}/{stage}/{seq}/images")
+        if fraction < 1 and rng.random() >= fraction:
+            return request
+        n = count if isinstance(count, int) else rng.randint(count.min, count.max)
+        return replace(request, images=images.for_request(seq, n))
+
+    return with_images
+
+
 def _request_planner(
     workload: Workload,
     seed: int,
@@ -171,11 +234,12 @@ def _request_planner(
         raise WorkloadFileError("the workload's dataset was not loaded")
     if workload.replay is not None:
         assert entries is not None
-        replayed = entries
-        return lambda seq: _from_entry(
-            seq, replayed[seq], maker, seed, prefix_tokens, replayed[seq].max_tokens or 1
+        replayed, replay_id = entries, workload.replay.dataset
+        return lambda seq: plan_from_entry(
+            seq, replayed[seq], maker, seed, prefix_tokens, replayed[seq].max_tokens or 1, replay_id
         )
     prompts = entries if workload.prompts is not None else None
+    prompts_id = None if workload.prompts is None else workload.prompts.dataset
 
     def plan(seq: int) -> PlannedRequest:
         rng = random.Random(f"{seed}/{stage}/{seq}")  # str seeds hash with SHA-512: stable
@@ -185,8 +249,14 @@ def _request_planner(
         output_tokens = sample_length(mix_class.output_tokens, rng)
         if prompts is not None:
             entry = prompts[seq % len(prompts)]
-            return _from_entry(
-                seq, entry, maker, seed, prefix_tokens, entry.max_tokens or output_tokens
+            return plan_from_entry(
+                seq,
+                entry,
+                maker,
+                seed,
+                prefix_tokens,
+                entry.max_tokens or output_tokens,
+                prompts_id,
             )
         prefix = maker.prefix(prefix_tokens, seed) if prefix_tokens else ""
         # A unique tail after a shared prefix, so requests stay distinct.
@@ -210,27 +280,134 @@ def estimate_tokens(text: str) -> int:
     return max(1, round(len(text) / CHARS_PER_TOKEN))
 
 
-def _from_entry(
+def plan_from_entry(
     seq: int,
     entry: FileEntry,
     maker: PromptMaker,
     seed: int,
     prefix_tokens: int,
     output_tokens: int,
+    dataset_id: str | None = None,
 ) -> PlannedRequest:
-    messages = entry.messages
+    """Request ``seq`` from a prompt file's, dataset's or replay log's line: its
+    conversation (the shared prefix in front of the first message), counted by ``maker``
+    or estimated; ``dataset_id`` and the line's row say where it came from."""
+    return _from_messages(
+        seq, entry.messages, maker, seed, prefix_tokens, output_tokens, dataset_id, entry.row
+    )
+
+
+def _from_messages(
+    seq: int,
+    messages: tuple[tuple[str, str], ...],
+    maker: PromptMaker,
+    seed: int,
+    prefix_tokens: int,
+    output_tokens: int,
+    dataset_id: str | None,
+    row: int | None,
+    known_tokens: int | None = None,
+) -> PlannedRequest:
+    """A request sending ``messages`` (a file's text); ``known_tokens`` is their length
+    as already counted, without the prefix."""
+    own = messages
     if prefix_tokens:
         # The prefix goes in front of the first message, where a prompt cache matches.
         (role, content), *rest = messages
         messages = ((role, f"{maker.prefix(prefix_tokens, seed)} {content}"), *rest)
     text = prompt_text(messages)
-    counted = maker.count(text)
-    if counted is not None:
-        return PlannedRequest(
-            seq, max(counted, 1), output_tokens, text, messages, prompt_source="tokenizer"
+    counted = known_tokens if known_tokens is not None and not prefix_tokens else None
+    counted = counted if counted is not None else maker.count(text)
+    source = "tokenizer"
+    if counted is None:
+        counted, source = estimate_tokens(prompt_text(own)) + prefix_tokens, "estimate"
+    return PlannedRequest(
+        seq,
+        max(counted, 1),
+        output_tokens,
+        text,
+        messages,
+        prompt_source=source,
+        dataset_id=dataset_id,
+        dataset_row=row,
+    )
+
+
+def dataset_rows(
+    workload: Workload, entries: tuple[FileEntry, ...], maker: PromptMaker
+) -> DatasetRows:
+    """``workload.dataset``'s rows of ``entries``: counted with ``maker`` (the workload's
+    tokenizer, else 4 characters a token) and filtered. Costs a count of every row:
+    workers call it off the event loop, once per dataset and tokenizer."""
+    spec = workload.dataset
+    assert spec is not None
+
+    def count(texts: list[str]) -> list[int] | None:
+        many = getattr(maker, "count_many", None)  # a tokenizer counts a batch at once
+        if many is not None:
+            counted: list[int] = many(texts)
+            return counted
+        if not texts or maker.count(texts[0]) is None:
+            return None  # no tokenizer: every text is estimated
+        single = [maker.count(text) for text in texts]
+        return [n for n in single if n is not None] if None not in single else None
+
+    return prepare_rows(spec.dataset or "", entries, spec, count, estimate_tokens, not workload.mix)
+
+
+def _dataset_planner(
+    workload: Workload,
+    seed: int,
+    stage: int,
+    entries: tuple[FileEntry, ...] | None,
+    maker: PromptMaker,
+    rows: DatasetRows | None,
+) -> Callable[[int], PlannedRequest]:
+    spec = workload.dataset
+    assert spec is not None
+    if rows is None:
+        if not entries:
+            raise WorkloadFileError("the workload's dataset was not loaded")
+        rows = dataset_rows(workload, entries, maker)
+    kept, prefix_tokens = rows, workload.shared_prefix_tokens
+    weights = [mix_class.weight for mix_class in workload.mix]
+    counted = kept.counted_with == "tokenizer"
+
+    def plan(seq: int) -> PlannedRequest:
+        drawn: tuple[int, int] | None = None
+        if workload.mix:
+            # The same draws as a generated prompt of this seed, stage and request.
+            rng = random.Random(f"{seed}/{stage}/{seq}")
+            mix_class = rng.choices(workload.mix, weights=weights)[0]
+            drawn = (
+                sample_length(mix_class.prompt_tokens, rng),
+                sample_length(mix_class.output_tokens, rng),
+            )
+        row: DatasetRow
+        if spec.sample == "mix":
+            assert drawn is not None  # the scenario model requires a mix
+            target = max(drawn[0] - prefix_tokens, 1)
+            row = kept.nearest(target, random.Random(f"{seed}/{stage}/{seq}/row"))
+            output = drawn[1]
+        else:
+            row = kept.pick(spec, seed, seq)
+            output = row.output_tokens if row.output_tokens is not None else 0
+            if row.output_tokens is None:
+                assert drawn is not None  # rows without answers need the mix
+                output = drawn[1]
+        return _from_messages(
+            seq,
+            row.messages,
+            maker,
+            seed,
+            prefix_tokens,
+            output,
+            kept.dataset_id or None,
+            row.row,
+            row.prompt_tokens if counted else None,
         )
-    planned = estimate_tokens(prompt_text(entry.messages)) + prefix_tokens
-    return PlannedRequest(seq, planned, output_tokens, text, messages, prompt_source="estimate")
+
+    return plan
 
 
 def sample_length(dist: LengthDist, rng: random.Random) -> int:

@@ -52,6 +52,61 @@ def _within(value: int | None, ceiling: int) -> int | None:
     return value if _holds(value, ceiling) else None
 
 
+def _counts(
+    request: PlannedRequest, result: RequestResult
+) -> tuple[int | None, int | None, str | None, str | None]:
+    """``(prompt_tokens, completion_tokens, token_count_source, prompt_count_source)`` of
+    a record (docs/metrics.md, "Token counts"). A prompt count the server did not report
+    is the workload tokenizer's when the plan counted the prompt with it (``tokenizer``),
+    else unknown (NULL): a planned length is never recorded as if it had been reported."""
+    prompt, completion = result.prompt_tokens, result.completion_tokens
+    source, prompt_source = result.token_count_source, result.prompt_count_source
+    if not (_holds(prompt, _INT32_MAX) and _holds(completion, _INT32_MAX)):
+        # Counts no record column can hold (negative, past 2^31 - 1) are not believed,
+        # neither of them (one broken usage object): completions fall back to counted
+        # events, the prompt to unknown, and the sources say so.
+        prompt, prompt_source = None, None
+        completion, source = len(result.token_stamps), "events"
+    text_only = request.images is None  # a tokenizer counts no image tokens
+    if (
+        prompt is None
+        and result.failure is None
+        and request.prompt_source == "tokenizer"
+        and text_only
+    ):
+        # The plan made (or counted) this prompt's text with the workload's tokenizer, so
+        # its planned length is that tokenizer's count of the text sent (no chat template).
+        prompt, prompt_source = request.prompt_tokens, "tokenizer"
+    return prompt, completion, source, prompt_source
+
+
+_SESSION_COLUMNS = ("session_id", "turn", "session_turns", "context_tokens", "session_end")
+
+
+def _session_columns(request: PlannedRequest) -> dict[str, object]:
+    place = request.session
+    if place is None:
+        return dict.fromkeys(_SESSION_COLUMNS)
+    return {
+        "session_id": place.session_id,
+        "turn": place.turn,
+        "session_turns": place.turns,
+        "context_tokens": _within(place.context_tokens, _INT32_MAX),
+        "session_end": place.end,
+    }
+
+
+def _image_columns(request: PlannedRequest, result: RequestResult) -> dict[str, object]:
+    images = request.images
+    return {
+        "images": 0 if images is None else images.count,
+        "image_bytes": 0 if images is None else images.size,
+        "image_pixels": 0 if images is None else images.pixels,
+        "image_digest": None if images is None else images.digest(),
+        "image_prompt_tokens": _within(result.image_prompt_tokens, _INT32_MAX),
+    }
+
+
 def record_row(
     ctx: RowContext, request: PlannedRequest, result: RequestResult
 ) -> dict[str, object]:
@@ -62,15 +117,7 @@ def record_row(
         return None if stamp is None else stamp - sent
 
     failure = result.failure
-    prompt_tokens, completion_tokens = result.prompt_tokens, result.completion_tokens
-    source = result.token_count_source
-    if source == "usage" and not (
-        _holds(prompt_tokens, _INT32_MAX) and _holds(completion_tokens, _INT32_MAX)
-    ):
-        # Counts no record column can hold (negative, past 2^31 - 1) are not believed:
-        # the row falls back to counted events and the planned prompt, and says so.
-        prompt_tokens, completion_tokens = request.prompt_tokens, len(result.token_stamps)
-        source = "events"
+    prompt_tokens, completion_tokens, source, prompt_source = _counts(request, result)
     row: dict[str, object] = {
         "run_id": ctx.run_id,
         "stage": ctx.stage,
@@ -97,6 +144,7 @@ def record_row(
         "completion_tokens": _within(completion_tokens, _INT32_MAX),
         "reasoning_tokens": _within(result.reasoning_tokens, _INT32_MAX),
         "token_count_source": source,
+        "prompt_count_source": prompt_source,
         "server_prompt_ns": _within(result.server_prompt_ns, _INT64_MAX),
         "server_decode_ns": _within(result.server_decode_ns, _INT64_MAX),
         "retries": result.retries,
@@ -115,6 +163,11 @@ def record_row(
         "tool_call": result.tool_call_at is not None,
         "tool_call_at_ns": since_sent(result.tool_call_at),
         "tool_calls": result.tool_calls,
+        "finish_reason": result.finish_reason,
+        **_session_columns(request),
+        "dataset_id": request.dataset_id,
+        "dataset_row": request.dataset_row,
+        **_image_columns(request, result),
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

@@ -31,7 +31,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scenarios.egress import EgressDenied, normalise_host, provider_endpoints, url_host
+from scenarios.egress import (
+    EgressDenied,
+    metrics_endpoints,
+    normalise_host,
+    provider_endpoints,
+    url_host,
+)
 from scenarios.errors import Refused
 from scenarios.presets import preset_secret_hosts
 from scenarios.settings import env_name
@@ -138,15 +144,30 @@ def owner_bindings(providers: Iterable[Any]) -> dict[str, tuple[str, ...]]:
     provider's key variables to the hosts of that provider's own URLs."""
     bindings: dict[str, list[str]] = {}
     for provider in providers:
-        hosts = []
-        for endpoint in provider_endpoints(provider):
-            try:
-                hosts.append(host_of(endpoint.url))
-            except EgressDenied:
-                continue  # not a URL the worker would connect to
+        hosts = _hosts(provider_endpoints(provider))
+        metrics_hosts = _hosts(metrics_endpoints(provider))
+        metrics_vars: list[str] = getattr(provider, "metrics_secret_env_vars", list)()
         for variable in provider.secret_env_vars():
-            bindings.setdefault(variable, []).extend(hosts)
+            # The metrics token goes to the metrics host (and the API key to the API's
+            # hosts), unless the scenario names one variable for both.
+            api_var = variable != getattr(provider, "metrics_api_key_env", None) or (
+                variable == getattr(provider, "api_key_env", None)
+            )
+            if api_var:
+                bindings.setdefault(variable, []).extend(hosts)
+            if variable in metrics_vars:
+                bindings.setdefault(variable, []).extend(metrics_hosts)
     return merge_bindings(bindings)
+
+
+def _hosts(endpoints: Iterable[Any]) -> list[str]:
+    hosts = []
+    for endpoint in endpoints:
+        try:
+            hosts.append(host_of(endpoint.url))
+        except EgressDenied:
+            continue  # not a URL the worker would connect to
+    return hosts
 
 
 def bindings_json(bindings: Mapping[str, Iterable[str]]) -> str:

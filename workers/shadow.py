@@ -175,7 +175,6 @@ async def _measure(
             ChatParser,
             adapter.limits,
             adapter.retry,
-            task.prompt_tokens,
             intended_start,
         )
     # Other dialects take one prompt: the conversation's text, turns labelled.

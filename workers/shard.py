@@ -20,8 +20,11 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from scenarios.egress import EgressDenied, check_provider_egress
+from scenarios.images import ImagesUnavailable
 from scenarios.tokenizer_files import TokenizerUnavailable
 from scenarios.wire import (
     EventType,
@@ -35,10 +38,14 @@ from workers.client.adapters import ProviderSetupError, build_adapter
 from workers.client.prewarm import prewarmed
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
+from workers.dataset_requests import DatasetRows
 from workers.datasets import dataset_cache
 from workers.event_loop import shutting_down
 from workers.health import ShardHealth
+from workers.images import ImagePool, prepared_image_pool
+from workers.load.sessions import build_session_load
 from workers.load.shapes import LoadShape, build_load, connections_needed, rate_figures
+from workers.metrics_scraper import MetricsScraper
 from workers.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.progress import Progress
 from workers.prompt_calibration import CalibratedPrompts, save_fit
@@ -46,8 +53,10 @@ from workers.prompt_makers import prompt_maker
 from workers.prompts import PlannedRequest, PromptMaker, request_planner
 from workers.publisher import ShardPublisher
 from workers.rows import RowContext, record_row, wall_ns
+from workers.session_plans import has_replayed_sessions
 
 OWNER_TTL_S = 10.0
+T = TypeVar("T")
 DONE_TTL_S = 7 * 24 * 3600
 
 log = logging.getLogger("tokenbench.worker")
@@ -133,10 +142,11 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
 
     rows = _row_context(spec, context, attempt)
     try:
-        entries, maker = await _workload_inputs(spec, context)
-        plan = request_planner(spec.workload, spec.seed, spec.stage, entries, maker)
-        load = build_load(spec, plan, entries or ())
-    except (WorkloadFileError, TokenizerUnavailable) as exc:
+        # Loading a dataset and counting its rows may outlast the claim's TTL: keep it.
+        entries, maker, kept = await _holding(claim, _workload_inputs(spec, context))
+        images = await _image_pool(spec)
+        load = _load(spec, entries, maker, kept, images)
+    except (WorkloadFileError, TokenizerUnavailable, ImagesUnavailable) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
     progress = Progress()
@@ -153,7 +163,9 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         if calibration is not None:
             calibration.observe_answer(request, result)
 
-    async with publisher:
+    # Server telemetry around the load, if the planner marked this shard (docs/telemetry.md).
+    scraper = MetricsScraper.for_shard(spec, context, attempt, claim, adapter_context.endpoint)
+    async with publisher, scraper or contextlib.nullcontext():
         # Stopped by an event, not task.cancel(): a cancellation landing inside a Redis
         # call can be swallowed by the client library and leave the task running.
         stop_reporting = asyncio.Event()
@@ -226,16 +238,66 @@ async def _finish(
     )
 
 
+def _load(
+    spec: ShardSpec,
+    entries: tuple[FileEntry, ...] | None,
+    maker: PromptMaker,
+    kept: DatasetRows | None,
+    images: ImagePool | None,
+) -> LoadShape:
+    """The shard's load: sessions (generated, or a replayed session log), else requests
+    (``kept``: ``workload.dataset``'s rows, already counted and filtered; ``images``: the
+    run's image pool, made before the stage clock)."""
+    if spec.workload.sessions is not None or has_replayed_sessions(spec.workload, entries):
+        return build_session_load(spec, entries or (), maker)
+    plan = request_planner(
+        spec.workload, spec.seed, spec.stage, entries, maker, kept, images=images
+    )
+    return build_load(spec, plan, entries or ())
+
+
 async def _workload_inputs(
     spec: ShardSpec, context: WorkerContext
-) -> tuple[tuple[FileEntry, ...] | None, PromptMaker]:
-    """The workload's dataset entries and the shard's prompt maker."""
+) -> tuple[tuple[FileEntry, ...] | None, PromptMaker, DatasetRows | None]:
+    """The workload's dataset entries, the shard's prompt maker and, for
+    ``workload.dataset``, the rows it keeps (counted with the maker)."""
     max_bytes = context.settings.api.max_dataset_bytes
     entries = await dataset_cache.workload_entries(context.redis, spec.workload, max_bytes)
     maker = await prompt_maker(
         context.redis, spec.workload, spec.run_id, spec.provider.name, context.region, max_bytes
     )
-    return entries, maker
+    kept = await dataset_cache.workload_rows(spec.workload, entries, maker)
+    return entries, maker, kept
+
+
+async def _holding(claim: Claim, work: Awaitable[T]) -> T:
+    """``await work`` while keeping the claim on the shard (ClaimLost if it is lost)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=OWNER_TTL_S / 3)
+            if done:
+                return task.result()
+            try:
+                kept = await claim.keep()
+            except TRANSIENT_ERRORS:
+                continue  # Redis away for a moment: the loading goes on, kept next round
+            if not kept:
+                raise ClaimLost("the claim on the shard was lost while its inputs were loaded")
+    finally:
+        task.cancel()
+
+
+async def _image_pool(spec: ShardSpec) -> ImagePool | None:
+    """The run's images, generated off the event loop before the stage clock starts, so
+    that encoding never lands inside a measured request (docs/workloads.md)."""
+    images = spec.workload.images
+    if images is None or images.fraction == 0:
+        return None
+    try:
+        return await prepared_image_pool(images, spec.seed)
+    except (OSError, ValueError) as exc:  # e.g. a Pillow built without the format's codec
+        raise ImagesUnavailable(f"workload.images: cannot generate the images: {exc}") from exc
 
 
 async def _keep_calibration(

@@ -38,7 +38,9 @@ SELECT
     count(q.e2e_from_intent_ms) FILTER (q.status = 'ok' AND q.load_kind = 'open'),
     count(q.decode_tok_s) FILTER (q.status = 'ok'),
     sum(q.decode_tok_s) FILTER (q.status = 'ok'),
-    sum(q.prompt_tokens) FILTER (q.status = 'ok'),
+    -- NULL when a successful request's prompt count is unknown (as the view does).
+    CASE WHEN count(*) FILTER (q.status = 'ok' AND q.prompt_tokens IS NULL) = 0
+         THEN sum(q.prompt_tokens) FILTER (q.status = 'ok') END,
     sum(q.completion_tokens) FILTER (q.status = 'ok'),
     bool_or(q.has_slo),
     count(*) FILTER (q.met_slo),
@@ -48,7 +50,10 @@ SELECT
     count(*) FILTER (in_window(q.end_us, w.w_start, w.w_end)),
     count(*) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end)),
     count(*) FILTER (q.met_slo AND in_window(q.end_us, w.w_start, w.w_end)),
-    sum(q.prompt_tokens) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end)),
+    CASE WHEN count(*) FILTER (q.status = 'ok' AND q.prompt_tokens IS NULL
+                               AND in_window(q.end_us, w.w_start, w.w_end)) = 0
+         THEN sum(q.prompt_tokens) FILTER (q.status = 'ok'
+                                           AND in_window(q.end_us, w.w_start, w.w_end)) END,
     sum(q.completion_tokens) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end)),
     sum(busy_in_window_us(q.sent_us, q.end_us, w.w_start, w.w_end))
 FROM req AS q, w

@@ -25,7 +25,9 @@ g AS (
         sum(ttft_n) AS ttft_n, sum(tpot_n) AS tpot_n, sum(e2e_n) AS e2e_n,
         sum(ttft_intent_n) AS ttft_intent_n, sum(e2e_intent_n) AS e2e_intent_n,
         sum(decode_sum) / nullif(sum(decode_n), 0)              AS decode_tok_s_mean,
-        sum(input_tokens)                                       AS input_tokens,
+        -- A shard with successful requests but no input sum had unknown prompt counts.
+        CASE WHEN NOT bool_or(coalesce(ok, 0) > 0 AND input_tokens IS NULL)
+             THEN sum(input_tokens) END                         AS input_tokens,
         sum(output_tokens)                                      AS output_tokens,
         bool_or(has_slo)                                        AS has_slo,
         sum(met_slo)                                            AS met_slo,
@@ -35,7 +37,8 @@ g AS (
         sum(per_window_s(done, window_us))                      AS attempted_request_rate,
         sum(per_window_s(ok_done, window_us))                   AS ok_request_rate,
         sum(per_window_s(good_done, window_us))                 AS goodput_rps,
-        sum(per_window_s(in_tokens_done, window_us))            AS input_tok_s,
+        CASE WHEN NOT bool_or(coalesce(ok_done, 0) > 0 AND in_tokens_done IS NULL)
+             THEN sum(per_window_s(in_tokens_done, window_us)) END AS input_tok_s,
         sum(per_window_s(out_tokens_done, window_us))           AS output_tok_s,
         sum(mean_in_flight(busy_us, window_us))                 AS achieved_concurrency
     FROM m

@@ -17,9 +17,11 @@ from api.cli.plan import plan
 from api.cli.providers import providers_app
 from api.cli.report import report, sql
 from api.cli.run import demo, run
+from api.cli.schedule import schedule_app
 from api.cli.serve import serve
 from api.cli.simulate import simulate
 from api.cli.submit import submit
+from api.cli.trend import trend
 from api.cli.validate import schema, validate
 from api.cli.worker import worker
 
@@ -30,12 +32,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-for command in (run, demo, serve, submit, validate, schema, worker, plan, report, sql):
+for command in (run, demo, serve, submit, validate, schema, worker, plan, report, sql, trend):
     app.command()(command)
 app.command()(gateway)
 app.add_typer(shadow_app, name="shadow")
 app.command()(simulate)
 app.add_typer(providers_app, name="providers")
+app.add_typer(schedule_app, name="schedule")
 
 
 def main() -> None:

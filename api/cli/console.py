@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from analytics.columns import ROW_KEYS, ReportColumn, UnknownColumnError, select
+from analytics.dataset_fingerprint import dataset_line
 from analytics.fitted_tables import Column, fit, print_tables
 from analytics.formatting import (
     CAPTION,
@@ -32,6 +33,16 @@ from analytics.formatting import (
 )
 from analytics.report import RunReport
 from analytics.report_formats import REPORT_FORMATS
+from analytics.sessions import (
+    ENDS_HEADER,
+    ENDS_TITLE,
+    TURNS_HEADER,
+    TURNS_NOTE,
+    TURNS_TITLE,
+    end_rows,
+    turn_rows,
+)
+from analytics.token_truth import token_truth_lines
 from analytics.top_errors import error_lines
 from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
@@ -295,6 +306,28 @@ def roofline_tables(report: RunReport, width: int) -> list[Table | Text]:
     )
 
 
+def session_tables(report: RunReport, width: int) -> list[Table | Text]:
+    """Multi-turn sessions: figures by turn index, and how sessions ended (none if the
+    run had no sessions)."""
+    tables: list[Table | Text] = []
+    for title, header, rows, caption in (
+        (TURNS_TITLE, TURNS_HEADER, turn_rows(report.session_turns), TURNS_NOTE),
+        (ENDS_TITLE, ENDS_HEADER, end_rows(report.sessions), ""),
+    ):
+        if not rows:
+            continue
+        cells = [[row[i] for row in rows] for i in range(len(header))]
+        keys = [
+            Column(header[i], cells[i], numeric=header[i] in ("stage", "turn")) for i in range(3)
+        ]
+        if header is TURNS_HEADER:
+            keys.append(Column(header[3], cells[3]))
+        first = len(keys)
+        values = [Column(header[i], cells[i]) for i in range(first, len(header))]
+        tables += fit(title, keys, values, width, caption=caption)
+    return tables
+
+
 def _number(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
@@ -324,6 +357,28 @@ def realism_note(row: Mapping[str, Any]) -> str:
     return note + ")"
 
 
+def images_note(row: Mapping[str, Any]) -> str:
+    """One stage's image share, images and bytes per image request, and the image and
+    text prompt tokens where the server reported them apart."""
+    tokens = row.get("image_tokens_mean")
+    text = row.get("text_prompt_tokens_mean")
+    return (
+        f"{row['provider']} s{row['stage']} {row['region']}: "
+        f"{row['image_share_pct']:.0f} % of requests, "
+        f"{_number(row.get('images_per_request_mean'))} images of "
+        f"{_number((row.get('image_bytes_mean') or 0) / 1024)} KiB a request; "
+        f"image tokens {'not reported' if tokens is None else f'{tokens:,.0f}'}, "
+        f"text tokens {'unknown' if text is None else f'{text:,.0f}'}"
+    )
+
+
+def _print_titled(console: Console, title: str, notes: list[str]) -> None:
+    if notes:
+        console.print(title, highlight=False)
+        for note in notes:
+            console.print(f"  {note}", highlight=False)
+
+
 def print_report(
     console: Console, report: RunReport, fmt: str, shown: Sequence[ReportColumn] | None = None
 ) -> None:
@@ -339,21 +394,38 @@ def print_report(
     print_tables(console, report_tables(report, width, shown))
     print_tables(console, percentile_tables(report, width))
     print_tables(console, roofline_tables(report, width))
+    print_tables(console, session_tables(report, width))
     if report.comparison:
         print_tables(console, comparison_tables(report.comparison, width))
+    print_notes(console, report)
+
+
+def print_notes(console: Console, report: RunReport) -> None:
+    """The lines after the report's tables: why requests failed, the dataset, prompt
+    lengths, token counts, pre-warmed connections, client-bound stages, shards that
+    failed or ran more than once."""
+    _print_measurement_notes(console, report)
+    _print_shard_notes(console, report)
+
+
+def _print_measurement_notes(console: Console, report: RunReport) -> None:
     # Why requests failed, after the tables; messages are text a server wrote: no markup.
     for line in error_lines(report.errors, report.stages):
         console.print(line, markup=False, highlight=False)
-    realism = [
-        realism_note(r) for r in report.stages if r.get("prompt_length_error_pct") is not None
-    ]
-    if realism:
-        console.print(
-            "prompt tokens, planned → server-reported (mean error after warm-up; docs/lengths.md)",
-            highlight=False,
-        )
-        for note in realism:
-            console.print(f"  {note}", highlight=False)
+    if report.dataset is not None:
+        console.print(dataset_line(report.dataset), markup=False, highlight=False)
+    _print_titled(
+        console,
+        "prompt tokens, planned → server-reported (mean error after warm-up; docs/lengths.md)",
+        [realism_note(r) for r in report.stages if r.get("prompt_length_error_pct") is not None],
+    )
+    _print_titled(
+        console,
+        "images (means; tokens as the server reported them, docs/workloads.md)",
+        [images_note(r) for r in report.stages if r.get("image_requests")],
+    )
+    for line in token_truth_lines(report.stages):
+        console.print(line, markup=False, highlight=False)
     warmed = [
         f"{r['provider']} s{r['stage']} {r['region']}: {h['prewarmed_connections']} in "
         f"{h.get('prewarm_ms', 0):.0f} ms"
@@ -376,6 +448,9 @@ def print_report(
                 f"{health['client_bound_note']} (docs/load.md)",
                 highlight=False,
             )
+
+
+def _print_shard_notes(console: Console, report: RunReport) -> None:
     failed = [s for s in report.shards if s["state"] != ShardState.FINISHED]
     for shard in failed:
         console.print(f"[yellow]shard {shard['shard_id']}: {shard['state']}: {shard['message']}")

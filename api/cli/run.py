@@ -24,6 +24,7 @@ from api.cli.output import exit_on_verdict, write_report
 from api.cli.signals import sigterm_as_interrupt
 from scenarios.adhoc import AdHocFlags, build_document, parse_list
 from scenarios.errors import BadInput, Unavailable
+from scenarios.images import ImagesUnavailable, require_pillow
 from scenarios.loader import ScenarioError, load_document, validate_scenario
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
@@ -49,6 +50,16 @@ def _check_keys(scenario: Scenario) -> None:
                         f"provider {provider.name!r}: environment variable {variable} is not set"
                     )
                 )
+
+
+def _check_extras(scenario: Scenario) -> None:
+    """Local workers run on this machine: an optional library the scenario needs and this
+    machine lacks is an error now, with the command that installs it."""
+    if scenario.workload.images is not None:
+        try:
+            require_pillow()
+        except ImagesUnavailable as exc:
+            raise exit_for(exc) from None
 
 
 Flag = typer.Option  # the ad-hoc flags, grouped in --help under one panel
@@ -217,6 +228,7 @@ def _run_scenario(
     secret_hosts = None
     if settings.redis.url is None:
         _check_keys(scenario)
+        _check_extras(scenario)
         # The embedded default runs the user's own scenario on the user's own machine:
         # its workers may send each provider's key to that provider's own hosts.
         owned = merge_bindings(settings.worker.secret_hosts, owner_bindings(scenario.providers))

@@ -81,6 +81,18 @@ def simulate(
         int | None, typer.Option(help="Chunked prefill: token budget per step (default off).")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the fault draws (default 0).")] = None,
+    unfinished_rate: Annotated[
+        float | None,
+        typer.Option(help="Share of answers ending with [DONE] but no finish_reason (0)."),
+    ] = None,
+    stream_usage: Annotated[
+        bool | None,
+        typer.Option(
+            "--stream-usage/--no-stream-usage",
+            help="Stream the usage chunk a request asks for (default on; off: as "
+            "llama-cpp-python's server).",
+        ),
+    ] = None,
     tool_call_rate: Annotated[
         float | None,
         typer.Option(help="Share of tool_choice auto requests answered with a tool call (0)."),
@@ -94,6 +106,34 @@ def simulate(
         typer.Option(
             help="Count prompt tokens with this tokenizer: a local tokenizer.json or "
             "directory, else a Hugging Face hub name (from the cache)."
+        ),
+    ] = None,
+    prefill_ms_per_token: Annotated[
+        float | None,
+        typer.Option(help="Fixed model: TTFT added per uncached prompt token (default 0)."),
+    ] = None,
+    prefix_cache: Annotated[
+        bool | None,
+        typer.Option(
+            "--prefix-cache/--no-prefix-cache",
+            help="Reuse conversations served: later turns prefill only what is new.",
+        ),
+    ] = None,
+    prefix_cache_words: Annotated[
+        int | None, typer.Option(help="Words the prefix cache holds (default 1000000).")
+    ] = None,
+    image_token_rule: Annotated[
+        str | None,
+        typer.Option(help="Image tokens: tiles (OpenAI-style, default) or patches."),
+    ] = None,
+    image_patch_px: Annotated[
+        int | None, typer.Option(help="Patches rule: pixels a side per image token (28).")
+    ] = None,
+    report_image_tokens: Annotated[
+        bool | None,
+        typer.Option(
+            "--report-image-tokens/--no-report-image-tokens",
+            help="Split image and text tokens in usage.prompt_tokens_details (default on).",
         ),
     ] = None,
     served_model_name: Annotated[
@@ -123,8 +163,16 @@ def simulate(
         "max_batch": max_batch,
         "chunked_prefill_tokens": chunked_prefill_tokens,
         "seed": seed,
+        "unfinished_rate": unfinished_rate,
+        "stream_usage": stream_usage,
         "tool_call_rate": tool_call_rate,
         "prompt_token_ratio": prompt_token_ratio,
+        "prefill_ms_per_token": prefill_ms_per_token,
+        "prefix_cache": prefix_cache,
+        "prefix_cache_words": prefix_cache_words,
+        "image_token_rule": image_token_rule,
+        "image_patch_px": image_patch_px,
+        "report_image_tokens": report_image_tokens,
         "prompt_tokenizer": None
         if prompt_tokenizer is None
         else ({"path": prompt_tokenizer} if Path(prompt_tokenizer).exists() else prompt_tokenizer),

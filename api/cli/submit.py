@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,7 +24,9 @@ from api.cli.datasets import upload_local_datasets
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.rest_client import TokenOption, fetch_report, raise_for, remote
 from api.schemas import RunPublic
+from scenarios.dataset_formats import Conversion
 from scenarios.errors import BadInput
+from scenarios.limits import MAX_ID_CHARS
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
 from scenarios.wire import RunState
@@ -31,9 +34,33 @@ from scenarios.wire import RunState
 POLL_S = 0.5
 
 
-def upload_dataset(client: httpx.Client, use: str, path: str, data: bytes) -> str:
-    """POST one local workload file as a dataset; return its id (an error of the tree
-    naming the file when the control plane refuses it)."""
+def upload_dataset(
+    client: httpx.Client,
+    use: str,
+    path: str,
+    data: bytes,
+    conversion: Conversion | None = None,
+    origin: str | None = None,
+) -> str:
+    """POST one local workload file as a dataset (``workload.dataset``'s with the format
+    and columns it is converted with, by the control plane); return its id (an error of
+    the tree naming the file when the control plane refuses it)."""
+    if use == "dataset":
+        params = {f"{role}_column": column for role, column in (conversion or Conversion()).columns}
+        params["format"] = (conversion or Conversion()).format
+        params["name"] = (origin or path)[:MAX_ID_CHARS]
+        response = client.post(
+            "/v1/datasets",
+            content=data,
+            params=params,
+            headers={"content-type": "application/octet-stream"},
+        )
+        field = "hub" if (origin or "").startswith("hub:") else "path"
+        raise_for(response, f"workload.dataset.{field}: {origin or path}: ")
+        info = response.json()
+        if "prompts" not in info["kinds"]:
+            raise BadInput(f"workload.dataset.{field}: {path} holds no prompts")
+        return str(info["id"])
     response = client.post(
         "/v1/datasets", content=data, headers={"content-type": "application/x-ndjson"}
     )
@@ -60,7 +87,7 @@ def submit_run(
     ScenarioError (bad input)."""
     scenario = upload_local_datasets(
         scenario,
-        lambda use, path, data: upload_dataset(client, use, path, data),
+        functools.partial(upload_dataset, client),
         get_settings().api,
         source,
     )

@@ -45,6 +45,7 @@ from redis.exceptions import RedisError, ResponseError
 from analytics.datasets import DatasetStore, UnknownDatasetError, workload_datasets
 from analytics.runs import RunStore
 from analytics.shadow import ensure_shadow_schema, ingest_captures, session_ids
+from analytics.telemetry_ingest import ingest_scrapes
 from api.control.coordinator import (
     Coordinator,
     RunCoordinator,
@@ -70,6 +71,7 @@ from scenarios.wire import (
     DATASET_TTL_S,
     IN_FLIGHT,
     RUN_SHARD,
+    MetricsBatch,
     RunState,
     ShardState,
     StreamKind,
@@ -82,6 +84,7 @@ from scenarios.wire import (
     events_stream,
     heartbeat_key,
     heartbeat_pattern,
+    metrics_stream,
     owner_key,
     parse_stream,
     records_stream,
@@ -94,6 +97,8 @@ log = logging.getLogger("tokenbench.control")
 GROUP = "control"
 READ_BLOCK_MS = 200
 HEALTH_CHECK_S = 1.0
+# Metrics-stream entries read per call while draining a closing run.
+MAX_DRAIN_ENTRIES = 500
 
 
 def new_run_id() -> str:
@@ -370,6 +375,11 @@ class ControlPlane:
             if kind is StreamKind.CAPTURES:
                 rows = [row for _, fields in entries for row in decode_captures(fields)]
                 ingest_captures(self.con, rows)
+            elif kind is StreamKind.METRICS:
+                # Server telemetry (docs/telemetry.md): the read's entries in one
+                # transaction, on a cursor of its own in a thread (as record parts are).
+                payloads = [MetricsBatch.decode(f).ipc for _, f in entries]
+                await asyncio.to_thread(_store_scrapes, self.con, payloads)
             else:
                 for _, fields in entries:
                     coordinator.on_event(decode_event(fields))
@@ -377,7 +387,7 @@ class ControlPlane:
         if entries:
             ids = [entry_id for entry_id, _ in entries]
             await self.redis.xack(stream, GROUP, *ids)
-            if kind is StreamKind.RECORDS:
+            if kind in (StreamKind.RECORDS, StreamKind.METRICS):
                 # Stored and committed: the payloads need not stay in Redis memory.
                 await self.redis.xdel(stream, *ids)
 
@@ -524,7 +534,23 @@ class ControlPlane:
         streams: tuple[str, ...] = (events_stream(run_id), records_stream(run_id))
         if isinstance(self.runs.get(run_id), SessionCoordinator):
             streams += (captures_stream(run_id),)
+        else:
+            streams += (metrics_stream(run_id),)
         return streams
+
+    async def _drain_metrics(self, run_id: str) -> None:
+        """Store the scrapes still on a closing run's metrics stream: a shard publishes
+        its last ones just before ``finished``, and a backlog read behind the events
+        would otherwise be deleted with the stream."""
+        stream = metrics_stream(run_id)
+        while True:
+            answer: Any = await self.redis.xreadgroup(
+                GROUP, self.consumer, {stream: ">"}, count=MAX_DRAIN_ENTRIES
+            )
+            entries = answer[0][1] if answer else []
+            if not entries:
+                return
+            await self._handle(stream, entries)
 
     async def _create_groups(self, run_id: str) -> None:
         for stream in self._streams(run_id):
@@ -554,6 +580,8 @@ class ControlPlane:
         keys stay (they expire) so that a late redelivered task is still skipped."""
         if coordinator.run_id in self.records.runs():  # a cancelled run's last records
             await store_due(self.records, self.redis, GROUP, self.runs, force=True)
+        if isinstance(coordinator, RunCoordinator):
+            await self._drain_metrics(coordinator.run_id)
         streams = self._streams(coordinator.run_id)
         if isinstance(coordinator, SessionCoordinator):
             # Batch counters of the session's shards; publishers after the stop are lost.
@@ -565,6 +593,14 @@ class ControlPlane:
             )
         self.runs.pop(coordinator.run_id, None)
         await self.redis.delete(*streams)
+
+
+def _store_scrapes(con: duckdb.DuckDBPyConnection, payloads: list[bytes]) -> None:
+    cursor = con.cursor()
+    try:
+        ingest_scrapes(cursor, payloads)
+    finally:
+        cursor.close()
 
 
 def _dataset_content(cursor: duckdb.DuckDBPyConnection, dataset_id: str) -> bytes:

@@ -5,6 +5,10 @@ at most ``max_streams_per_shard`` streams, each a shard of its own, so one load 
 can exceed what one worker process drives; the parts divide the stage's requests into
 disjoint ranges of sequence numbers, so together they send exactly the planned requests.
 
+With ``workload.sessions`` the unit is a session instead of a request: parts get
+disjoint ranges of sessions (closed) or every P-th session arrival (open), so all turns
+of a session run in one shard.
+
 Open loop (rates, replay): every provider and region gets the stage's full rate; a rate
 above ``max_rps_per_shard`` (or a ``max_in_flight`` cap above ``max_streams_per_shard``)
 is split into parts that share one seeded schedule, part p sending arrivals p, p + P,
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 
 from scenarios.limits import MAX_SHARDS_PER_RUN
 from scenarios.loader import Problem, ScenarioError
-from scenarios.model import Scenario
+from scenarios.model import Provider, Scenario
 from scenarios.wire import ShardRate, ShardSpec
 
 DEFAULT_MAX_STREAMS_PER_SHARD = 512
@@ -145,7 +149,9 @@ def plan_run(
             )
         ]
     rate = scenario.load.rate
-    requests = scenario.load.requests_per_level
+    # Sessions are the unit of a session workload: a shard gets whole sessions, never
+    # part of one (its turns go to one provider, in one region, in order).
+    requests = scenario.units_per_level()
     # The plan's size is checked before any shard is built: a scenario within every
     # field's bound can still multiply into too many shards (levels × parts × ...).
     if rate is not None:
@@ -171,7 +177,7 @@ def plan_run(
                 index,
                 ShardRate(rps=rps, arrival=rate.arrival, burstiness=rate.burstiness),
                 rate.max_in_flight,
-                scenario.load.requests_per_level,
+                requests,
                 max_streams_per_shard,
                 max_rps_per_shard,
                 live,
@@ -192,7 +198,7 @@ def _closed_stage(
     max_streams_per_shard: int,
     workers: Mapping[str, int],
 ) -> Stage:
-    requests = scenario.load.requests_per_level
+    requests = scenario.units_per_level()
     shards: list[ShardSpec] = []
     for provider_index in range(len(scenario.providers)):
         for region in scenario.regions:
@@ -297,6 +303,15 @@ def _replay_stage(
     )
 
 
+def scrapes_metrics(provider: Provider, part: int) -> bool:
+    """Whether part ``part`` of a stage scrapes the provider's ``metrics_url``: one part
+    per provider, region and stage scrapes a server (the parts share it), but every part
+    of a simulated provider scrapes its own, as each worker process starts its own."""
+    if getattr(provider, "metrics_url", None) is None:
+        return False
+    return part == 0 or provider.kind == "simulated"
+
+
 def _shard(
     run_id: str,
     scenario: Scenario,
@@ -309,6 +324,7 @@ def _shard(
     provider = scenario.providers[provider_index]
     return ShardSpec(
         run_id=run_id,
+        scrape_metrics=scrapes_metrics(provider, part),
         shard_id=f"s{index}.{provider.name}.{region}" + (f".{part}" if parts > 1 else ""),
         stage=index,
         region=region,

@@ -21,8 +21,11 @@ from analytics.db import connect
 from api.control.plane import ControlPlane
 from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers
-from api.rest.routes import datasets, health, runs, scenarios, shadow, sql
+from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
+from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore
+from api.schedules.service import ScheduleService
+from api.schemas import RunCreate
 from scenarios.settings import Settings, env_name
 from scenarios.wire import REDIS_CLIENT_OPTIONS
 
@@ -49,11 +52,24 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         app.state.redis = redis
         app.state.plane = plane
         app.state.scenarios = ScenarioStore(con)
+        starter = RunStarter(plane, redis, app.state.scenarios, settings, con)
+        app.state.starter = starter
+
+        async def fire_run(body: RunCreate, schedule_id: str) -> str:
+            return (await starter.start(body, schedule_id)).run_id
+
+        # Schedules fire runs through the same starter as POST /v1/runs (docs/tracking.md).
+        schedule_service = ScheduleService(
+            con, settings, fire_run, lambda run_id: run_id in plane.runs
+        )
+        app.state.schedules = schedule_service
         stop = asyncio.Event()
         loop_task = asyncio.create_task(plane.serve_forever(stop))
+        await schedule_service.start()
         try:
             yield
         finally:
+            await schedule_service.stop()
             stop.set()
             await loop_task
             await redis.aclose()
@@ -85,4 +101,6 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
     app.include_router(sql.router)
     app.include_router(shadow.router)
     app.include_router(datasets.router)
+    app.include_router(schedules.router)
+    app.include_router(trends.router)
     return app

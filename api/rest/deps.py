@@ -11,7 +11,9 @@ from redis.asyncio import Redis
 
 from api.control.plane import ControlPlane
 from api.rest.auth import require_token
+from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore
+from api.schedules.service import ScheduleService
 from scenarios.settings import Settings
 
 
@@ -50,10 +52,23 @@ def _scenarios(request: Request) -> ScenarioStore:
     return store
 
 
+def _starter(request: Request) -> RunStarter:
+    """Starts runs as POST /v1/runs does (a schedule's fire uses the same one)."""
+    starter: RunStarter = request.app.state.starter
+    return starter
+
+
+def _schedules(request: Request) -> ScheduleService:
+    service: ScheduleService = request.app.state.schedules
+    return service
+
+
 SettingsDep = Annotated[Settings, Depends(_settings)]
 PlaneDep = Annotated[ControlPlane, Depends(_plane)]
 RedisDep = Annotated[Redis, Depends(_redis)]
 WriterDep = Annotated[duckdb.DuckDBPyConnection, Depends(_writer)]
 CursorDep = Annotated[duckdb.DuckDBPyConnection, Depends(_cursor)]
 ScenarioStoreDep = Annotated[ScenarioStore, Depends(_scenarios)]
+RunStarterDep = Annotated[RunStarter, Depends(_starter)]
+ScheduleServiceDep = Annotated[ScheduleService, Depends(_schedules)]
 Authenticated = Depends(require_token)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from analytics.datasets import DatasetStore
+from analytics.datasets import DatasetStore, dataset_problems
 from api.rest.errors import ProviderEgressDenied
 from api.schemas import RunOverrides
-from scenarios.egress import EgressDenied, check_url, provider_endpoints
+from scenarios.egress import EgressDenied, check_url, metrics_endpoints, provider_endpoints
 from scenarios.limits import MAX_DURATION_S, MAX_TOTAL_REQUESTS
 from scenarios.loader import Problem, ScenarioError, parse_scenario, validate_scenario
 from scenarios.model import Scenario, SimulatedProvider
@@ -52,10 +52,10 @@ def _check_overridable(data: dict[str, Any]) -> None:
 
 def check_scenario_egress(scenario: Scenario, policy: EgressSettings) -> None:
     """Refuse a scenario naming a URL the egress policy forbids, as a 422 naming the
-    field (``providers.N.base_url``, ``.endpoint`` or ``.endpoint_url``). No DNS lookup
-    here: the worker's transport checks every address it connects to."""
+    field (``providers.N.base_url``, ``.endpoint``, ``.endpoint_url`` or ``.metrics_url``).
+    No DNS lookup here: the worker's transport checks every address it connects to."""
     for index, provider in enumerate(scenario.providers):
-        for endpoint in provider_endpoints(provider):
+        for endpoint in [*provider_endpoints(provider), *metrics_endpoints(provider)]:
             try:
                 check_url(endpoint.url, policy, resolve=False)
             except EgressDenied as exc:
@@ -68,6 +68,13 @@ def check_scenario_egress(scenario: Scenario, policy: EgressSettings) -> None:
 PATH_REFUSED = (
     "a scenario submitted over REST cannot name a file: upload it with POST /v1/datasets "
     "(or use `tokenbench submit`, which does it) and give {dataset: ID} instead of path"
+)
+
+
+HUB_DATASET_REFUSED = (
+    "a scenario submitted over REST cannot name a hub dataset: the control plane fetches "
+    "nothing for a submitter. `tokenbench submit` resolves it on your machine and uploads "
+    "it; or upload its file with POST /v1/datasets and give {dataset: ID}"
 )
 
 
@@ -108,8 +115,26 @@ def check_scenario_datasets(scenario: Scenario, datasets: DatasetStore) -> None:
             problems.append(Problem(f"workload.{use}.dataset", message))
         elif use == "replay":
             problems += _replay_bounds(scenario, datasets, source.dataset)
+    problems += _dataset_workload(scenario, datasets)
     if problems:
         raise ScenarioError(problems)
+
+
+def _dataset_workload(scenario: Scenario, datasets: DatasetStore) -> list[Problem]:
+    """``workload.dataset`` over REST: an uploaded dataset of prompts, never a path or a
+    hub name (the same words whatever they name)."""
+    spec = scenario.workload.dataset
+    if spec is None:
+        return []
+    if spec.path is not None:
+        return [Problem("workload.dataset.path", PATH_REFUSED)]
+    if spec.hub is not None:
+        return [Problem("workload.dataset.hub", HUB_DATASET_REFUSED)]
+    info = datasets.find(spec.dataset or "")
+    if info is None:
+        message = f"no dataset {spec.dataset}: upload the file with POST /v1/datasets"
+        return [Problem("workload.dataset.dataset", message)]
+    return dataset_problems(scenario.workload, info, "workload.dataset.dataset")
 
 
 def _simulator_paths(scenario: Scenario) -> list[Problem]:

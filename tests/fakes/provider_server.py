@@ -6,7 +6,9 @@ behaviour: ``/s/{scenario}/...`` with scenario ``ok``, ``ratelimit`` (always 429
 ``ratelimit-once*`` (429 on the first request of each such scenario and dialect, then
 ok), ``quota``,
 ``midstream`` (an error after the first token), ``cut`` (the connection ends after the
-first event). Model ``missing`` gets the dialect's not-found answer. Credentials are
+first event), ``nousage`` (OpenAI chat as llama-cpp-python's server streams it: a
+finish_reason but no usage chunk), ``nofinish`` (chat and completions streams whose
+finish_reason never comes, then ``[DONE]``). Model ``missing`` gets the dialect's not-found answer. Credentials are
 checked as the real services do (bearer token, Azure ``api-key``, Bedrock SigV4
 signature recomputed with botocore), and refused with the recorded auth errors.
 
@@ -48,8 +50,10 @@ def data(path: str) -> bytes:
 
 
 def sse_events(body: bytes) -> list[bytes]:
-    """Split a recorded SSE body into its events, each with its blank-line terminator."""
-    return [part + b"\n\n" for part in body.split(b"\n\n") if part]
+    """Split a recorded SSE body into its events, each with its blank-line terminator
+    (``\n\n``, or ``\r\n\r\n`` as sse-starlette servers write)."""
+    separator = b"\r\n\r\n" if b"\r\n\r\n" in body else b"\n\n"
+    return [part + separator for part in body.split(separator) if part]
 
 
 class FakeProviders:
@@ -164,8 +168,10 @@ class FakeProviders:
             return self._json(data("openai-completions/404.json"), 404)
         if self._rate_limited(request, "openai"):
             return self._json(data("openai-completions/429-rate.json"), 429, **{"retry-after": "0"})
-        events = sse_events(data("openai/stream.sse"))
-        return await self._stream(request, events, "text/event-stream")
+        name = {"nousage": "no-usage.sse", "nofinish": "no-finish.sse"}.get(
+            request.match_info["sc"], "stream.sse"
+        )
+        return await self._stream(request, sse_events(data(f"openai/{name}")), "text/event-stream")
 
     async def openai_completions(self, request: web.Request) -> web.StreamResponse:
         """``/v1/completions``."""
@@ -179,7 +185,9 @@ class FakeProviders:
             return self._json(data("openai-completions/429-quota.json"), 429)
         if self._rate_limited(request, "completions"):
             return self._json(data("openai-completions/429-rate.json"), 429, **{"retry-after": "0"})
-        name = "midstream-error.sse" if scenario == "midstream" else "stream.sse"
+        name = {"midstream": "midstream-error.sse", "nofinish": "no-finish.sse"}.get(
+            scenario, "stream.sse"
+        )
         events = sse_events(data(f"openai-completions/{name}"))
         return await self._stream(request, events, "text/event-stream", cut=scenario == "cut")
 

@@ -121,15 +121,16 @@ def kinds(fake: FakeProviders, scenario: str, **override: Any) -> dict[str, dict
     return specs
 
 
-# kind -> (token events, prompt tokens, completion tokens, count source) of the recorded stream
+# kind -> (token events, prompt tokens, completion tokens, count source, finish reason) of
+# the recorded stream; Replicate never says why an answer ended (docs/providers.md)
 EXPECTED = {
-    "openai": (3, 9, 3, "usage"),
-    "openai-completions": (3, 5, 3, "usage"),
-    "azure-openai": (2, 9, 2, "usage"),
-    "bedrock": (3, 11, 3, "usage"),
-    "tgi": (2, 7, 3, "usage"),
-    "llamacpp": (2, 6, 2, "usage"),
-    "replicate": (3, 7, 3, "usage"),
+    "openai": (3, 9, 3, "usage", "length"),
+    "openai-completions": (3, 5, 3, "usage", "length"),
+    "azure-openai": (2, 9, 2, "usage", "length"),
+    "bedrock": (3, 11, 3, "usage", "length"),
+    "tgi": (2, 7, 3, "usage", "stop"),
+    "llamacpp": (2, 6, 2, "usage", "length"),
+    "replicate": (3, 7, 3, "usage", None),
 }
 
 
@@ -137,13 +138,14 @@ EXPECTED = {
 def test_recorded_stream_is_measured(fake: FakeProviders, kind: str) -> None:
     result = measure(provider(**kinds(fake, "ok")[kind]))
     assert result.failure is None, result.failure and result.failure.message
-    events, prompt, completion, source = EXPECTED[kind]
+    events, prompt, completion, source, reason = EXPECTED[kind]
     assert len(result.token_stamps) == events
     assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (
         prompt,
         completion,
         source,
     )
+    assert (result.prompt_count_source, result.finish_reason) == ("usage", reason)
     # Stamp order of docs/metrics.md; the role-only / filter-only first chunks are not tokens.
     assert 0 < result.sent <= result.first_byte <= result.first_token  # type: ignore[operator]
     assert result.first_token == result.first_output_token == result.token_stamps[0]
@@ -293,9 +295,67 @@ def test_midstream_error_keeps_the_tokens_before_it(fake: FakeProviders, kind: s
 
 
 @pytest.mark.parametrize("kind", ["openai-completions", "bedrock", "tgi", "llamacpp", "replicate"])
-def test_stream_cut_short_is_a_protocol_error(fake: FakeProviders, kind: str) -> None:
+def test_stream_ended_short_is_an_incomplete_answer(fake: FakeProviders, kind: str) -> None:
+    # The body ends in good order after the first event: no transport error, but the
+    # answer never said it finished.
     result = measure(provider(**kinds(fake, "cut")[kind]))
-    assert result.failure is not None and result.failure.error_class == "protocol"
+    assert result.failure is not None and result.failure.error_class == "incomplete"
+    assert f"after {len(result.token_stamps)} token events" in result.failure.message
+
+
+@pytest.mark.parametrize("kind", ["openai", "openai-completions"])
+def test_done_without_a_finish_reason_is_an_incomplete_answer(
+    fake: FakeProviders, kind: str
+) -> None:
+    result = measure(provider(**kinds(fake, "nofinish")[kind]))
+    assert result.failure is not None and result.failure.error_class == "incomplete"
+    assert "with [DONE] but no finish_reason" in result.failure.message
+
+
+def test_a_server_streaming_no_usage_leaves_the_prompt_count_unknown(fake: FakeProviders) -> None:
+    # llama-cpp-python's server: a finish_reason, no usage chunk whatever was asked.
+    result = measure(provider(**kinds(fake, "nousage")["openai"]))
+    assert result.failure is None, result.failure and result.failure.message
+    assert (result.prompt_tokens, result.prompt_count_source) == (None, None)
+    assert (result.completion_tokens, result.token_count_source) == (3, "events")
+    assert result.finish_reason == "stop"
+
+
+def test_output_length_knobs_and_extra_body_on_the_wire(fake: FakeProviders) -> None:
+    import orjson
+
+    knobs = {"enforce_output_length": True, "extra_body": {"top_k": 1, "seed": 7}}
+    before = len(fake.requests)
+    for kind in ("openai-completions", "llamacpp"):
+        result = measure(provider(**kinds(fake, "ok", **knobs)[kind]))
+        assert result.failure is None, result.failure and result.failure.message
+        measure(provider(**kinds(fake, "ok")[kind]))  # without them
+    completions, plain_completions, llama, plain_llama = (
+        orjson.loads(r["body"]) for r in fake.requests[before:]
+    )
+    assert completions == {
+        "model": "m",
+        "prompt": REQUEST.prompt,
+        "max_tokens": 3,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "ignore_eos": True,
+        "min_tokens": 3,
+        "top_k": 1,
+        "seed": 7,
+    }
+    assert "ignore_eos" not in plain_completions and "min_tokens" not in plain_completions
+    # llama-server: n_predict is the planned length; ignore_eos keeps it from stopping early.
+    assert llama == {
+        "prompt": REQUEST.prompt,
+        "n_predict": 3,
+        "stream": True,
+        "cache_prompt": False,
+        "ignore_eos": True,
+        "top_k": 1,
+        "seed": 7,
+    }
+    assert "ignore_eos" not in plain_llama and "top_k" not in plain_llama
 
 
 def test_llamacpp_loading_is_a_5xx(fake: FakeProviders) -> None:

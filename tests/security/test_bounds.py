@@ -199,6 +199,23 @@ def test_a_large_extra_body(hostile_stack: HostileStack) -> None:
     assert str(limits.MAX_EXTRA_BODY_BYTES) in messages(answer)
 
 
+def test_images_over_the_pixel_bounds(hostile_stack: HostileStack) -> None:
+    """A submitter must not make workers generate and hold gigabytes of images."""
+    scenario = scenario_with(simulated())
+    scenario["workload"]["images"] = {"width": 4096, "height": 4096}
+    answer = hostile_stack.client.post("/v1/scenarios", json=scenario)
+    assert answer.status_code == 422, answer.text
+    assert ["scenario", "workload", "images"] in locs(answer)
+    assert f"{limits.MAX_IMAGE_PIXELS:,}" in messages(answer)
+    scenario["workload"]["images"] = {"width": 2048, "height": 2048, "distinct": 1024}
+    answer = hostile_stack.client.post("/v1/scenarios", json=scenario)
+    assert answer.status_code == 422, answer.text
+    assert "lower distinct" in messages(answer)
+    scenario["workload"]["images"] = {"count": 1000}
+    answer = hostile_stack.client.post("/v1/scenarios", json=scenario)
+    assert ["scenario", "workload", "images", "count"] in locs(answer)
+
+
 # --------------------------------------------------------------------------- numbers
 
 

@@ -48,9 +48,16 @@ def _openapi() -> dict[str, Any]:
     return create_app(Settings(redis=RedisSettings(url="redis://unused")), celery).openapi()
 
 
-# Dataset uploads are raw JSONL bytes: send generated binaries as they are.
+# Dataset uploads are raw bytes (JSONL, Parquet, Arrow): send generated binaries as they are.
 schemathesis.serializer.alias(
-    ["application/jsonl", "application/x-ndjson"], "application/octet-stream"
+    [
+        "application/jsonl",
+        "application/x-ndjson",
+        "application/vnd.apache.parquet",
+        "application/vnd.apache.arrow.file",
+        "application/vnd.apache.arrow.stream",
+    ],
+    "application/octet-stream",
 )
 schema = schemathesis.openapi.from_dict(_openapi())
 

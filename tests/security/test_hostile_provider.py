@@ -3,8 +3,8 @@
 A submitter controls the endpoint a run measures, so the endpoint's answers are input
 too. Token counts past what a record column holds (2^31 - 1), negative counts and
 server timings past 2^63 ns must not make a record batch unencodable (which would lose
-every record of the batch): the counts are not believed (the row falls back to counted
-events) and the run records exactly what it planned.
+every record of the batch): the counts are not believed (completions fall back to counted
+events, the prompt count to unknown) and the run records exactly what it planned.
 """
 
 from __future__ import annotations
@@ -63,7 +63,9 @@ def test_absurd_usage_is_not_believed_and_nothing_is_lost(
         assert row["status"] == "ok"
         assert row["token_count_source"] == "events"
         assert row["completion_tokens"] == row["token_events"] == 2
-        assert row["prompt_tokens"] == row["planned_prompt_tokens"]
+        # Not the planned length recorded as if the server had said it: unknown.
+        assert row["prompt_tokens"] is None and row["prompt_count_source"] is None
+        assert row["finish_reason"] == "stop"
     hostile_stack.assert_healthy()
 
 

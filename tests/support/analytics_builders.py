@@ -43,6 +43,8 @@ def ok_result(sent: int, ttft_ms: float, gaps_ms: list[float], prompt: int = 50)
         prompt_tokens=prompt,
         completion_tokens=len(stamps),
         token_count_source="usage",
+        prompt_count_source="usage",
+        finish_reason="length",
     )
 
 
@@ -112,3 +114,25 @@ def store_run(
         ingest_batches(con, [BatchMessage(run_id, shard_id(group), 1, 0, batch)])
         if settle:
             RunStore(con).shard_done(run_id, shard_id(group), "finished", 1, None)
+
+
+def store_trend_runs(
+    con: duckdb.DuckDBPyConnection,
+    ttfts_ms: list[float],
+    *,
+    provider: str = "api",
+    schedule_id: str = "sch-1",
+    requests: int = 40,
+) -> list[str]:
+    """One finished run per TTFT (a schedule's runs, oldest first: ``run_origins`` names
+    the schedule), each ``requests`` successful requests of that TTFT; their ids."""
+    spec = scenario([{"name": provider, "kind": "simulated"}])
+    ids = []
+    for index, ttft in enumerate(ttfts_ms):
+        run_id = f"{schedule_id}-r{index}"
+        results = [ok_result(i * 20 * MS, ttft + 0.01 * i, [5.0] * 5) for i in range(requests)]
+        store_run(con, run_id, spec, {(provider, 0, "local"): results})
+        RunStore(con).finish_run(run_id, "finished")
+        con.execute("INSERT INTO run_origins VALUES (?, 'sc-1', ?)", [run_id, schedule_id])
+        ids.append(run_id)
+    return ids

@@ -132,6 +132,8 @@ def timed_result(
         prompt_tokens=10,
         completion_tokens=count,
         token_count_source="usage",
+        prompt_count_source="usage",
+        finish_reason="length",
     )
 
 
@@ -153,6 +155,8 @@ def ok_result(sent: int, ttft_ms: float, gaps_ms: list[float], prompt: int = 50)
         prompt_tokens=prompt,
         completion_tokens=len(stamps),
         token_count_source="usage",
+        prompt_count_source="usage",
+        finish_reason="length",
     )
 
 

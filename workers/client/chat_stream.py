@@ -4,16 +4,20 @@ Fed one decoded SSE payload at a time with the arrival stamp of its bytes, it re
 the stamps of docs/metrics.md: a role-only first chunk is not a token; reasoning text counts
 for ``first_token`` but not for ``first_output_token``; a tool-call delta is output like
 content (and its first stamp and the number of calls are kept); a chunk with several tokens is
-one event; ``usage`` supplies the counts when the server sends it.
+one event; ``usage`` supplies the counts when the server sends it. An answer is finished
+when a choice carries a ``finish_reason``; a stream that ends without one, even with
+``[DONE]``, is an incomplete answer (docs/metrics.md). The answer's text is kept only
+when the result asks for it (``result.answer``: a session's next turn).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from workers.client.errors import ProtocolFailure
+from workers.client.errors import IncompleteAnswer, ProtocolFailure
+from workers.client.finish import OPENAI_REASONS, finish_reason
 from workers.client.result import RequestResult
-from workers.client.streaming import json_object, stream_error, token_event
+from workers.client.streaming import json_object, settle_counts, stream_error, token_event
 
 _DONE = b"[DONE]"
 _REASONING_KEYS = ("reasoning_content", "reasoning")
@@ -24,13 +28,15 @@ _MAX_TOOL_CALLS = 1024
 class ChatStream:
     """Accumulates one streamed chat completion into a RequestResult."""
 
-    __slots__ = ("done", "finished", "result", "token_events", "tool_keys")
+    __slots__ = ("completion", "done", "finished", "prompt", "result", "token_events", "tool_keys")
 
     def __init__(self, result: RequestResult) -> None:
         self.result = result
         self.done = False  # saw [DONE]
-        self.finished = False  # saw a finish_reason
+        self.finished: str | None = None  # the finish_reason, once a choice carried one
         self.token_events = 0
+        self.prompt: int | None = None  # usage, when the server sends it
+        self.completion: int | None = None
         self.tool_keys: set[tuple[int, int]] = set()  # (choice, tool call index) seen
 
     def on_payload(self, payload: bytes, stamp: int) -> None:
@@ -64,12 +70,16 @@ class ChatStream:
                     index if isinstance(index, int) else 0, delta["tool_calls"], stamp
                 )
                 has_token = has_output = True
-            if delta.get("content"):
+            content = delta.get("content")
+            if content:
                 has_token = has_output = True
+                if self.result.answer is not None and isinstance(content, str):
+                    self.result.answer.add(content)
             elif any(delta.get(key) for key in _REASONING_KEYS):
                 has_token = True
-            if choice.get("finish_reason"):
-                self.finished = True
+            reason = finish_reason(choice.get("finish_reason"), OPENAI_REASONS)
+            if reason is not None:
+                self.finished = reason
         if has_token:
             token_event(self.result, stamp, output=has_output)
             self.token_events += 1
@@ -91,27 +101,24 @@ class ChatStream:
         self.result.tool_calls = len(self.tool_keys)
 
     def _on_usage(self, usage: dict[str, Any]) -> None:
-        result = self.result
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if isinstance(prompt, int) and isinstance(completion, int):
-            result.prompt_tokens = prompt
-            result.completion_tokens = completion
-            result.token_count_source = "usage"
+            self.prompt, self.completion = prompt, completion
             details = usage.get("completion_tokens_details")
             if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
-                result.reasoning_tokens = details["reasoning_tokens"]
+                self.result.reasoning_tokens = details["reasoning_tokens"]
+            # Gateways translating Gemini (and the simulator) split the prompt by modality;
+            # OpenAI's own prompt_tokens_details has cached and audio tokens only.
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("image_tokens"), int):
+                self.result.image_prompt_tokens = details["image_tokens"]
 
-    def finish(self, planned_prompt_tokens: int) -> None:
-        """Close the stream: check it completed and settle token counts."""
-        if not (self.done or self.finished):
-            raise ProtocolFailure(
-                f"stream cut short after {self.token_events} token events "
-                "(no finish_reason and no [DONE])"
+    def finish(self) -> None:
+        """Close the stream: check the answer finished and settle token counts."""
+        if self.finished is None:
+            ending = "with [DONE]" if self.done else "without [DONE]"
+            raise IncompleteAnswer(
+                f"stream ended {ending} but no finish_reason after {self.token_events} token events"
             )
-        result = self.result
-        if result.token_count_source is None:
-            # No usage from the server: completions counted from events (a lower bound
-            # when chunks carry several tokens), prompt from the planned length.
-            result.completion_tokens = self.token_events
-            result.prompt_tokens = planned_prompt_tokens
-            result.token_count_source = "events"
+        self.result.finish_reason = self.finished
+        settle_counts(self.result, self.prompt, self.completion, self.token_events)

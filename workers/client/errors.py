@@ -1,7 +1,10 @@
 """Error classes of docs/metrics.md ("Errors"), and the one place library errors are mapped to them.
 
     RequestFailure                  a request that did not complete
-      error_class ∈ {http_4xx, http_429, http_5xx, timeout, connect, protocol, cancelled}
+      error_class ∈ {http_4xx, http_429, http_5xx, timeout, connect, protocol, incomplete,
+                     cancelled}
+      ProtocolFailure               bytes that are not the dialect's stream
+      IncompleteAnswer              a well-framed stream whose answer never said it ended
 
 Transport errors (httpx, aiohttp beneath it, asyncio timeouts) are classified here and
 nowhere else; messages are redacted and bounded (scenarios/redaction.py) before they leave
@@ -20,6 +23,7 @@ from scenarios.redaction import MAX_MESSAGE_CHARS, redact
 __all__ = [
     "MAX_MESSAGE_CHARS",
     "ErrorClass",
+    "IncompleteAnswer",
     "ProtocolFailure",
     "RequestFailure",
     "class_of_status",
@@ -38,6 +42,7 @@ class ErrorClass(StrEnum):
     TIMEOUT = "timeout"
     CONNECT = "connect"
     PROTOCOL = "protocol"
+    INCOMPLETE = "incomplete"
     CANCELLED = "cancelled"
 
 
@@ -58,6 +63,15 @@ class ProtocolFailure(RequestFailure):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorClass.PROTOCOL, message)
+
+
+class IncompleteAnswer(RequestFailure):
+    """The stream ended in good order (the body complete, ``[DONE]`` perhaps sent) but the
+    answer carries no finish reason (docs/metrics.md, "Incomplete answers"): it may have
+    been cut anywhere, so its latency and length are not those of a finished answer."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorClass.INCOMPLETE, message)
 
 
 def class_of_status(status: int) -> ErrorClass:

@@ -8,6 +8,32 @@ from workers.client.errors import RequestFailure
 
 
 @dataclass(slots=True)
+class AnswerText:
+    """The text of a streamed answer, kept only when asked (a session's next turn sends
+    it back) and at most ``limit`` characters: a server that ignores ``max_tokens`` must
+    not grow the client's memory; ``cut`` says the limit was reached."""
+
+    limit: int
+    parts: list[str] = field(default_factory=list)
+    chars: int = 0
+    cut: bool = False
+
+    def add(self, text: str) -> None:
+        """Append a piece of the answer (what fits)."""
+        room = self.limit - self.chars
+        if len(text) > room:
+            text = text[: max(room, 0)]
+            self.cut = True
+        if text:
+            self.parts.append(text)
+            self.chars += len(text)
+
+    def text(self) -> str:
+        """The answer so far."""
+        return "".join(self.parts)
+
+
+@dataclass(slots=True)
 class RequestResult:
     """Stamps and counts of one request; derived metrics are computed from these only."""
 
@@ -20,18 +46,26 @@ class RequestResult:
     end: int | None = None
     # Stamp of every token-bearing event; ITL gaps are their successive differences.
     token_stamps: list[int] = field(default_factory=list)
+    # Counts as the server reported them; a count the server did not give stays None
+    # (the row builder may count the prompt with the workload's tokenizer, never guess it).
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     reasoning_tokens: int | None = None
-    token_count_source: str | None = None
+    token_count_source: str | None = None  # of completion_tokens: usage | events
+    prompt_count_source: str | None = None  # of prompt_tokens: usage, or None (not reported)
+    # Why the answer ended, in the shared vocabulary (workers/client/finish.py).
+    finish_reason: str | None = None
     server_prompt_ns: int | None = None
     server_decode_ns: int | None = None
     # Stamp of the first streamed tool-call delta, and the tool calls the answer made.
     tool_call_at: int | None = None
     tool_calls: int = 0
+    # Image tokens of the prompt, where the server's usage reports them apart.
+    image_prompt_tokens: int | None = None
     retries: int = 0
     retry_wait_ns: int = 0
     failure: RequestFailure | None = None
+    answer: AnswerText | None = None  # the answer's text, when the request asked to keep it
 
     @property
     def ok(self) -> bool:

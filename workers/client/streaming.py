@@ -30,7 +30,7 @@ from workers.client.errors import (
     classify_exception,
     redact,
 )
-from workers.client.result import RequestResult
+from workers.client.result import AnswerText, RequestResult
 from workers.client.retry import measure_with_retry, status_failure
 from workers.client.transport import arrival_of
 
@@ -80,8 +80,9 @@ class StreamParser(Protocol):
         """Account for ``chunk``, whose bytes arrived at ``stamp``; raise RequestFailure
         for an error the stream reports."""
 
-    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
-        """The body ended at ``stamp``: check it completed and settle token counts."""
+    def finish(self, stamp: int) -> None:
+        """The body ended at ``stamp``: check the answer finished (else raise
+        IncompleteAnswer) and settle token counts."""
 
 
 Prepare = Callable[[httpx.AsyncClient], Awaitable[HttpCall]]
@@ -93,18 +94,19 @@ async def measure_request(
     make_parser: Callable[[RequestResult], StreamParser],
     limits: Limits,
     retry: RetryPolicy | None,
-    planned_prompt_tokens: int,
     intended_start: int,
+    answer_chars: int = 0,
 ) -> RequestResult:
     """One measured request of an adapter: a fixed call or a ``prepare`` step, its parser,
-    and the provider's opt-in 429 retries."""
+    and the provider's opt-in 429 retries; with ``answer_chars`` the parser keeps that
+    much of the answer's text (parsers that can)."""
     prepare = _fixed(request) if isinstance(request, HttpCall) else request
 
     async def attempt() -> RequestResult:
         result = RequestResult(intended_start=intended_start)
-        return await measure_stream(
-            client, result, prepare, make_parser(result), limits, planned_prompt_tokens
-        )
+        if answer_chars > 0:
+            result.answer = AnswerText(answer_chars)
+        return await measure_stream(client, result, prepare, make_parser(result), limits)
 
     return await measure_with_retry(retry, attempt)
 
@@ -115,7 +117,6 @@ async def measure_stream(
     prepare: Prepare,
     parser: StreamParser,
     limits: Limits,
-    planned_prompt_tokens: int,
 ) -> RequestResult:
     """Send the request ``prepare`` builds and feed its body to ``parser``."""
     now = time.perf_counter_ns
@@ -157,7 +158,7 @@ async def measure_stream(
                         parser.feed(chunk, stamp)
                 end = None if arrival is None else arrival.end
                 result.end = now() if end is None else end
-                parser.finish(result.end, planned_prompt_tokens)
+                parser.finish(result.end)
     except BaseException as exc:
         if result.end is None:
             result.end = now()
@@ -249,21 +250,20 @@ def token_event(result: RequestResult, stamp: int, *, output: bool) -> None:
 
 
 def settle_counts(
-    result: RequestResult,
-    prompt_tokens: int | None,
-    completion_tokens: int | None,
-    events: int,
-    planned_prompt_tokens: int,
+    result: RequestResult, prompt_tokens: int | None, completion_tokens: int | None, events: int
 ) -> None:
-    """Token counts: the server's when it gave both (``usage``), else completions counted
-    from events and the planned prompt length (``events``)."""
-    if prompt_tokens is not None and completion_tokens is not None:
+    """Token counts: each the server's when it gave it (``usage``); completions not
+    reported are the counted token events (``events``, a lower bound when a chunk carries
+    several tokens), and a prompt count not reported stays unknown (None): the planned
+    length is never recorded as if the server had said it."""
+    if prompt_tokens is not None:
         result.prompt_tokens = prompt_tokens
+        result.prompt_count_source = "usage"
+    if completion_tokens is not None:
         result.completion_tokens = completion_tokens
         result.token_count_source = "usage"
     else:
-        result.prompt_tokens = planned_prompt_tokens
-        result.completion_tokens = completion_tokens if completion_tokens is not None else events
+        result.completion_tokens = events
         result.token_count_source = "events"
 
 

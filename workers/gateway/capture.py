@@ -115,9 +115,7 @@ def planned_tokens(messages: list[Any]) -> int:
     return max(1, round(prompt_chars(messages) / CHARS_PER_TOKEN))
 
 
-def primary_result(
-    received: int, answer: Answer, planned_prompt: int, secrets: tuple[str, ...]
-) -> RequestResult:
+def primary_result(received: int, answer: Answer, secrets: tuple[str, ...]) -> RequestResult:
     """The measured outcome of one forwarded request, as a worker would have measured it.
 
     Stamps are the arrival stamps the gateway took before passing the bytes on; a
@@ -141,7 +139,7 @@ def primary_result(
             for stamp, chunk in answer.chunks:
                 parser.feed(chunk, stamp)
             if answer.error is None:
-                parser.finish(answer.end, planned_prompt)
+                parser.finish(answer.end)
         except RequestFailure as failure:
             result.failure = failure  # the stream reported an error: recorded as sent
     elif answer.error is None:
@@ -162,7 +160,7 @@ def _usage_of(body: bytes, result: RequestResult) -> None:
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if isinstance(prompt, int) and isinstance(completion, int):
             result.prompt_tokens, result.completion_tokens = prompt, completion
-            result.token_count_source = "usage"
+            result.token_count_source = result.prompt_count_source = "usage"
 
 
 class Capture:
@@ -239,7 +237,7 @@ class Capture:
         messages = begun.messages
         chars = prompt_chars(messages)
         planned = max(1, round(chars / CHARS_PER_TOKEN))
-        result = primary_result(begun.received, answer, planned, self.secrets)
+        result = primary_result(begun.received, answer, self.secrets)
         if result.failure is not None:
             self.stats.primary_errors += 1
         request = PlannedRequest(begun.seq, planned, begun.max_tokens or 0, "")

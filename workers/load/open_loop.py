@@ -24,10 +24,10 @@ import contextlib
 import time
 from array import array
 from collections.abc import Awaitable, Callable, Iterator
+from typing import Generic, TypeVar
 
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
 from workers.quantiles import LogHistogram
 
 __all__ = ["OpenLoop", "sleep_until"]
@@ -35,8 +35,7 @@ __all__ = ["OpenLoop", "sleep_until"]
 # Longest single sleep: bounds how long a stop request waits at low rates.
 _MAX_SLEEP_NS = 250_000_000
 
-Send = Callable[[PlannedRequest, int], Awaitable[RequestResult]]
-Record = Callable[[PlannedRequest, RequestResult], None]
+Unit = TypeVar("Unit")  # what one arrival runs: a PlannedRequest, or a PlannedSession
 
 
 async def sleep_until(deadline_ns: int, stopped: Callable[[], bool] = lambda: False) -> None:
@@ -47,16 +46,17 @@ async def sleep_until(deadline_ns: int, stopped: Callable[[], bool] = lambda: Fa
         now = time.perf_counter_ns()
 
 
-class OpenLoop:
+class OpenLoop(Generic[Unit]):
     """Sends ``arrivals`` (``(seq, offset_ns)`` in offset order) at their offsets from
-    the start, each request planned by ``plan``."""
+    the start, each request planned by ``plan`` (with sessions, each arrival is a
+    session and ``send`` runs its turns; the cap then counts sessions in flight)."""
 
     kind = "open"
 
     def __init__(
         self,
         arrivals: Iterator[tuple[int, int]],
-        plan: Callable[[int], PlannedRequest],
+        plan: Callable[[int], Unit],
         max_in_flight: int | None = None,
         duration_s: float | None = None,
     ) -> None:
@@ -80,11 +80,15 @@ class OpenLoop:
         """Send no further requests (in-flight ones complete)."""
         self.stopped = True
 
-    async def run(self, send: Send, record: Record) -> None:
+    async def run(
+        self,
+        send: Callable[[Unit, int], Awaitable[RequestResult]],
+        record: Callable[[Unit, RequestResult], None],
+    ) -> None:
         """Dispatch every arrival on schedule; return when all sent requests ended."""
         in_flight: set[asyncio.Task[None]] = set()
 
-        async def one(request: PlannedRequest, intended: int, released: int) -> None:
+        async def one(request: Unit, intended: int, released: int) -> None:
             try:
                 result = await send(request, intended)
                 self.send_lags_ns.add(result.sent - released)

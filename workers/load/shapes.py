@@ -18,6 +18,7 @@ from workers.client.result import RequestResult
 from workers.executor import ClosedLoop, RequestSource
 from workers.load.open_loop import OpenLoop
 from workers.load.schedule import NS_PER_S, arrival_offsets, part_arrivals, schedule_rng
+from workers.load.sessions import SessionLoad
 from workers.prompts import PlannedRequest
 
 __all__ = ["LoadShape", "build_load", "connections_needed", "rate_figures", "stage_offsets"]
@@ -26,9 +27,20 @@ __all__ = ["LoadShape", "build_load", "connections_needed", "rate_figures", "sta
 class LoadShape(Protocol):
     """What a shard needs of its load: run it, stop it, and where its stage began/ends."""
 
-    kind: str
-    start_ns: int
-    intended: array[int]  # intended starts of the requests sent, 8 bytes each
+    @property
+    def kind(self) -> str:
+        """``closed`` or ``open``."""
+        ...
+
+    @property
+    def start_ns(self) -> int:
+        """When the stage began (perf ns)."""
+        ...
+
+    @property
+    def intended(self) -> array[int]:
+        """Intended starts of the requests sent, 8 bytes each."""
+        ...
 
     @property
     def stopped(self) -> bool:
@@ -102,7 +114,17 @@ def connections_needed(spec: ShardSpec) -> int:
 def rate_figures(load: LoadShape, target_rps: float | None) -> dict[str, Any]:
     """Keyword arguments of ``ShardHealth.summary`` describing an open loop's schedule:
     its target and scheduled rates, what its ``max_in_flight`` cap did, and each send's
-    lateness beyond its cap wait."""
+    lateness beyond its cap wait. An open loop of sessions reports its session rate as
+    the target but no scheduled rate: the requests sent (turns) are not its arrivals."""
+    if isinstance(load, SessionLoad):
+        if not isinstance(load.inner, OpenLoop):
+            return {}
+        return {
+            "target_rps": target_rps,
+            "cap_waits": load.inner.cap_waits,
+            "not_sent": load.inner.not_sent,
+            "send_lags_ns": load.inner.send_lags_ns,
+        }
     if not isinstance(load, OpenLoop):
         return {}
     span = load.scheduled_span_ns()

@@ -78,14 +78,17 @@ class BatchingLatency:
         """The batching model of a validated ``simulate`` block whose ``model`` is set."""
         return cls(BatchScheduler.from_spec(spec), spec.tokens_per_chunk)
 
-    async def emissions(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[int]:
-        """Queue the request on the shared server and yield its tokens as steps end."""
+    async def emissions(
+        self, prompt_tokens: int, max_tokens: int, cached_tokens: int = 0
+    ) -> AsyncIterator[int]:
+        """Queue the request on the shared server and yield its tokens as steps end
+        (``cached_tokens`` of its prompt are not prefilled)."""
         if self._failure is not None:
             raise RuntimeError("the batching engine failed") from self._failure
         loop = asyncio.get_running_loop()
         if self._engine is None:
             self._engine = loop.create_task(self._run())
-        seq = self.scheduler.submit(prompt_tokens, max_tokens, time.perf_counter())
+        seq = self.scheduler.submit(prompt_tokens, max_tokens, time.perf_counter(), cached_tokens)
         self._arrived.set()
         yielded = 0
         try:
@@ -165,4 +168,9 @@ def latency_for(spec: SimulateSpec) -> LatencyModel:
     """The latency model a ``simulate`` block asks for: batching when ``model`` is set."""
     if spec.model is not None:
         return BatchingLatency.from_spec(spec)
-    return FixedLatency(spec.ttft_ms / 1000, spec.itl_ms / 1000, spec.tokens_per_chunk)
+    return FixedLatency(
+        spec.ttft_ms / 1000,
+        spec.itl_ms / 1000,
+        spec.tokens_per_chunk,
+        spec.prefill_ms_per_token / 1000,
+    )

@@ -17,8 +17,11 @@ from typing import Protocol
 class LatencyModel(Protocol):
     """Decides when tokens of a request are emitted."""
 
-    def emissions(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[int]:
-        """Yield the token count of each event, each at the time it is due."""
+    def emissions(
+        self, prompt_tokens: int, max_tokens: int, cached_tokens: int = 0
+    ) -> AsyncIterator[int]:
+        """Yield the token count of each event, each at the time it is due;
+        ``cached_tokens`` of the prompt are in the prefix cache (not prefilled)."""
         ...
 
 
@@ -33,20 +36,35 @@ async def sleep_until(deadline: float) -> None:
 
 
 class FixedLatency:
-    """First token after ``ttft_s``, then one token every ``itl_s``, paced against absolute
-    deadlines so timer jitter never accumulates; ``tokens_per_chunk`` tokens per event."""
+    """First token after ``ttft_s`` plus ``prefill_s_per_token`` for each prompt token not
+    in the prefix cache, then one token every ``itl_s``, paced against absolute deadlines
+    so timer jitter never accumulates; ``tokens_per_chunk`` tokens per event."""
 
-    def __init__(self, ttft_s: float, itl_s: float, tokens_per_chunk: int = 1) -> None:
+    def __init__(
+        self,
+        ttft_s: float,
+        itl_s: float,
+        tokens_per_chunk: int = 1,
+        prefill_s_per_token: float = 0.0,
+    ) -> None:
         self.ttft_s = ttft_s
         self.itl_s = itl_s
         self.tokens_per_chunk = tokens_per_chunk
+        self.prefill_s_per_token = prefill_s_per_token
 
-    async def emissions(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[int]:
-        """Yield chunk sizes at ``start + ttft + (n - 1) * itl`` for the n-th token."""
+    def first_token_s(self, prompt_tokens: int, cached_tokens: int = 0) -> float:
+        """Seconds from arrival to the first token."""
+        return self.ttft_s + max(0, prompt_tokens - cached_tokens) * self.prefill_s_per_token
+
+    async def emissions(
+        self, prompt_tokens: int, max_tokens: int, cached_tokens: int = 0
+    ) -> AsyncIterator[int]:
+        """Yield chunk sizes at ``start + first token + (n - 1) * itl`` for the n-th."""
         start = time.perf_counter()
+        first = self.first_token_s(prompt_tokens, cached_tokens)
         produced = 0
         while produced < max_tokens:
             count = min(self.tokens_per_chunk, max_tokens - produced)
             produced += count
-            await sleep_until(start + self.ttft_s + (produced - 1) * self.itl_s)
+            await sleep_until(start + first + (produced - 1) * self.itl_s)
             yield count

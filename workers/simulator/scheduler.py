@@ -69,7 +69,12 @@ class BatchScheduler:
     """The server's state and its scheduling rule; time is whatever the caller passes."""
 
     def __init__(
-        self, cost: StepCost, capacity: int, context: int, chunk_tokens: int | None = None
+        self,
+        cost: StepCost,
+        capacity: int,
+        context: int,
+        chunk_tokens: int | None = None,
+        kv_tokens_capacity: int | None = None,
     ) -> None:
         if capacity < 1 or context < 2:
             raise ValueError(f"need capacity ≥ 1 and context ≥ 2, got {capacity}, {context}")
@@ -79,6 +84,9 @@ class BatchScheduler:
         self.capacity = capacity
         self.context = context
         self.chunk_tokens = chunk_tokens
+        # Tokens the deployment's KV cache holds (docs/roofline.md); by default what the
+        # running slots may hold at full context.
+        self.kv_tokens_capacity = kv_tokens_capacity or capacity * context
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
         self.steps = 0
@@ -95,17 +103,29 @@ class BatchScheduler:
             capacity=min(spec.max_batch, fit.max_sequences),
             context=spec.context,
             chunk_tokens=spec.chunked_prefill_tokens,
+            kv_tokens_capacity=fit.max_kv_tokens,
         )
 
-    def submit(self, prompt_tokens: int, max_tokens: int, arrival: float) -> Sequence:
-        """Queue a request arriving at ``arrival`` (not before earlier submissions)."""
+    def submit(
+        self, prompt_tokens: int, max_tokens: int, arrival: float, cached_tokens: int = 0
+    ) -> Sequence:
+        """Queue a request arriving at ``arrival`` (not before earlier submissions);
+        ``cached_tokens`` of its prompt are in the prefix cache: already in its KV, not
+        prefilled (at least its last prompt token is, as in vLLM, for its logits)."""
         # A request longer than the context is cut to it (vLLM would refuse it with 400):
         # the model cannot answer with an error, and a slot holds ``context`` tokens.
         prompt = max(1, min(prompt_tokens, self.context - 1))
         seq = Sequence(prompt, max(1, min(max_tokens, self.context - prompt)), arrival)
+        seq.prefilled = max(0, min(cached_tokens, prompt - 1))
         self.waiting.append(seq)
         self.max_waiting = max(self.max_waiting, len(self.waiting))
         return seq
+
+    def kv_usage(self) -> float:
+        """Share of the KV cache held by the running sequences' tokens (0..1), as a
+        serving stack's ``kv_cache_usage`` gauge reports it."""
+        resident = sum(s.kv_tokens for s in self.running if not s.cancelled)
+        return min(resident / self.kv_tokens_capacity, 1.0)
 
     def cancel(self, seq: Sequence) -> None:
         """The client went away: free its slot at the next step boundary."""

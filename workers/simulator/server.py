@@ -1,11 +1,19 @@
 """The simulated OpenAI-compatible endpoint: a small, fast HTTP/1.1 server.
 
 It serves ``POST /v1/chat/completions`` (streaming with usage, and non-streaming),
-``GET /v1/models``, ``GET /health`` and ``GET /v1/simulator/stats`` (the latency model's
-own timing drift). HTTP parsing is httptools (uvicorn's parser); responses are
+``GET /v1/models``, ``GET /health``, ``GET /v1/simulator/stats`` (the latency model's
+own timing drift) and ``GET /metrics`` (its state in vLLM's Prometheus names,
+``workers/simulator/metrics.py``). HTTP parsing is httptools (uvicorn's parser); responses are
 pre-encoded bytes written straight to the transport, because a simulator that spends
 milliseconds per event would itself become the latency it reports. Faults (error
-statuses, stalls, streams cut short) are drawn per request from a seeded RNG.
+statuses, stalls, streams cut short, answers that end with ``[DONE]`` but no
+``finish_reason``) are drawn per request from a seeded RNG; ``stream_usage: false``
+streams no usage chunk, as llama-cpp-python's server does. With ``prefix_cache`` it
+keeps the conversations it served (``prefix_cache.py``): a request that starts with one
+prefills only the rest, and its usage says how much was cached.
+Image content parts are counted by the endpoint's image rule (``image_tokens``) and
+are prompt tokens like text, reported apart in ``usage.prompt_tokens_details`` if
+asked to.
 """
 
 from __future__ import annotations
@@ -21,7 +29,10 @@ import orjson
 
 from scenarios.model import SimulateSpec
 from workers.simulator.batching import latency_for
+from workers.simulator.image_tokens import ImageRefused, image_tokens
 from workers.simulator.latency import LatencyModel
+from workers.simulator.metrics import CONTENT_TYPE, ServedCounters, metrics_text
+from workers.simulator.prefix_cache import Blocks, PrefixCache, blocks
 from workers.tokenizer import load_local_tokenizer
 
 if TYPE_CHECKING:
@@ -38,10 +49,22 @@ class _Request:
 
 
 @dataclass(slots=True)
+class _Prompt:
+    """A chat request's prompt as this endpoint sees it: its tokens, how many of them
+    the prefix cache held, (with the cache) its blocks, and how many are image tokens."""
+
+    tokens: int
+    cached: int = 0
+    blocks: Blocks | None = None
+    images: int = 0  # of ``tokens``, the image tokens (the endpoint's image rule)
+
+
+@dataclass(slots=True)
 class _Faults:
     error: bool = False
     stall: bool = False
     cut: bool = False
+    unfinished: bool = False
 
 
 @dataclass
@@ -54,9 +77,13 @@ class SimulatorApp:
     _rng: random.Random = field(init=False)
     tokenizer: Tokenizer | None = field(init=False, default=None)
     _chunks: dict[int, bytes] = field(init=False, default_factory=dict)
+    cache: PrefixCache | None = field(init=False, default=None)
+    counters: ServedCounters = field(init=False, default_factory=ServedCounters)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.spec.seed)
+        if self.spec.prefix_cache:
+            self.cache = PrefixCache(self.spec.prefix_cache_words)
         tokenizer_ref = self.spec.prompt_tokenizer
         self.tokenizer = None if tokenizer_ref is None else load_local_tokenizer(tokenizer_ref)
         if self.latency is None:
@@ -81,6 +108,28 @@ class SimulatorApp:
         words = sum(len(text.split()) for text in texts)
         return max(round(words * self.spec.prompt_token_ratio), 1)
 
+    def prompt(self, messages: list[dict[str, Any]]) -> _Prompt:
+        """The prompt of a chat request (text and image tokens), its text looked up in the
+        prefix cache if there is one; raises ImageRefused for an image it cannot read."""
+        text = self.count_prompt(messages)
+        images = self.count_images(messages)
+        if self.cache is None:
+            return _Prompt(text + images, images=images)
+        conversation = blocks([(str(m.get("role", "")), _content_text(m)) for m in messages])
+        cached = min(round(text * self.cache.cached_share(conversation)), text)
+        return _Prompt(text + images, cached, conversation, images)
+
+    def served(self, prompt: _Prompt, answer: str) -> None:
+        """Keep a served conversation in the cache, its answer as the next message (the
+        next turn sends it back)."""
+        if self.cache is not None and prompt.blocks is not None:
+            self.cache.store(blocks([("assistant", answer)], after=prompt.blocks))
+
+    def count_images(self, messages: list[dict[str, Any]]) -> int:
+        """Image tokens of a chat request by the endpoint's image rule (docs/workloads.md);
+        raises ImageRefused for an image it cannot read."""
+        return image_tokens(messages, self.spec)
+
     def draw_faults(self) -> _Faults:
         """Which faults this request suffers (seeded, so a run is reproducible)."""
         spec, rng = self.spec, self._rng
@@ -88,6 +137,8 @@ class SimulatorApp:
             error=spec.error_rate > 0 and rng.random() < spec.error_rate,
             stall=spec.stall_rate > 0 and rng.random() < spec.stall_rate,
             cut=spec.cut_rate > 0 and rng.random() < spec.cut_rate,
+            # Drawn only when set, so runs without it keep their fault draws.
+            unfinished=spec.unfinished_rate > 0 and rng.random() < spec.unfinished_rate,
         )
 
     def token_chunk(self, count: int) -> bytes:
@@ -104,21 +155,59 @@ class SimulatorApp:
         return f'{self._prefix}{delta},"finish_reason":"{reason}"}}]}}\n\n'
 
     def closing_chunks(
-        self, prompt_tokens: int, completion_tokens: int, usage: bool, finish: str | None = None
+        self,
+        prompt: _Prompt,
+        completion_tokens: int,
+        usage: bool,
+        finish: str | None = None,
     ) -> bytes:
         """Finish event (``length`` unless ``finish`` is given), usage event (if asked
-        for), ``[DONE]`` and the terminal chunk."""
+        for and ``stream_usage`` is on), ``[DONE]`` and the terminal chunk.
+        ``prompt.tokens`` include its image tokens."""
         text = self._finish if finish is None else finish
-        if usage:
-            counts = _usage(prompt_tokens, completion_tokens)
+        if usage and self.spec.stream_usage:
+            counts = self.usage(prompt, completion_tokens)
             text += f"{self._usage_head}{counts.decode()}}}\n\n"
         text += "data: [DONE]\n\n"
         return _chunk(text) + b"0\r\n\r\n"
 
+    def usage(self, prompt: _Prompt, completion_tokens: int) -> bytes:
+        """The usage object; ``prompt_tokens_details`` with a prefix cache
+        (``cached_tokens``, as OpenAI reports it) and with images (``image_tokens`` and
+        ``text_tokens``, unless ``report_image_tokens`` is off)."""
+        counts: dict[str, Any] = {
+            "prompt_tokens": prompt.tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt.tokens + completion_tokens,
+        }
+        details: dict[str, int] = {}
+        if self.cache is not None:
+            details["cached_tokens"] = prompt.cached
+        if prompt.images and self.spec.report_image_tokens:
+            details["image_tokens"] = prompt.images
+            details["text_tokens"] = prompt.tokens - prompt.images
+        if details:
+            counts["prompt_tokens_details"] = details
+        return orjson.dumps(counts)
+
+    def unfinished_end(self) -> bytes:
+        """``[DONE]`` and the terminal chunk with no finish event before them: a stream
+        that ends in good order around an answer that never finished."""
+        return _chunk("data: [DONE]\n\n") + b"0\r\n\r\n"
+
     def stats(self) -> bytes:
-        """JSON of the latency model's own measurements (its timing drift), if it has any."""
+        """JSON of the latency model's own measurements (its timing drift), if it has any,
+        and of the prefix cache."""
         report = getattr(self.latency, "stats", None)
-        return orjson.dumps(report() if callable(report) else {"latency_model": "fixed"})
+        answer: dict[str, Any] = report() if callable(report) else {"latency_model": "fixed"}
+        if self.cache is not None:
+            answer = {**answer, "prefix_cache": self.cache.stats()}
+        return orjson.dumps(answer)
+
+    def metrics(self) -> bytes:
+        """The Prometheus text of ``GET /metrics`` (vLLM's names, workers/simulator/metrics.py)."""
+        assert self.latency is not None
+        return metrics_text(self.model, self.latency, self.counters)
 
     def tool_call_of(self, body: dict[str, Any]) -> str | None:
         """The function this request's answer calls, or None for a text answer: a forced
@@ -212,6 +301,8 @@ class _Connection(asyncio.Protocol):
             self._write_simple(200, orjson.dumps(models))
         elif request.method == "GET" and request.path == "/v1/simulator/stats":
             self._write_simple(200, self.app.stats())
+        elif request.method == "GET" and request.path == "/metrics":
+            self._write_simple(200, self.app.metrics(), content_type=CONTENT_TYPE)
         elif request.method == "POST" and request.path == "/v1/chat/completions":
             await self._chat(request.body)
         else:
@@ -220,7 +311,10 @@ class _Connection(asyncio.Protocol):
     async def _chat(self, raw: bytes) -> None:
         try:
             body = orjson.loads(raw)
-            prompt_tokens = self.app.count_prompt(body["messages"])
+            prompt = self.app.prompt(body["messages"])
+        except ImageRefused as exc:
+            self._write_simple(400, orjson.dumps({"error": {"message": str(exc)}}))
+            return
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
             self._write_simple(400, b'{"error":{"message":"invalid chat request"}}')
             return
@@ -239,39 +333,48 @@ class _Connection(asyncio.Protocol):
             await asyncio.sleep(app.spec.stall_ms / 1000)
         assert app.latency is not None
         tool = app.tool_call_of(body)
+        # Image tokens are prompt tokens: the batching model prefills them like text.
         if body.get("stream"):
-            await self._stream(prompt_tokens, max_tokens, faults.cut, _wants_usage(body), tool)
+            await self._stream(prompt, max_tokens, faults, _wants_usage(body), tool)
         else:
-            await self._complete(prompt_tokens, max_tokens, tool)
+            await self._complete(prompt, max_tokens, tool)
 
     async def _stream(
-        self, prompt_tokens: int, max_tokens: int, cut: bool, usage: bool, tool: str | None
+        self, prompt: _Prompt, max_tokens: int, faults: _Faults, usage: bool, tool: str | None
     ) -> None:
         app, write = self.app, self._write
         assert app.latency is not None
         write(_STREAM_HEAD + app.role_chunk())
         calls = None if tool is None else app.tool_call_chunks(tool)
         produced = 0
-        async for count in app.latency.emissions(prompt_tokens, max_tokens):
+        emissions = app.latency.emissions(prompt.tokens, max_tokens, prompt.cached)
+        async for count in app.counters.counted(prompt.tokens, emissions):
             if calls is None:
                 write(app.token_chunk(count))
             else:
                 write(calls.delta(count, last=produced + count >= max_tokens))
             produced += count
-            if cut and produced * 2 >= max_tokens:
+            if faults.cut and produced * 2 >= max_tokens:
                 self._close()  # mid-stream cut: no terminal chunk, no [DONE]
                 return
+            if faults.unfinished and produced * 2 >= max_tokens:
+                write(app.unfinished_end())  # halfway, then [DONE] without a finish_reason
+                return
         if calls is None:
-            write(app.closing_chunks(prompt_tokens, produced, usage))
+            app.served(prompt, _WORD * produced)
+            write(app.closing_chunks(prompt, produced, usage))
         else:
             finish = app.finish_event(calls.finish_delta(), "tool_calls")
-            write(app.closing_chunks(prompt_tokens, produced, usage, finish))
+            write(app.closing_chunks(prompt, produced, usage, finish))
 
-    async def _complete(self, prompt_tokens: int, max_tokens: int, tool: str | None) -> None:
+    async def _complete(self, prompt: _Prompt, max_tokens: int, tool: str | None) -> None:
         assert self.app.latency is not None
         produced = 0
-        async for count in self.app.latency.emissions(prompt_tokens, max_tokens):
+        emissions = self.app.latency.emissions(prompt.tokens, max_tokens, prompt.cached)
+        async for count in self.app.counters.counted(prompt.tokens, emissions):
             produced += count
+        if tool is None:
+            self.app.served(prompt, _WORD * produced)
         message: dict[str, Any] = {"role": "assistant", "content": _WORD * produced}
         if tool is not None:
             message = {
@@ -297,7 +400,7 @@ class _Connection(asyncio.Protocol):
                     "finish_reason": "length" if tool is None else "tool_calls",
                 }
             ],
-            "usage": orjson.loads(_usage(prompt_tokens, produced)),
+            "usage": orjson.loads(self.app.usage(prompt, produced)),
         }
         self._write_simple(200, orjson.dumps(answer))
 
@@ -305,11 +408,19 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
 
-    def _write_simple(self, status: int, body: bytes, extra_headers: bytes = b"") -> None:
+    def _write_simple(
+        self,
+        status: int,
+        body: bytes,
+        extra_headers: bytes = b"",
+        content_type: bytes = b"application/json",
+    ) -> None:
         head = (
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
-            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
-        ).encode()
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n".encode()
+            + b"content-type: "
+            + content_type
+            + f"\r\ncontent-length: {len(body)}\r\n".encode()
+        )
         self._write(head + extra_headers + b"\r\n" + body)
 
     def _close(self) -> None:
@@ -377,16 +488,6 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requ
 def _chunk(text: str) -> bytes:
     data = text.encode()
     return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def _usage(prompt_tokens: int, completion_tokens: int) -> bytes:
-    return orjson.dumps(
-        {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
-    )
 
 
 def _wants_usage(body: dict[str, Any]) -> bool:

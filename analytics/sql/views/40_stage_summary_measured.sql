@@ -9,7 +9,8 @@
 -- complete inside it (after the last send no new request starts, so the drain, or
 -- cool-down, is excluded); `request_rate`, tok/s and goodput count successful requests
 -- only (a server that refuses every connection at once serves nothing, however fast),
--- `attempted_request_rate` every request that ended. A shard too short for that window
+-- `attempted_request_rate` every request that ended. Input tokens and their rate are
+-- NULL (unknown) when some successful request has no prompt count. A shard too short for that window
 -- falls back to its whole span [first send, last end]. A shard runs in one process,
 -- whose wall-clock instants come from one perf_counter anchor, so their differences are
 -- perf durations. The steady window, SLO
@@ -45,8 +46,13 @@ shard_rates AS (
         count(*) FILTER (in_window(q.end_us, w.w_start, w.w_end))      AS done,
         count(*) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end)) AS ok_done,
         count(*) FILTER (q.met_slo AND in_window(q.end_us, w.w_start, w.w_end))       AS good_done,
-        sum(q.prompt_tokens) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end))
-                                                                       AS in_tokens,
+        -- NULL when a successful request's prompt count is unknown: a partial sum
+        -- would understate the rate (docs/metrics.md, "Token counts").
+        CASE WHEN count(*) FILTER (q.status = 'ok' AND q.prompt_tokens IS NULL
+                                   AND in_window(q.end_us, w.w_start, w.w_end)) = 0
+             THEN sum(q.prompt_tokens) FILTER (q.status = 'ok'
+                                               AND in_window(q.end_us, w.w_start, w.w_end))
+        END                                                            AS in_tokens,
         sum(q.completion_tokens) FILTER (q.status = 'ok'
                                          AND in_window(q.end_us, w.w_start, w.w_end))
                                                                        AS out_tokens,
@@ -64,7 +70,8 @@ rates AS (
         sum(per_window_s(done, window_us))              AS attempted_request_rate,
         sum(per_window_s(ok_done, window_us))           AS ok_request_rate,
         sum(per_window_s(good_done, window_us))         AS goodput_rps,
-        sum(per_window_s(in_tokens, window_us))         AS input_tok_s,
+        CASE WHEN NOT bool_or(ok_done > 0 AND in_tokens IS NULL)
+             THEN sum(per_window_s(in_tokens, window_us)) END AS input_tok_s,
         sum(per_window_s(out_tokens, window_us))        AS output_tok_s,
         sum(mean_in_flight(busy_us, window_us))         AS achieved_concurrency
     FROM shard_rates
@@ -106,7 +113,8 @@ lat AS (
                                                                     AS e2e_intent_std_ms,
         quantile_cont(decode_tok_s, 0.5) FILTER (status = 'ok')                 AS decode_tok_s_p50,
         avg(decode_tok_s) FILTER (status = 'ok')                                AS decode_tok_s_mean,
-        sum(prompt_tokens) FILTER (status = 'ok')                               AS input_tokens,
+        CASE WHEN count(*) FILTER (status = 'ok' AND prompt_tokens IS NULL) = 0
+             THEN sum(prompt_tokens) FILTER (status = 'ok') END                 AS input_tokens,
         sum(completion_tokens) FILTER (status = 'ok')                           AS output_tokens
     FROM req
     GROUP BY run_id, stage, provider, region

@@ -1,5 +1,8 @@
-"""``/v1/datasets``: upload JSONL prompt files, traffic logs and tokenizer.json files
-(``workload.tokenizer: {dataset: ID}``); list and describe them.
+"""``/v1/datasets``: upload JSONL prompt files, traffic logs, tokenizer.json files
+(``workload.tokenizer: {dataset: ID}``) and dataset files for ``workload.dataset``
+(ShareGPT JSON, JSONL, CSV, Parquet, Arrow: converted into JSONL entries once, here, in
+a process of bounded memory and time; the query names the format and columns); list and
+describe them.
 
 A scenario submitted over REST names a dataset by id (``workload.prompts.dataset``,
 ``workload.replay.dataset``), never a path: the service reads no file a submitter
@@ -13,15 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from typing import Annotated, Any
 
 import duckdb
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from analytics.datasets import DatasetInfo, DatasetStore
 from api.rest.deps import Authenticated, CursorDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, UnsupportedMediaType
+from scenarios.dataset_formats import Conversion
+from scenarios.dataset_spec import COLUMN_NAME_PATTERN, DatasetFormat
 from scenarios.errors import Timeout
+from scenarios.limits import MAX_ID_CHARS
 from scenarios.workload_files import WorkloadFileError
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], dependencies=[Authenticated])
@@ -29,8 +36,12 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"], dependencies=[Authe
 MEDIA_TYPES = (
     "application/x-ndjson",
     "application/jsonl",
-    "application/json",  # a tokenizer.json
+    "application/json",  # a tokenizer.json, a ShareGPT JSON array
     "application/octet-stream",
+    "text/csv",
+    "application/vnd.apache.parquet",
+    "application/vnd.apache.arrow.file",
+    "application/vnd.apache.arrow.stream",
 )
 # Uploads stored at once (each holds its body, up to the byte cap, while it is checked);
 # further ones wait before their body is read.
@@ -51,6 +62,21 @@ class DatasetPublic(BaseModel):
     )
     replay_problem: str | None = Field(default=None, description="Why it cannot be replayed.")
     created_at: dt.datetime
+    source_sha256: str | None = Field(
+        default=None, description="Hex SHA-256 of the uploaded bytes (before conversion)."
+    )
+    source_format: str | None = Field(
+        default=None, description="What was uploaded, e.g. parquet/sharegpt, json/openai, jsonl."
+    )
+    conversion: dict[str, Any] | None = Field(
+        default=None, description="Format and columns it was converted with (null: as uploaded)."
+    )
+    source_rows: int | None = Field(default=None, description="Rows of the uploaded file.")
+    skipped_rows: dict[str, int] = Field(
+        default_factory=dict, description="Rows that could not be a prompt, by reason."
+    )
+    unanswered: int = Field(default=0, description="Entries without an answer length.")
+    origin: str | None = Field(default=None, description="The file name given with ?name=.")
 
 
 def _public(info: DatasetInfo) -> DatasetPublic:
@@ -61,6 +87,13 @@ def _public(info: DatasetInfo) -> DatasetPublic:
         kinds=list(info.kinds),
         replay_problem=info.replay_problem,
         created_at=info.created_at,
+        source_sha256=info.source_sha256,
+        source_format=info.source_format,
+        conversion=info.fingerprint()["conversion"],
+        source_rows=info.source_rows,
+        skipped_rows=dict(info.skipped),
+        unanswered=info.unanswered,
+        origin=info.origin,
     )
 
 
@@ -73,12 +106,27 @@ def _uploads(request: Request) -> asyncio.Semaphore:
 
 
 def _store(
-    cursor: duckdb.DuckDBPyConnection, content: bytes, max_lines: int
+    cursor: duckdb.DuckDBPyConnection,
+    content: bytes,
+    max_lines: int,
+    max_bytes: int,
+    conversion: Conversion,
+    name: str | None,
 ) -> tuple[DatasetInfo, bool]:
     try:
-        return DatasetStore(cursor).add(content, max_lines)
+        return DatasetStore(cursor).add(content, max_lines, name or "", conversion, max_bytes, name)
     finally:
         cursor.close()
+
+
+def _column_query(description: str) -> Any:
+    return Query(
+        min_length=1, max_length=MAX_ID_CHARS, pattern=COLUMN_NAME_PATTERN,
+        description=description,
+    )  # fmt: skip
+
+
+ColumnQuery = Annotated[str | None, _column_query("Column holding it (workload.dataset.columns).")]
 
 
 @router.post(
@@ -90,7 +138,7 @@ def _store(
         408: {"description": "The body did not arrive in time."},
         413: {"description": "Larger than TOKENBENCH__API__MAX_DATASET_BYTES."},
         415: {"description": "Not sent as JSONL."},
-        422: {"description": "Not valid JSONL prompts: the line and what is wrong."},
+        422: {"description": "Not a valid dataset: the line or row and what is wrong."},
     },
     openapi_extra={
         "requestBody": {
@@ -102,9 +150,25 @@ def _store(
     },
 )
 async def upload_dataset(
-    request: Request, response: Response, settings: SettingsDep, writer: WriterDep
+    request: Request,
+    response: Response,
+    settings: SettingsDep,
+    writer: WriterDep,
+    format: Annotated[
+        DatasetFormat, Query(description="File format; auto: from its first bytes and name.")
+    ] = "auto",
+    prompt_column: ColumnQuery = None,
+    messages_column: ColumnQuery = None,
+    answer_column: ColumnQuery = None,
+    output_tokens_column: ColumnQuery = None,
+    name: Annotated[
+        str | None,
+        Query(max_length=MAX_ID_CHARS, pattern=COLUMN_NAME_PATTERN, description="File name."),
+    ] = None,
 ) -> DatasetPublic:
-    """Store a JSONL prompt file or traffic log sent as the raw body; answers its id."""
+    """Store a dataset sent as the raw body (JSONL prompts or traffic log, tokenizer.json,
+    or a file for workload.dataset, converted with the format and columns given);
+    answers its id."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media not in MEDIA_TYPES:
         raise UnsupportedMediaType(f"send the JSONL file as one of: {', '.join(MEDIA_TYPES)}")
@@ -116,8 +180,21 @@ async def upload_dataset(
             raise Timeout(f"body not received within {BODY_TIMEOUT_S:.0f} s") from None
         try:
             # Hashing and parsing up to 64 MiB: in a thread, on a cursor of its own.
+            columns = {
+                "prompt": prompt_column,
+                "messages": messages_column,
+                "answer": answer_column,
+                "output_tokens": output_tokens_column,
+            }
+            conversion = Conversion.of(format, {k: v for k, v in columns.items() if v})
             info, created = await asyncio.to_thread(
-                _store, writer.cursor(), body, settings.api.max_dataset_lines
+                _store,
+                writer.cursor(),
+                body,
+                settings.api.max_dataset_lines,
+                settings.api.max_dataset_bytes,
+                conversion,
+                name,
             )
         except WorkloadFileError as exc:
             raise BodyProblems.of_file(str(exc), exc.line) from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Annotated
 
@@ -11,33 +10,24 @@ import pyarrow as pa
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
-from analytics.datasets import DatasetStore
 from analytics.record_export import arrow_stream, parquet_stream, record_reader
 from analytics.report import RunReport, UnknownRunError, build_report
 from analytics.report_formats import REPORT_FORMATS, ReportFormat
 from analytics.request_rows import request_batches, write_report_with_requests
-from api.control.plane import live_worker_count
 from api.control.run_views import live_view, stored_view
 from api.rest.deps import (
     Authenticated,
     CursorDep,
     PlaneDep,
-    RedisDep,
-    ScenarioStoreDep,
+    RunStarterDep,
     SettingsDep,
     WriterDep,
 )
-from api.rest.errors import NotAcceptable, RegionUnavailable, UnknownFormat
+from api.rest.errors import NotAcceptable, UnknownFormat
 from api.rest.negotiation import preferred
-from api.rest.validation import (
-    check_scenario_datasets,
-    check_scenario_egress,
-    scenario_with_overrides,
-)
 from api.schemas import RunCreate, RunCreated, RunPublic
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_ID_CHARS, MAX_REPORT_REQUEST_BYTES, MAX_REPORT_REQUEST_ROWS
-from scenarios.loader import Problem, ScenarioError
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Authenticated])
 
@@ -46,26 +36,9 @@ PARQUET = "application/vnd.apache.parquet"
 
 
 @router.post("", status_code=201, response_model=RunCreated)
-async def create_run(
-    body: RunCreate,
-    plane: PlaneDep,
-    redis: RedisDep,
-    store: ScenarioStoreDep,
-    settings: SettingsDep,
-    writer: WriterDep,
-) -> RunCreated:
+async def create_run(body: RunCreate, starter: RunStarterDep) -> RunCreated:
     """Start a run of a stored or inline scenario; 409 if a region has no live worker."""
-    if (body.scenario_id is None) == (body.scenario is None):
-        raise ScenarioError([Problem("", "give exactly one of scenario_id and scenario")])
-    data = store.get(body.scenario_id).scenario if body.scenario_id else body.scenario
-    # Off the event loop: validating a large scenario takes a while.
-    scenario = await asyncio.to_thread(scenario_with_overrides, dict(data or {}), body.overrides)
-    check_scenario_egress(scenario, settings.egress)
-    check_scenario_datasets(scenario, DatasetStore(writer))
-    missing = [r for r in scenario.regions if await live_worker_count(redis, r) == 0]
-    if missing and not body.wait_for_workers:
-        raise RegionUnavailable(missing)
-    coordinator = await plane.submit(scenario, wait_for_workers=body.wait_for_workers)
+    coordinator = await starter.start(body)
     return RunCreated(
         id=coordinator.run_id,
         state=coordinator.state,
@@ -115,7 +88,7 @@ async def cancel_run(
 # The HTML report is built from what submitters wrote (names, error messages): escaped
 # when rendered, and served in a sandbox (an opaque origin: no access to this origin's
 # storage or API, no network) so that nothing in it can act as the control plane's page.
-_REPORT_HEADERS: dict[str, dict[str, str]] = {
+REPORT_HEADERS: dict[str, dict[str, str]] = {
     "html": {
         "content-security-policy": "sandbox allow-scripts; default-src 'none'; "
         "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
@@ -200,7 +173,7 @@ def get_report(
     if compare is not None:
         report = report.with_run_comparison(build_report(cursor, compare))
     headers = {"x-content-type-options": "nosniff", "vary": "Accept"}
-    headers.update(_REPORT_HEADERS.get(fmt.name, {}))
+    headers.update(REPORT_HEADERS.get(fmt.name, {}))
     if requests:
         return _report_with_requests(cursor, report, headers)
     return Response(fmt.render(report), media_type=fmt.media_type, headers=headers)

@@ -19,6 +19,7 @@ from api.cli.submit import submit
 from api.local.redis_server import free_port
 from tests.conftest import API_TOKEN
 from tests.integration.api.conftest import RestStack, lonely_region, run_scenario
+from tests.support.dataset_files import parquet_bytes, prompts_table
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +53,40 @@ def test_a_run_is_submitted_with_its_local_prompt_file(
         assert rest_stack.client.get(f"/v1/datasets/{dataset_id}").status_code == 200
     finally:
         rest_stack.client.post(f"/v1/runs/{run_id}/cancel")
+
+
+def test_a_local_dataset_file_is_uploaded_with_its_columns(
+    rest_stack: RestStack, tmp_path: Path
+) -> None:
+    table = tmp_path / "questions.parquet"
+    table.write_bytes(parquet_bytes(prompts_table(9, seed=int(uuid.uuid4().int % 1000))))
+    scenario = run_scenario(lonely_region())
+    scenario["workload"]["dataset"] = {
+        "path": str(table),
+        "columns": {"prompt": "question", "output_tokens": "answer_len"},
+    }
+    shown = _submit(rest_stack, scenario, tmp_path, "--wait-for-workers")
+    assert shown.exit_code == 0, shown.output
+    run_id = shown.stdout.strip().splitlines()[-1]
+    try:
+        assert rest_stack.client.get(f"/v1/runs/{run_id}").json()["state"] == "running"
+        # Uploaded, and converted by the control plane with the columns the scenario named.
+        sha = hashlib.sha256(table.read_bytes()).hexdigest()
+        (info,) = [
+            d for d in rest_stack.client.get("/v1/datasets").json() if d["source_sha256"] == sha
+        ]
+        assert info["conversion"]["columns"] == {
+            "prompt": "question",
+            "output_tokens": "answer_len",
+        }
+        assert (info["entries"], info["origin"]) == (9, str(table))
+    finally:
+        rest_stack.client.post(f"/v1/runs/{run_id}/cancel")
+    missing = run_scenario(lonely_region())
+    missing["workload"]["dataset"] = {"path": str(table), "columns": {"prompt": "nope"}}
+    refused = _submit(rest_stack, missing, tmp_path, "--wait-for-workers")
+    assert refused.exit_code == 2, refused.output
+    assert "workload.dataset.path" in refused.stderr and "no column 'nope'" in refused.stderr
 
 
 def test_a_prompt_file_given_as_a_replay_log_is_bad_input(

@@ -3,22 +3,31 @@ path is never looked at."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from analytics.datasets import DatasetStore, UnknownDatasetError, content_id, workload_datasets
+from analytics.datasets import (
+    DatasetStore,
+    UnknownDatasetError,
+    content_id,
+    dataset_problems,
+    workload_datasets,
+)
 from analytics.db import connect
 from api.cli.datasets import local_files, store_local_datasets, with_datasets
 from api.control.planner import plan_run
 from api.rest.validation import PATH_REFUSED, check_scenario_datasets
+from scenarios.dataset_formats import Conversion
 from scenarios.loader import ScenarioError, validate_scenario
 from scenarios.model import Scenario
 from scenarios.settings import ApiSettings
 from scenarios.workload_files import WorkloadFileError
 from tests.support.builders import PROMPTS, TRAFFIC
+from tests.support.dataset_files import chat_jsonl, parquet_bytes, prompts_table, sharegpt_json
 from tests.support.tiny_tokenizer import train_bpe
 
 # --------------------------------------------------------------------------- store
@@ -235,3 +244,104 @@ def test_a_local_tokenizer_directory_becomes_a_dataset(store: DatasetStore, tmp_
     with pytest.raises(ScenarioError) as caught:
         store_local_datasets(scenario, store, ApiSettings())
     assert [p.path for p in caught.value.problems] == ["workload.tokenizer.path"]
+
+
+# --------------------------------------------------------------------------- workload.dataset
+
+
+def _dataset_scenario(dataset: dict[str, Any], **workload: Any) -> Scenario:
+    return validate_scenario(
+        {
+            "name": "ds",
+            "providers": [{"name": "sim", "kind": "simulated"}],
+            "workload": {"dataset": dataset, **workload},
+            "load": {"concurrency": [1], "requests_per_level": 2},
+        }
+    )
+
+
+def test_a_dataset_file_is_converted_once_and_keeps_its_provenance(store: DatasetStore) -> None:
+    data = sharegpt_json(6, broken=2)
+    info, created = store.add(data, 100, "chats.json", origin="chats.json")
+    assert created and "prompts" in info.kinds
+    assert (info.entries, info.source_rows, info.source_format) == (6, 8, "json/sharegpt")
+    assert info.source_sha256 == hashlib.sha256(data).hexdigest()
+    assert info.dataset_id == content_id(store.content(info.dataset_id)) != content_id(data)
+    assert info.skipped == {"no user turn": 1, "empty conversation": 1}
+    assert info.unanswered == 0 and info.origin == "chats.json"
+    # The same file with the same conversion is found without converting it again.
+    again, created_again = store.add(data, 100)
+    assert not created_again and again == info
+    # A mapping giving the same entries names the same dataset; another is another one.
+    same = store.add(data, 100, conversion=Conversion.of("auto", {"messages": "conversations"}))
+    assert same == (info, False)
+    mapped = Conversion.of("json", {"prompt": "id"})
+    other, created_other = store.add(data, 100, conversion=mapped)
+    assert created_other and other.conversion == mapped.key() and other.entries == 8
+    assert other.fingerprint()["conversion"] == {"columns": {"prompt": "id"}, "format": "json"}
+    with pytest.raises(WorkloadFileError, match=r"chats.json: no row can be a prompt"):
+        store.add(b'[{"conversations": []}]', 100, "chats.json")
+
+
+def test_prompts_without_answers_need_a_mix(store: DatasetStore) -> None:
+    info, _ = store.add(PROMPTS, 100)
+    assert info.unanswered == info.entries > 0
+    problems = dataset_problems(_dataset_scenario({"dataset": info.dataset_id}).workload, info, "f")
+    assert [p.path for p in problems] == ["workload.mix"]
+    with_filter = _dataset_scenario(
+        {"dataset": info.dataset_id, "filters": {"min_output_tokens": 1}}
+    )
+    assert dataset_problems(with_filter.workload, info, "f") == []
+
+
+def test_a_tokenizer_is_no_dataset_workload(store: DatasetStore, tmp_path: Path) -> None:
+    tokenizer, _ = store.add(train_bpe(tmp_path / "tokenizer.json").read_bytes(), 10)
+    with_filter = _dataset_scenario({"dataset": tokenizer.dataset_id})
+    assert "holds no prompts" in dataset_problems(with_filter.workload, tokenizer, "f")[0].message
+
+
+def test_rest_refuses_dataset_paths_and_hub_names_at_their_field(store: DatasetStore) -> None:
+    for spec, path in (
+        ({"path": "/etc/passwd"}, "workload.dataset.path"),
+        ({"hub": "acme/chats"}, "workload.dataset.hub"),
+        ({"dataset": "ds-" + "0" * 64}, "workload.dataset.dataset"),
+    ):
+        with pytest.raises(ScenarioError) as caught:
+            check_scenario_datasets(_dataset_scenario(spec), store)
+        assert [p.path for p in caught.value.problems] == [path]
+    assert PATH_REFUSED in _refusal({"path": "/etc/passwd"}, store)
+    info, _ = store.add(chat_jsonl(3), 100)
+    check_scenario_datasets(_dataset_scenario({"dataset": info.dataset_id}), store)
+
+
+def _refusal(spec: dict[str, Any], store: DatasetStore) -> str:
+    with pytest.raises(ScenarioError) as caught:
+        check_scenario_datasets(_dataset_scenario(spec), store)
+    return caught.value.problems[0].message
+
+
+def test_tokenbench_run_converts_the_local_file_and_names_the_dataset(
+    store: DatasetStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "questions.parquet"
+    path.write_bytes(parquet_bytes(prompts_table(12)))
+    spec = {
+        "path": str(path),
+        "columns": {"prompt": "question", "output_tokens": "answer_len"},
+        "filters": {"max_prompt_tokens": 100},
+    }
+    scenario = store_local_datasets(_dataset_scenario(spec), store, ApiSettings())
+    dataset = scenario.workload.dataset
+    assert dataset is not None and dataset.path is None and dataset.columns is None
+    assert dataset.filters.max_prompt_tokens == 100  # run-time parameters stay
+    info = store.get(dataset.dataset or "")
+    assert (info.source_format, info.entries, info.origin) == ("parquet/columns", 12, str(path))
+    assert workload_datasets(scenario.workload) == [("dataset", info.dataset_id)]
+    with pytest.raises(ScenarioError) as caught:
+        store_local_datasets(
+            _dataset_scenario({"path": str(path), "columns": {"prompt": "nope"}}),
+            store,
+            ApiSettings(),
+        )
+    assert caught.value.problems[0].path == "workload.dataset.path"
+    assert "no column 'nope'" in caught.value.problems[0].message

@@ -35,7 +35,10 @@ V1_COLUMNS = {
     "shard_attempts": "run_id, shard_id, attempt, worker, state, started_at, finished_at, "
     "records, batches, message",
     "ingested_batches": "*",
-    # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls.
+    # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls,
+    # v11 token truth (prompt_count_source, finish_reason), v12 sessions.
+    # v14 the dataset row of each request.
+    # v16 images.
     "request_records": ", ".join(
         name
         for name in REQUEST_RECORD_SCHEMA.names
@@ -48,6 +51,20 @@ V1_COLUMNS = {
             "tool_call",
             "tool_call_at_ns",
             "tool_calls",
+            "prompt_count_source",
+            "finish_reason",
+            "session_id",
+            "turn",
+            "session_turns",
+            "context_tokens",
+            "session_end",
+            "dataset_id",
+            "dataset_row",
+            "images",
+            "image_bytes",
+            "image_pixels",
+            "image_digest",
+            "image_prompt_tokens",
         )
     ),
 }
@@ -89,8 +106,10 @@ def report_json(path: Path, **kwargs: object) -> object:
     finally:
         con.close()
     for row in report["stages"]:
-        # How planned prompt lengths were made is recorded since v9: unknown (None) before.
+        # How planned prompt lengths were made is recorded since v9, why answers ended
+        # since v11: unknown (None) before.
         row.pop("prompt_length_source", None)
+        row.pop("finish_reasons", None)
     return report
 
 

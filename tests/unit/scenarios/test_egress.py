@@ -31,6 +31,7 @@ from scenarios.egress import (
     address_refusal,
     check_url,
     embedded_ipv4,
+    metrics_endpoints,
     provider_endpoints,
 )
 from scenarios.model import Scenario
@@ -190,6 +191,29 @@ def test_every_url_field_of_every_kind_is_an_endpoint() -> None:
         [("endpoint", "https://r.openai.azure.com")],
         [],
     ]
+
+
+def test_a_metrics_url_is_a_url_to_check_unless_it_is_a_simulator_path() -> None:
+    scenario = Scenario.model_validate(
+        {
+            "name": "t",
+            "providers": [
+                {"name": "v", "kind": "openai", "base_url": "http://10.0.0.5:8000/v1",
+                 "model": "m", "metrics_url": "http://10.0.0.6:9400/metrics"},
+                {"name": "s", "kind": "simulated", "metrics_url": "/metrics"},
+                {"name": "t", "kind": "tgi", "base_url": "http://10.0.0.7"},
+            ],
+            "workload": {"mix": [{"prompt_tokens": {"dist": "fixed", "value": 4},
+                                  "output_tokens": {"dist": "fixed", "value": 2}}]},
+            "load": {"concurrency": [1], "requests_per_level": 1},
+        }
+    )  # fmt: skip
+    found = [[(e.field, e.url) for e in metrics_endpoints(p)] for p in scenario.providers]
+    assert found == [[("metrics_url", "http://10.0.0.6:9400/metrics")], [], []]
+    # The measurement URLs are unchanged: a refused metrics URL never fails a shard.
+    assert [e.field for e in provider_endpoints(scenario.providers[0])] == ["base_url"]
+    with pytest.raises(EgressDenied, match="private"):
+        check_url(metrics_endpoints(scenario.providers[0])[0].url, EgressSettings())
 
 
 # ------------------------------------------------------------------ the guard, real sockets
@@ -375,7 +399,7 @@ def test_a_redirect_is_an_error_row_and_is_never_followed(recorders: list[Record
 
     async def go() -> Any:
         async with make_client(guard=guard) as http:
-            return await measure_request(http, call, ChatParser, limits, None, 4, 0)
+            return await measure_request(http, call, ChatParser, limits, None, 0)
 
     result = asyncio.run(go())
     assert result.failure is not None

@@ -90,6 +90,11 @@ OVER = [
     ("seed", limits.MIN_SEED - 1),
     ("description", "x" * (limits.MAX_TEXT_CHARS + 1)),
     ("slo.ttft_ms", limits.MAX_LATENCY_MS + 1),
+    ("providers.0.simulate.prefill_ms_per_token", limits.MAX_LATENCY_MS + 1),
+    ("providers.0.simulate.prefix_cache_words", limits.MAX_CONTEXT_TOKENS + 1),
+    ("providers.0.metrics_interval_s", limits.MAX_METRICS_INTERVAL_S + 1),
+    ("providers.0.metrics_interval_s", limits.MIN_METRICS_INTERVAL_S / 2),
+    ("providers.0.metrics_url", "/" + "m" * limits.MAX_URL_CHARS),
 ]
 
 

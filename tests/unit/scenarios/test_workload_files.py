@@ -123,3 +123,36 @@ def test_empty_datasets_and_too_many_lines_are_refused() -> None:
     # Blank lines count: a body of newlines is refused without building millions of lines.
     with pytest.raises(WorkloadFileError, match="more than 1000 lines"):
         inspect_dataset(b"\n" * 5_000_000, 1000)
+
+
+def test_replay_lines_may_name_a_session_and_a_turn() -> None:
+    log = (
+        b'{"timestamp": 2, "session_id": "c1", "turn": 1, "prompt": "b", "max_tokens": 4}\n'
+        b'{"timestamp": 1, "session_id": 7, "turn": 0, "prompt": "a", "max_tokens": 4}\n'
+        b'{"timestamp": 3, "prompt": "c", "max_tokens": 4}\n'
+    )
+    first, second, third = parse_entries(log, "log", replay=True)
+    assert (first.session_id, first.turn) == ("7", 0)  # an integer id is kept as a string
+    assert (second.session_id, second.turn) == ("c1", 1)
+    assert (third.session_id, third.turn) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (b'{"turn": 1}', "turn needs a session_id"),
+        (b'{"session_id": true}', "session_id must be a string or an integer"),
+        (b'{"session_id": ""}', "session_id must have 1 to 256 characters"),
+        (b'{"session_id": "' + b"x" * 257 + b'"}', "session_id must have 1 to 256 characters"),
+        (b'{"session_id": "a", "turn": -1}', "turn must be an integer >= 0"),
+        (b'{"session_id": "a", "turn": 1.5}', "turn must be an integer >= 0"),
+    ],
+)
+def test_bad_session_fields_name_the_line(line: bytes, reason: str) -> None:
+    fields = b'"timestamp": 1, "prompt": "a", "max_tokens": 2, '
+    bad = b"{" + fields + line[1:]
+    with pytest.raises(WorkloadFileError) as caught:
+        parse_entries(
+            b'{"timestamp": 0, "prompt": "ok", "max_tokens": 1}\n' + bad, "log", replay=True
+        )
+    assert str(caught.value).startswith(f"log:2: {reason}")

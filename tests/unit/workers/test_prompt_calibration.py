@@ -8,14 +8,15 @@ import pytest
 
 from scenarios.model import FixedLength, MixClass, UniformLength, Workload
 from workers.client.result import RequestResult
+from workers.images import GeneratedImage, RequestImages
 from workers.prompt_calibration import MIN_SAMPLES, CalibratedPrompts, LengthFit
-from workers.prompts import PlannedRequest, request_planner
+from workers.prompts import PlannedRequest, SessionTurn, request_planner
 
 
 def _answer(prompt_tokens: int) -> RequestResult:
     result = RequestResult(intended_start=0, sent=0)
     result.prompt_tokens = prompt_tokens
-    result.token_count_source = "usage"
+    result.token_count_source = result.prompt_count_source = "usage"
     return result
 
 
@@ -85,7 +86,7 @@ def test_errors_and_other_count_sources_are_not_learnt_from() -> None:
     maker = CalibratedPrompts()
     request = PlannedRequest(0, 10, 1, "a b c d e f g h i j")
     counted = _answer(99)
-    counted.token_count_source = "events"
+    counted.prompt_count_source = None  # the server reported no prompt count
     for _ in range(2 * MIN_SAMPLES):
         maker.observe_answer(request, counted)
     assert maker.fit.n == 0
@@ -101,3 +102,32 @@ def test_a_carried_fit_starts_calibrated_and_scales_the_shared_prefix() -> None:
     assert len(maker.prefix(100, seed=1).split()) == 50
     made = maker.prompt(300, random.Random(2), maker.prefix(100, seed=1))
     assert made.source == "calibrated" and len(made.text.split()) == 150
+
+
+def test_a_sessions_later_turns_do_not_calibrate() -> None:
+    maker = CalibratedPrompts()
+    answered = RequestResult(0, prompt_tokens=80, prompt_count_source="usage")
+    later = PlannedRequest(1, 60, 4, "ten words " * 5, session=SessionTurn(0, 2, 3, 50))
+    maker.observe_answer(later, answered)  # 80 tokens of conversation, not of its words
+    assert maker.fit.n == 0
+    first = PlannedRequest(0, 10, 4, "ten words " * 5, session=SessionTurn(0, 1, 3, 0))
+    maker.observe_answer(first, answered)
+    assert maker.fit.n == 1
+
+
+def test_image_tokens_never_count_as_text() -> None:
+    images = RequestImages((GeneratedImage("u", 512, 512, 9, "d" * 64),))
+    words = "a b c d e f g h i j"
+    with_image = PlannedRequest(0, 10, 1, words, images=images)
+    # A server that reports only the sum: the text share is unknown, nothing is learnt.
+    maker = CalibratedPrompts()
+    for _ in range(2 * MIN_SAMPLES):
+        maker.observe_answer(with_image, _answer(13 + 255))
+    assert maker.fit.n == 0
+    # One that reports image tokens apart: they are subtracted.
+    split = _answer(13 + 255)
+    split.image_prompt_tokens = 255
+    for _ in range(MIN_SAMPLES):
+        maker.observe_answer(with_image, split)
+        maker.observe_answer(PlannedRequest(0, 10, 1, words), _answer(13))
+    assert maker.fit.line() == pytest.approx((1.3, 0.0))

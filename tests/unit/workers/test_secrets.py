@@ -206,3 +206,14 @@ def test_replicate_urls_handed_back_must_be_bound_to_the_key() -> None:
         adapter.handed_back("file:///etc/passwd", "poll")
     with pytest.raises(ProtocolFailure, match="no stream URL"):
         adapter.handed_back(None, "stream")
+
+
+def test_a_metrics_token_is_bound_to_the_metrics_host_only() -> None:
+    vllm = {"name": "v", "kind": "openai", "base_url": "http://10.0.0.5:8000/v1", "model": "m",
+            "api_key_env": "API", "metrics_url": "http://10.0.0.6:9400/metrics",
+            "metrics_api_key_env": "METRICS"}  # fmt: skip
+    same = {**vllm, "name": "w", "metrics_api_key_env": "API"}
+    assert owner_bindings(providers(vllm)) == {"API": ("10.0.0.5",), "METRICS": ("10.0.0.6",)}
+    assert owner_bindings(providers(same)) == {"API": ("10.0.0.5", "10.0.0.6")}
+    (provider,) = providers(vllm)
+    assert provider.secret_env_vars() == ["API", "METRICS"]

@@ -7,7 +7,8 @@ CRC-checked frames whose headers name the event (``:message-type`` event|excepti
 ``:event-type`` messageStart, contentBlockDelta, contentBlockStop, messageStop,
 metadata). Frames are parsed incrementally by botocore's ``EventStreamBuffer`` as bytes
 arrive; a frame is stamped with the arrival of the chunk that completed it. Usage comes
-from the ``metadata`` event. Exceptions mid-stream (``throttlingException``,
+from the ``metadata`` event; ``messageStop.stopReason`` says why the answer ended (a stream
+without it is incomplete). Exceptions mid-stream (``throttlingException``,
 ``modelStreamErrorException``, ...) map to the HTTP status AWS documents for each.
 """
 
@@ -27,7 +28,14 @@ from botocore.eventstream import EventStreamBuffer, ParserError  # type: ignore[
 from scenarios.egress import BEDROCK_DEFAULT_ENDPOINT
 from scenarios.providers import BedrockProvider, RetryPolicy
 from workers.client.adapters.base import AdapterContext, read_secret, register
-from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
+from workers.client.errors import (
+    IncompleteAnswer,
+    ProtocolFailure,
+    RequestFailure,
+    class_of_status,
+    redact,
+)
+from workers.client.finish import BEDROCK_REASONS, finish_reason
 from workers.client.result import RequestResult
 from workers.client.streaming import (
     HttpCall,
@@ -55,12 +63,13 @@ EXCEPTION_STATUS = {
 class BedrockParser:
     """Interprets a ConverseStream event stream."""
 
-    __slots__ = ("buffer", "events", "input_tokens", "output_tokens", "result", "stopped")
+    __slots__ = ("buffer", "events", "input_tokens", "output_tokens", "reason", "result", "stopped")
 
     def __init__(self, result: RequestResult) -> None:
         self.result = result
         self.buffer = EventStreamBuffer()
-        self.stopped = False
+        self.stopped = False  # saw messageStop
+        self.reason: str | None = None  # its stopReason
         self.events = 0
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
@@ -98,6 +107,8 @@ class BedrockParser:
                         self._token(stamp, output=False)
         elif event == "messageStop":
             self.stopped = True
+            stop = json_object(payload).get("stopReason") if payload else None
+            self.reason = finish_reason(stop, BEDROCK_REASONS)
         elif event == "metadata":
             usage = json_object(payload).get("usage")
             if isinstance(usage, dict):
@@ -109,15 +120,13 @@ class BedrockParser:
         token_event(self.result, stamp, output=output)
         self.events += 1
 
-    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
-        """Check the stream ended with messageStop and settle counts."""
-        if not self.stopped:
-            raise ProtocolFailure(
-                f"stream cut short after {self.events} token events (no messageStop)"
-            )
-        settle_counts(
-            self.result, self.input_tokens, self.output_tokens, self.events, planned_prompt_tokens
-        )
+    def finish(self, stamp: int) -> None:
+        """Check the answer ended with messageStop and its reason; settle counts."""
+        if self.reason is None:
+            what = "messageStop without a stopReason" if self.stopped else "no messageStop"
+            raise IncompleteAnswer(f"stream ended after {self.events} token events with {what}")
+        self.result.finish_reason = self.reason
+        settle_counts(self.result, self.input_tokens, self.output_tokens, self.events)
 
 
 def converse_body(prompt: str, max_tokens: int) -> bytes:
@@ -175,7 +184,6 @@ class BedrockAdapter:
             BedrockParser,
             self.limits,
             self.retry,
-            request.prompt_tokens,
             intended_start,
         )
 

@@ -5,9 +5,14 @@ has ``"stop":true``, ``tokens_predicted``, ``tokens_evaluated`` and ``timings``
 (``prompt_n``, ``prompt_ms``, ``predicted_n``, ``predicted_ms``, ...). The server's own
 prompt and decode times are recorded beside the client's stamps (``server_prompt_ns``,
 ``server_decode_ns``): their difference from TTFT and decode time is the queueing and
-transport the server does not see. A mid-stream error arrives as a non-standard
+transport the server does not see. The final event says why the answer ended:
+``stop_type`` (``eos``, ``word``, ``limit``; ``none`` when none of them) or, on servers
+before it, ``stopped_eos``/``stopped_word``/``stopped_limit``; a final event without a
+reason is an incomplete answer. A mid-stream error arrives as a non-standard
 ``error: {json}`` line (older servers) or ``data: {"error": {...}}``; error answers are
-``{"error": {"code": N, "message": "...", "type": "..."}}``.
+``{"error": {"code": N, "message": "...", "type": "..."}}``. ``enforce_output_length``
+sends ``ignore_eos`` (``n_predict`` is already the planned length; llama-server has no
+``min_tokens``), and ``extra_body`` is merged into every body.
 """
 
 from __future__ import annotations
@@ -19,7 +24,13 @@ import orjson
 from scenarios.providers import LlamaCppProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
-from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
+from workers.client.errors import (
+    IncompleteAnswer,
+    RequestFailure,
+    class_of_status,
+    redact,
+)
+from workers.client.finish import LLAMACPP_STOP_TYPES, finish_reason
 from workers.client.result import RequestResult
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
 from workers.client.streaming import (
@@ -29,17 +40,22 @@ from workers.client.streaming import (
     settle_counts,
     token_event,
 )
+from workers.prompts import PlannedRequest
+
+# Flags of servers before ``stop_type``, in the order llama-server checks them.
+_STOP_FLAGS = (("stopped_eos", "eos"), ("stopped_word", "word"), ("stopped_limit", "limit"))
 
 
 class LlamaCppParser:
     """Interprets a ``/completion`` SSE stream, keeping the server's timings."""
 
-    __slots__ = ("decoder", "evaluated", "events", "predicted", "result", "stopped")
+    __slots__ = ("decoder", "evaluated", "events", "predicted", "reason", "result", "stopped")
 
     def __init__(self, result: RequestResult) -> None:
         self.result = result
         self.decoder = NamedSSEDecoder()
-        self.stopped = False
+        self.stopped = False  # saw the final stop:true event
+        self.reason: str | None = None
         self.events = 0
         self.evaluated: int | None = None
         self.predicted: int | None = None
@@ -65,6 +81,13 @@ class LlamaCppParser:
             self._on_final(message)
 
     def _on_final(self, message: dict[str, Any]) -> None:
+        stop_type = message.get("stop_type")
+        if stop_type is None:
+            stop_type = next(
+                (kind for flag, kind in _STOP_FLAGS if message.get(flag) is True), None
+            )
+        if stop_type != "none":
+            self.reason = finish_reason(stop_type, LLAMACPP_STOP_TYPES)
         if isinstance(message.get("tokens_predicted"), int):
             self.predicted = message["tokens_predicted"]
         if isinstance(message.get("tokens_evaluated"), int):
@@ -77,17 +100,21 @@ class LlamaCppParser:
             if isinstance(predicted_ms, int | float):
                 self.result.server_decode_ns = round(predicted_ms * 1e6)
 
-    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
-        """Interpret an unterminated last event, check completion, settle counts."""
+    def finish(self, stamp: int) -> None:
+        """Interpret an unterminated last event, check the answer finished, settle counts."""
         for event in self.decoder.flush():
             self._on_event(event, stamp)
         if not self.stopped:
-            raise ProtocolFailure(
-                f"stream cut short after {self.events} token events (no stop:true event)"
+            raise IncompleteAnswer(
+                f"stream ended after {self.events} token events without its stop:true event"
             )
-        settle_counts(
-            self.result, self.evaluated, self.predicted, self.events, planned_prompt_tokens
-        )
+        if self.reason is None:
+            raise IncompleteAnswer(
+                f"final event after {self.events} token events gives no stop reason "
+                "(stop_type none or missing)"
+            )
+        self.result.finish_reason = self.reason
+        settle_counts(self.result, self.evaluated, self.predicted, self.events)
 
 
 def llamacpp_error(error: Any) -> RequestFailure:
@@ -100,11 +127,25 @@ def llamacpp_error(error: Any) -> RequestFailure:
     )
 
 
-def completion_body(prompt: str, n_predict: int, cache_prompt: bool) -> bytes:
-    """A streaming ``/completion`` request."""
-    return orjson.dumps(
-        {"prompt": prompt, "n_predict": n_predict, "stream": True, "cache_prompt": cache_prompt}
-    )
+def completion_body(
+    request: PlannedRequest,
+    cache_prompt: bool,
+    enforce_output_length: bool = False,
+    extra_body: dict[str, Any] | None = None,
+) -> bytes:
+    """A streaming ``/completion`` request of the planned output length (``n_predict``);
+    ``ignore_eos`` with ``enforce_output_length``, then ``extra_body`` merged in."""
+    body: dict[str, Any] = {
+        "prompt": request.prompt,
+        "n_predict": request.output_tokens,
+        "stream": True,
+        "cache_prompt": cache_prompt,
+    }
+    if enforce_output_length:
+        body["ignore_eos"] = True
+    if extra_body:
+        body.update(extra_body)
+    return orjson.dumps(body)
 
 
 @register("llamacpp")
@@ -113,12 +154,16 @@ async def llamacpp_adapter(
 ) -> PostStreamAdapter:
     """Adapter of one llama-server."""
     key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
-    cache_prompt = provider.cache_prompt
+    cache, enforce, extra = (
+        provider.cache_prompt,
+        provider.enforce_output_length,
+        provider.extra_body,
+    )
     return PostStreamAdapter(
         url=provider.base_url.rstrip("/") + "/completion",
         headers=json_headers(key),
         limits=Limits.of(provider, key),
         retry=provider.retry,
-        body=lambda request: completion_body(request.prompt, request.output_tokens, cache_prompt),
+        body=lambda request: completion_body(request, cache, enforce, extra),
         parser=LlamaCppParser,
     )

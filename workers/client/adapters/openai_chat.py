@@ -22,6 +22,7 @@ from workers.client.adapters.base import (
 )
 from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.chat_stream import ChatStream
+from workers.client.image_parts import with_images
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import Limits, json_headers
@@ -42,11 +43,11 @@ class ChatParser:
         for payload in self.decoder.feed(chunk):
             self.stream.on_payload(payload, stamp)
 
-    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
-        """Interpret an unterminated last event, then check completion."""
+    def finish(self, stamp: int) -> None:
+        """Interpret an unterminated last event, then check the answer finished."""
         for payload in self.decoder.flush():
             self.stream.on_payload(payload, stamp)
-        self.stream.finish(planned_prompt_tokens)
+        self.stream.finish()
 
 
 def chat_body(
@@ -57,7 +58,7 @@ def chat_body(
 ) -> bytes:
     """Request body asking for a stream with usage, answer bounded by the planned output
     length; a prompt file's or replay log's conversation is sent as it was captured, and
-    the workload's tools with the requests that carry them."""
+    the workload's tools and images with the requests that carry them."""
     messages = (
         [{"role": role, "content": content} for role, content in request.messages]
         if request.messages
@@ -65,7 +66,7 @@ def chat_body(
     )
     body: dict[str, Any] = {
         "model": model,
-        "messages": messages,
+        "messages": with_images(messages, request.images),
         "max_tokens": request.output_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},

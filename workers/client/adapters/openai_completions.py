@@ -4,7 +4,9 @@ Each SSE event carries ``choices[].text``; a non-empty text is one token-bearing
 (several tokens in one chunk are still one event). Servers that reason (vLLM with a
 reasoning parser) may send ``reasoning_content``/``reasoning`` beside ``text``; that
 counts for ``first_token`` but not ``first_output_token``. ``usage`` comes in a last
-chunk with empty ``choices`` when ``stream_options.include_usage`` is honoured.
+chunk with empty ``choices`` when ``stream_options.include_usage`` is honoured. The answer
+is finished when a choice carries a ``finish_reason``; without one it is incomplete, even
+after ``[DONE]``. ``enforce_output_length`` and ``extra_body`` shape the body as for chat.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import orjson
 from scenarios.providers import OpenAICompletionsProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
-from workers.client.errors import ProtocolFailure
+from workers.client.errors import IncompleteAnswer, ProtocolFailure
+from workers.client.finish import OPENAI_REASONS, finish_reason
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import (
@@ -27,6 +30,7 @@ from workers.client.streaming import (
     stream_error,
     token_event,
 )
+from workers.prompts import PlannedRequest
 
 _DONE = b"[DONE]"
 _REASONING_KEYS = ("reasoning_content", "reasoning")
@@ -40,7 +44,8 @@ class CompletionsParser:
     def __init__(self, result: RequestResult) -> None:
         self.result = result
         self.decoder = SSEDecoder()
-        self.done = self.finished = False
+        self.done = False
+        self.finished: str | None = None  # the finish_reason, once a choice carried one
         self.events = 0
         self.prompt: int | None = None
         self.completion: int | None = None
@@ -79,35 +84,48 @@ class CompletionsParser:
                 has_token = has_output = True
             elif any(choice.get(key) for key in _REASONING_KEYS):
                 has_token = True
-            if choice.get("finish_reason"):
-                self.finished = True
+            reason = finish_reason(choice.get("finish_reason"), OPENAI_REASONS)
+            if reason is not None:
+                self.finished = reason
         if has_token:
             token_event(self.result, stamp, output=has_output)
             self.events += 1
 
-    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
-        """Interpret an unterminated last event, check completion, settle counts."""
+    def finish(self, stamp: int) -> None:
+        """Interpret an unterminated last event, check the answer finished, settle counts."""
         for payload in self.decoder.flush():
             self._on_payload(payload, stamp)
-        if not (self.done or self.finished):
-            raise ProtocolFailure(
-                f"stream cut short after {self.events} token events "
-                "(no finish_reason and no [DONE])"
+        if self.finished is None:
+            ending = "with [DONE]" if self.done else "without [DONE]"
+            raise IncompleteAnswer(
+                f"stream ended {ending} but no finish_reason after {self.events} token events"
             )
-        settle_counts(self.result, self.prompt, self.completion, self.events, planned_prompt_tokens)
+        self.result.finish_reason = self.finished
+        settle_counts(self.result, self.prompt, self.completion, self.events)
 
 
-def completions_body(model: str, prompt: str, max_tokens: int) -> bytes:
-    """A streaming completions request asking for usage."""
-    return orjson.dumps(
-        {
-            "model": model,
-            "prompt": prompt,
-            "max_tokens": max_tokens,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-    )
+def completions_body(
+    model: str,
+    request: PlannedRequest,
+    enforce_output_length: bool = False,
+    extra_body: dict[str, Any] | None = None,
+) -> bytes:
+    """A streaming completions request asking for usage, bounded by the planned output
+    length; with ``enforce_output_length`` also ``ignore_eos`` and ``min_tokens`` (vLLM,
+    SGLang; llama-cpp-python honours ``min_tokens`` only), then ``extra_body`` merged in."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": request.prompt,
+        "max_tokens": request.output_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if enforce_output_length:
+        body["ignore_eos"] = True
+        body["min_tokens"] = request.output_tokens
+    if extra_body:
+        body.update(extra_body)
+    return orjson.dumps(body)
 
 
 @register("openai-completions")
@@ -116,12 +134,12 @@ async def completions_adapter(
 ) -> PostStreamAdapter:
     """Adapter of an OpenAI-compatible completions endpoint."""
     key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
-    model = provider.model
+    model, enforce, extra = provider.model, provider.enforce_output_length, provider.extra_body
     return PostStreamAdapter(
         url=provider.base_url.rstrip("/") + "/completions",
         headers=json_headers(key),
         limits=Limits.of(provider, key),
         retry=provider.retry,
-        body=lambda request: completions_body(model, request.prompt, request.output_tokens),
+        body=lambda request: completions_body(model, request, enforce, extra),
         parser=CompletionsParser,
     )

@@ -35,13 +35,14 @@ class PostStreamAdapter:
     async def measure(
         self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
     ) -> RequestResult:
-        """One measured streaming request (retried on 429 only if the provider opts in)."""
+        """One measured streaming request (retried on 429 only if the provider opts in);
+        a session's turn keeps its answer's text for the next turn."""
         return await measure_request(
             http,
             HttpCall("POST", self.url, self.headers, self.body(request)),
             self.parser,
             self.limits,
             self.retry,
-            request.prompt_tokens,
             intended_start,
+            answer_chars=0 if request.session is None else request.session.answer_chars,
         )

@@ -7,6 +7,8 @@ that URL is an SSE stream of named events: ``output`` (plain-text token pieces),
 ``error`` (``{"detail": ...}``) and ``done`` (``{}``, or ``{"reason": "canceled"|"error"}``).
 The stream has no token counts; after it ends (outside the measured time) the
 prediction's ``metrics.input_token_count``/``output_token_count`` are read when present.
+Replicate never says why an answer ended: a ``done`` event ends it (without one it is
+incomplete) and the record's ``finish_reason`` stays NULL.
 
 The stream and poll URLs come from the API's answer, so they are checked before the key
 follows them: each must be http(s) (https when the API base is), on a host the key
@@ -26,7 +28,13 @@ import orjson
 from scenarios.egress import EgressDenied, url_host
 from scenarios.providers import ReplicateProvider, RetryPolicy
 from workers.client.adapters.base import AdapterContext, ProviderSetupError, read_secret, register
-from workers.client.errors import ErrorClass, ProtocolFailure, RequestFailure, redact
+from workers.client.errors import (
+    ErrorClass,
+    IncompleteAnswer,
+    ProtocolFailure,
+    RequestFailure,
+    redact,
+)
 from workers.client.result import RequestResult
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
 from workers.client.streaming import (
@@ -77,15 +85,15 @@ class ReplicateParser:
                 raise RequestFailure(ErrorClass.HTTP_5XX, f"prediction ended: {reason}")
             self.done = True
 
-    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
-        """Interpret an unterminated last event, check completion, count tokens."""
+    def finish(self, stamp: int) -> None:
+        """Interpret an unterminated last event, check the answer ended, count tokens."""
         for event in self.decoder.flush():
             self._on_event(event, stamp)
         if not self.done:
-            raise ProtocolFailure(
-                f"stream cut short after {self.events} token events (no done event)"
+            raise IncompleteAnswer(
+                f"stream ended after {self.events} token events without its done event"
             )
-        settle_counts(self.result, None, None, self.events, planned_prompt_tokens)
+        settle_counts(self.result, None, None, self.events)
 
 
 def _detail(data: bytes) -> str:
@@ -174,7 +182,6 @@ class ReplicateAdapter:
             ReplicateParser,
             self.limits,
             self.retry,
-            request.prompt_tokens,
             intended_start,
         )
         if result.ok:
@@ -202,7 +209,7 @@ class ReplicateAdapter:
             prompt, output = metrics.get("input_token_count"), metrics.get("output_token_count")
             if isinstance(prompt, int) and isinstance(output, int):
                 result.prompt_tokens, result.completion_tokens = prompt, output
-                result.token_count_source = "usage"
+                result.token_count_source = result.prompt_count_source = "usage"
 
 
 @register("replicate")

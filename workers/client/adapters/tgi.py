@@ -4,9 +4,11 @@ Wire format: SSE events ``data:{"index":N,"token":{"id":..,"text":..,"logprob":.
 "special":false},"generated_text":null,"details":null}``; the last event carries
 ``generated_text`` and, with ``details: true``, ``details.finish_reason`` and
 ``generated_tokens`` (and ``input_length`` in TGI 2.x). Special tokens (the EOS piece)
-carry no text for the user and are not token events. Errors mid-stream are
-``data:{"error":"...","error_type":"..."}``; error answers are JSON of the same shape
-(422 validation, 424 generation, 429 overloaded).
+carry no text for the user and are not token events. The answer is finished when the
+final event's ``details.finish_reason`` says why (``length``, ``eos_token``,
+``stop_sequence``); a stream without it is incomplete, since ``details`` is asked for.
+Errors mid-stream are ``data:{"error":"...","error_type":"..."}``; error answers are JSON
+of the same shape (422 validation, 424 generation, 429 overloaded).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import orjson
 from scenarios.providers import TGIProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
-from workers.client.errors import ProtocolFailure, RequestFailure, class_of_status, redact
+from workers.client.errors import IncompleteAnswer, RequestFailure, class_of_status, redact
+from workers.client.finish import TGI_REASONS, finish_reason
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import (
@@ -36,12 +39,13 @@ _ERROR_STATUS = {"overloaded": 429, "validation": 422, "generation": 424}
 class TGIParser:
     """Interprets a ``/generate_stream`` SSE stream."""
 
-    __slots__ = ("decoder", "events", "finished", "generated", "input_length", "result")
+    __slots__ = ("decoder", "ended", "events", "finished", "generated", "input_length", "result")
 
     def __init__(self, result: RequestResult) -> None:
         self.result = result
         self.decoder = SSEDecoder()
-        self.finished = False
+        self.ended = False  # saw the final event (generated_text or details)
+        self.finished: str | None = None  # its details.finish_reason
         self.events = 0
         self.generated: int | None = None
         self.input_length: int | None = None
@@ -63,25 +67,24 @@ class TGIParser:
             self.events += 1
         details = message.get("details")
         if isinstance(details, dict):
-            self.finished = True
+            self.ended = True
+            self.finished = finish_reason(details.get("finish_reason"), TGI_REASONS)
             if isinstance(details.get("generated_tokens"), int):
                 self.generated = details["generated_tokens"]
             if isinstance(details.get("input_length"), int):
                 self.input_length = details["input_length"]
         elif message.get("generated_text") is not None:
-            self.finished = True
+            self.ended = True
 
-    def finish(self, stamp: int, planned_prompt_tokens: int) -> None:
-        """Interpret an unterminated last event, check completion, settle counts."""
+    def finish(self, stamp: int) -> None:
+        """Interpret an unterminated last event, check the answer finished, settle counts."""
         for payload in self.decoder.flush():
             self._on_payload(payload, stamp)
-        if not self.finished:
-            raise ProtocolFailure(
-                f"stream cut short after {self.events} token events (no generated_text)"
-            )
-        settle_counts(
-            self.result, self.input_length, self.generated, self.events, planned_prompt_tokens
-        )
+        if self.finished is None:
+            what = "a final event without details.finish_reason" if self.ended else "no final event"
+            raise IncompleteAnswer(f"stream ended after {self.events} token events with {what}")
+        self.result.finish_reason = self.finished
+        settle_counts(self.result, self.input_length, self.generated, self.events)
 
 
 def tgi_error(message: dict[str, Any]) -> RequestFailure:

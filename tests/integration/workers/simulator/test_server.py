@@ -159,3 +159,40 @@ def test_a_latency_model_can_be_plugged_in() -> None:
             return dict(response.json())
 
     assert run(go())["usage"]["completion_tokens"] == 9
+
+
+def test_an_unfinished_answer_stops_halfway_and_ends_with_done_but_no_finish_reason() -> None:
+    async def go() -> str:
+        async with serving(SimulatorApp(spec(unfinished_rate=1.0))) as client:
+            body = {
+                **CHAT,
+                "stream": True,
+                "max_tokens": 10,
+                "stream_options": {"include_usage": True},
+            }
+            response = await client.post("/v1/chat/completions", json=body)
+            assert response.status_code == 200  # the body itself ends in good order
+            return response.text
+
+    role, *tokens, done = events(run(go()))
+    assert done == "[DONE]"
+    assert 0 < len(tokens) < 10
+    assert all(t["choices"][0]["finish_reason"] is None for t in [role, *tokens])
+    assert all("usage" not in t for t in tokens)
+
+
+def test_stream_usage_off_streams_no_usage_even_when_asked() -> None:
+    async def go() -> str:
+        async with serving(SimulatorApp(spec(stream_usage=False))) as client:
+            body = {
+                **CHAT,
+                "stream": True,
+                "max_tokens": 3,
+                "stream_options": {"include_usage": True},
+            }
+            return (await client.post("/v1/chat/completions", json=body)).text
+
+    role, *tokens, finish, done = events(run(go()))
+    assert len(tokens) == 3 and done == "[DONE]"
+    assert finish["choices"][0]["finish_reason"] == "length"
+    assert all("usage" not in event for event in [role, *tokens, finish])

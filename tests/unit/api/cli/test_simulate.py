@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+from typer.testing import CliRunner
 
+from api.cli import app as cli_app
 from api.cli.simulate import build_spec, describe
 
 
@@ -14,3 +16,14 @@ def test_cli_options_build_the_spec_and_name_bad_options() -> None:
     with pytest.raises(ValidationError) as caught:
         build_spec({"model": "llama-3.1-70b", "kv_dtype": "int3"})
     assert describe(caught.value)[0].startswith("--kv-dtype: unknown KV dtype")
+
+
+def test_token_truth_options_reach_the_spec_and_bad_ones_exit_2() -> None:
+    spec = build_spec({"unfinished_rate": 0.25, "stream_usage": False, "seed": None})
+    assert (spec.unfinished_rate, spec.stream_usage) == (0.25, False)
+    assert build_spec({"stream_usage": None}).stream_usage is True  # left out: the default
+    refused = CliRunner().invoke(
+        cli_app.app, ["simulate", "--unfinished-rate", "2", "--no-stream-usage"]
+    )
+    assert refused.exit_code == 2
+    assert "--unfinished-rate: Input should be less than or equal to 1" in refused.output

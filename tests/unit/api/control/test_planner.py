@@ -7,7 +7,7 @@ from pathlib import Path
 from analytics.db import connect
 from analytics.runs import RunStore
 from api.control.coordinator import RunCoordinator
-from api.control.planner import plan_run, split, stored_stages
+from api.control.planner import plan_run, scrapes_metrics, split, stored_stages
 from api.control.run_views import stored_view
 from scenarios.loader import parse_scenario
 from scenarios.model import Scenario
@@ -196,3 +196,36 @@ def test_a_created_run_stores_the_split_and_the_stage_level(tmp_path: Path) -> N
     assert rows == [(64, 128)]
     resumed = RunCoordinator.resume("r", RunStore(con), 512)
     assert sorted(resumed.shards) == sorted(created.shards)
+
+
+def test_a_session_stage_is_split_into_disjoint_ranges_of_whole_sessions() -> None:
+    scenario = parse_scenario(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", "concurrency: [1000]")
+        .replace("requests_per_level: 50", "sessions_per_level: 901")
+        .replace("\nload:", "\n  sessions: {turns: 4}\nload:")
+    )
+    assert scenario.workload.sessions is not None
+    (stage,) = plan_run("r", scenario, max_streams_per_shard=300)
+    parts = [s for s in stage.shards if s.provider.name == "sim-fast"]
+    assert len(parts) == 4
+    ranges = [range(p.seq_start, p.seq_start + (p.requests or 0)) for p in parts]
+    assert sorted(session for r in ranges for session in r) == list(range(901))
+
+
+def test_one_part_scrapes_a_server_but_every_simulated_part_its_own() -> None:
+    scenario = parse_scenario(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", "concurrency: [600]")
+        .replace("api_key_env: MY_KEY", "api_key_env: MY_KEY\n    metrics_url: http://h/metrics")
+        .replace("simulate: {ttft_ms: 100, itl_ms: 10}", "simulate: {ttft_ms: 100, itl_ms: 10}\n"
+                 "    metrics_url: /metrics")
+    )  # fmt: skip
+    (stage,) = plan_run("r", scenario, max_streams_per_shard=200)
+    marked = {(s.provider.name, s.shard_id): s.scrape_metrics for s in stage.shards}
+    assert [v for (name, _), v in sorted(marked.items()) if name == "my-vllm"] == [
+        True,
+        False,
+        False,
+    ]
+    assert all(v for (name, _), v in marked.items() if name == "sim-fast")
+    plain = parse_scenario(VALID_SCENARIO)
+    assert not any(scrapes_metrics(p, 0) for p in plain.providers)

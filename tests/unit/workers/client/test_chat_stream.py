@@ -8,7 +8,7 @@ import pytest
 
 from workers.client.chat_stream import ChatStream
 from workers.client.errors import ErrorClass, RequestFailure
-from workers.client.result import RequestResult
+from workers.client.result import AnswerText, RequestResult
 from workers.client.sse import SSEDecoder
 
 
@@ -26,7 +26,7 @@ USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":5}}
 DONE = b"data: [DONE]\n\n"
 
 
-def run_stream(chunks: list[tuple[int, bytes]], planned_prompt: int = 3) -> RequestResult:
+def run_stream(chunks: list[tuple[int, bytes]]) -> RequestResult:
     result = RequestResult(intended_start=0, sent=0)
     stream = ChatStream(result)
     decoder = SSEDecoder()
@@ -35,7 +35,7 @@ def run_stream(chunks: list[tuple[int, bytes]], planned_prompt: int = 3) -> Requ
             stream.on_payload(payload, stamp)
     for payload in decoder.flush():
         stream.on_payload(payload, chunks[-1][0])
-    stream.finish(planned_prompt)
+    stream.finish()
     return result
 
 
@@ -69,28 +69,49 @@ def test_chunk_with_several_tokens_is_one_event_and_usage_gives_counts() -> None
     )
 
 
-def test_without_usage_counts_come_from_events() -> None:
+def test_without_usage_completions_come_from_events_and_the_prompt_count_is_unknown() -> None:
     result = run_stream(
-        [(5, event({"content": "x"})), (6, event({"content": "y"}, finish="stop")), (7, DONE)],
-        planned_prompt=42,
+        [(5, event({"content": "x"})), (6, event({"content": "y"}, finish="stop")), (7, DONE)]
     )
     assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (
-        42,
+        None,
         2,
         "events",
     )
+    assert result.prompt_count_source is None and result.finish_reason == "stop"
 
 
 def test_missing_done_after_finish_reason_is_complete() -> None:
     result = run_stream([(5, event({"content": "x"}, finish="stop"))])
-    assert result.completion_tokens == 1
+    assert result.completion_tokens == 1 and result.finish_reason == "stop"
 
 
-def test_stream_cut_short_is_a_protocol_failure() -> None:
+def test_stream_cut_short_is_an_incomplete_answer() -> None:
     with pytest.raises(RequestFailure) as caught:
         run_stream([(5, event({"content": "x"})), (6, event({"content": "y"}))])
-    assert caught.value.error_class is ErrorClass.PROTOCOL
-    assert "cut short after 2 token events" in caught.value.message
+    assert caught.value.error_class is ErrorClass.INCOMPLETE
+    assert "without [DONE] but no finish_reason after 2 token events" in caught.value.message
+
+
+def test_done_without_a_finish_reason_is_an_incomplete_answer() -> None:
+    with pytest.raises(RequestFailure) as caught:
+        run_stream([(5, event({"content": "x"})), (6, USAGE + DONE)])
+    assert caught.value.error_class is ErrorClass.INCOMPLETE
+    assert "with [DONE] but no finish_reason after 1 token events" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("raw", "recorded"),
+    [
+        ("function_call", "tool_calls"),
+        ("content_filter", "content_filter"),
+        ("abort", "abort"),  # a word outside the vocabulary is kept as the server wrote it
+        ("<b>\u202e" + "x" * 40, "other"),  # anything else is not server text in a record
+    ],
+)
+def test_finish_reasons_are_recorded_in_one_vocabulary(raw: str, recorded: str) -> None:
+    result = run_stream([(5, event({"content": "x"}, finish=raw)), (6, DONE)])
+    assert result.finish_reason == recorded
 
 
 def test_malformed_json_is_a_protocol_failure() -> None:
@@ -141,3 +162,26 @@ def test_error_event_mid_stream_is_classified() -> None:
 def test_multiline_data_fields_are_joined() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"event: x\ndata: a\ndata: b\nid: 1\n\n") == [b"a\nb"]
+
+
+def test_the_answer_text_is_kept_only_when_asked_and_only_up_to_its_limit() -> None:
+    chunks = [
+        (1, event({"role": "assistant", "content": ""})),
+        (2, event({"content": "Hello"})),
+        (3, event({"reasoning_content": "thinking"})),  # reasoning is not the answer
+        (4, event({"content": ", world"}, finish="stop")),
+        (5, DONE),
+    ]
+    assert run_stream(chunks).answer is None  # not asked: nothing kept
+    result = RequestResult(intended_start=0, sent=0, answer=AnswerText(100))
+    stream, decoder = ChatStream(result), SSEDecoder()
+    for stamp, chunk in chunks:
+        for payload in decoder.feed(chunk):
+            stream.on_payload(payload, stamp)
+    stream.finish()
+    assert result.answer is not None and result.answer.text() == "Hello, world"
+    assert not result.answer.cut
+    short = AnswerText(7)
+    for piece in ("Hello", ", world", "!"):
+        short.add(piece)
+    assert (short.text(), short.cut, short.chars) == ("Hello, ", True, 7)

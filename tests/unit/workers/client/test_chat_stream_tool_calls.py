@@ -35,7 +35,7 @@ def run_stream(chunks: list[tuple[int, bytes]]) -> RequestResult:
     for stamp, chunk in chunks:
         for payload in decoder.feed(chunk):
             stream.on_payload(payload, stamp)
-    stream.finish(3)
+    stream.finish()
     return result
 
 

@@ -9,6 +9,7 @@ from workers.gateway.handoff import FrameReader, frame
 
 ROLE = b'data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\n'
 TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}\n\n'
 DONE = b"data: [DONE]\n\n"
 
@@ -33,8 +34,8 @@ def stream_answer(chunks: list[tuple[int, bytes]], error: tuple[str, str] | None
 
 
 def test_a_streamed_answer_is_measured_from_its_arrival_stamps() -> None:
-    chunks = [(2_000, ROLE), (3_000, TOKEN), (4_500, TOKEN + USAGE), (5_000, DONE)]
-    result = primary_result(500, stream_answer(chunks), 5, ())
+    chunks = [(2_000, ROLE), (3_000, TOKEN), (4_500, TOKEN + FINISH + USAGE), (5_000, DONE)]
+    result = primary_result(500, stream_answer(chunks), ())
     assert result.ok
     assert result.intended_start == 500 and result.sent == 1_000 and result.end == 9_000
     assert result.first_byte == 2_000
@@ -47,16 +48,16 @@ def test_a_streamed_answer_is_measured_from_its_arrival_stamps() -> None:
 def test_failures_keep_their_class_and_redact_secrets() -> None:
     secret = "sk-primary-secret-1234"
     status = Answer(1, 429, {"retry-after": "3"}, [(2, b'{"error":"slow down"}')], 3, None, True)
-    limited = primary_result(0, status, 5, (secret,))
+    limited = primary_result(0, status, (secret,))
     assert limited.failure is not None and limited.failure.error_class == ErrorClass.HTTP_429
 
     refused = Answer(1, None, {}, [], 3, ("connect", f"refused with {secret}"), True)
-    unreachable = primary_result(0, refused, 5, (secret,))
+    unreachable = primary_result(0, refused, (secret,))
     assert unreachable.failure is not None
     assert unreachable.failure.error_class == ErrorClass.CONNECT
     assert secret not in unreachable.failure.message
 
-    cut = primary_result(0, stream_answer([(2, TOKEN)], ("cancelled", "client went away")), 5, ())
+    cut = primary_result(0, stream_answer([(2, TOKEN)], ("cancelled", "client went away")), ())
     assert cut.failure is not None and cut.failure.error_class == ErrorClass.CANCELLED
     assert cut.first_token == 2
 
@@ -64,6 +65,6 @@ def test_failures_keep_their_class_and_redact_secrets() -> None:
 def test_a_plain_answer_gives_first_byte_and_usage_only() -> None:
     body = b'{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":4,"completion_tokens":1}}'
     answer = Answer(10, 200, {}, [(20, body[:30]), (25, body[30:])], 30, None, False)
-    result = primary_result(5, answer, 4, ())
+    result = primary_result(5, answer, ())
     assert result.ok and result.first_byte == 20 and result.first_token is None
     assert (result.prompt_tokens, result.completion_tokens) == (4, 1)

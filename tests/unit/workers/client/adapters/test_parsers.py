@@ -32,27 +32,35 @@ def run(factory: Factory, body: bytes, size: int | None) -> RequestResult:
     chunks = [body] if size is None else [body[i : i + size] for i in range(0, len(body), size)]
     for stamp, chunk in enumerate(chunks, start=1):
         parser.feed(chunk, stamp)
-    parser.finish(len(chunks) + 1, planned_prompt_tokens=99)
+    parser.finish(len(chunks) + 1)
     return result
 
 
-# parser, recorded body, (token events, prompt, completion, source)
+# parser, recorded body, (token events, prompt, completion, source, finish reason)
 CASES = {
-    "openai": (ChatParser, "openai/stream.sse", (3, 9, 3, "usage")),
-    "openai-completions": (CompletionsParser, "openai-completions/stream.sse", (3, 5, 3, "usage")),
-    "azure-openai": (ChatParser, "azure-openai/stream.sse", (2, 9, 2, "usage")),
-    "bedrock": (BedrockParser, "bedrock/stream.bin", (3, 11, 3, "usage")),
-    "tgi": (TGIParser, "tgi/stream.sse", (2, 7, 3, "usage")),
-    "llamacpp": (LlamaCppParser, "llamacpp/stream.sse", (2, 6, 2, "usage")),
-    # Replicate's stream has no counts: events counted, prompt from the plan.
-    "replicate": (ReplicateParser, "replicate/stream.sse", (3, 99, 3, "events")),
+    "openai": (ChatParser, "openai/stream.sse", (3, 9, 3, "usage", "length")),
+    "openai-completions": (
+        CompletionsParser,
+        "openai-completions/stream.sse",
+        (3, 5, 3, "usage", "length"),
+    ),
+    "azure-openai": (ChatParser, "azure-openai/stream.sse", (2, 9, 2, "usage", "length")),
+    "bedrock": (BedrockParser, "bedrock/stream.bin", (3, 11, 3, "usage", "length")),
+    # TGI's eos_token and llama.cpp's stop_type limit, in the shared vocabulary.
+    "tgi": (TGIParser, "tgi/stream.sse", (2, 7, 3, "usage", "stop")),
+    "llamacpp": (LlamaCppParser, "llamacpp/stream.sse", (2, 6, 2, "usage", "length")),
+    # Replicate's stream has no counts and never a reason: events counted, the prompt
+    # count unknown (never the planned length), no finish reason.
+    "replicate": (ReplicateParser, "replicate/stream.sse", (3, None, 3, "events", None)),
+    # llama-cpp-python's server: a finish_reason, but no usage chunk.
+    "llama-cpp-python": (ChatParser, "openai/no-usage.sse", (3, None, 3, "events", "stop")),
 }
 
 
 @pytest.mark.parametrize("size", [None, 1, 7])
 @pytest.mark.parametrize("kind", sorted(CASES))
 def test_recorded_stream(kind: str, size: int | None) -> None:
-    factory, path, (events, prompt, completion, source) = CASES[kind]
+    factory, path, (events, prompt, completion, source, reason) = CASES[kind]
     body = (PROVIDER_DATA / path).read_bytes()
     result = run(factory, body, size)
     assert len(result.token_stamps) == events
@@ -61,6 +69,8 @@ def test_recorded_stream(kind: str, size: int | None) -> None:
         completion,
         source,
     )
+    assert result.prompt_count_source == (None if prompt is None else "usage")
+    assert result.finish_reason == reason
     assert result.first_token == result.first_output_token == result.token_stamps[0]
     assert result.token_stamps == sorted(result.token_stamps)
     if size == 1:
@@ -152,9 +162,10 @@ def test_bedrock_reasoning_delta_is_first_token_not_output() -> None:
     parser = BedrockParser(result)
     for stamp, item in enumerate(frames, start=1):
         parser.feed(item, stamp)
-    parser.finish(9, 5)
+    parser.finish(9)
     assert (result.first_token, result.first_output_token) == (1, 2)
-    assert result.token_count_source == "events"
+    assert result.token_count_source == "events" and result.prompt_tokens is None
+    assert result.finish_reason == "stop"  # end_turn
 
 
 def test_completions_reasoning_text_counts_for_first_token_only() -> None:
@@ -178,7 +189,9 @@ def test_completions_reasoning_text_counts_for_first_token_only() -> None:
         (BedrockParser, "bedrock/stream.bin"),
     ],
 )
-def test_stream_cut_after_first_event_is_a_protocol_failure(factory: Factory, path: str) -> None:
+def test_stream_ended_after_first_event_is_an_incomplete_answer(
+    factory: Factory, path: str
+) -> None:
     body = (PROVIDER_DATA / path).read_bytes()
     first = (
         recorded_frames("stream")[0] + recorded_frames("stream")[1]
@@ -187,4 +200,70 @@ def test_stream_cut_after_first_event_is_a_protocol_failure(factory: Factory, pa
     )
     with pytest.raises(RequestFailure) as caught:
         run(factory, first, None)
-    assert caught.value.error_class == "protocol"
+    assert caught.value.error_class == "incomplete"
+
+
+@pytest.mark.parametrize(
+    ("factory", "path"),
+    [
+        (ChatParser, "openai/no-finish.sse"),
+        (CompletionsParser, "openai-completions/no-finish.sse"),
+    ],
+)
+def test_done_without_a_finish_reason_is_an_incomplete_answer(factory: Factory, path: str) -> None:
+    with pytest.raises(RequestFailure) as caught:
+        run(factory, (PROVIDER_DATA / path).read_bytes(), 7)
+    assert caught.value.error_class == "incomplete"
+    assert "with [DONE] but no finish_reason" in caught.value.message
+
+
+LLAMA_TOKEN = b'data: {"content":" hi","stop":false}\n\n'
+
+
+@pytest.mark.parametrize(
+    ("final", "reason"),
+    [
+        (b'{"content":"","stop":true,"stop_type":"eos"}', "stop"),
+        (b'{"content":"","stop":true,"stop_type":"word","stopping_word":"\\n"}', "stop"),
+        (b'{"content":"","stop":true,"stop_type":"limit"}', "length"),
+        # Servers before stop_type say it with flags.
+        (b'{"content":"","stop":true,"stopped_eos":false,"stopped_limit":true}', "length"),
+        (b'{"content":"","stop":true,"stopped_eos":true,"stopped_limit":false}', "stop"),
+        (b'{"content":"","stop":true,"stop_type":"none"}', None),
+        (b'{"content":"","stop":true}', None),
+    ],
+)
+def test_llamacpp_stop_reasons(final: bytes, reason: str | None) -> None:
+    body = LLAMA_TOKEN + b"data: " + final + b"\n\n"
+    if reason is None:
+        with pytest.raises(RequestFailure) as caught:
+            run(LlamaCppParser, body, None)
+        assert caught.value.error_class == "incomplete"
+        assert "no stop reason" in caught.value.message
+    else:
+        assert run(LlamaCppParser, body, None).finish_reason == reason
+
+
+def test_tgi_final_event_without_details_is_an_incomplete_answer() -> None:
+    body = (
+        b'data:{"index":1,"token":{"id":1,"text":"Hi","special":false},'
+        b'"generated_text":"Hi","details":null}\n\n'
+    )
+    with pytest.raises(RequestFailure) as caught:
+        run(TGIParser, body, None)
+    assert caught.value.error_class == "incomplete"
+    assert "without details.finish_reason" in caught.value.message
+
+
+def test_bedrock_message_stop_without_a_reason_is_an_incomplete_answer() -> None:
+    frames = [
+        frame(
+            [(":event-type", "contentBlockDelta"), (":message-type", "event")],
+            b'{"contentBlockIndex":0,"delta":{"text":"Hi"}}',
+        ),
+        frame([(":event-type", "messageStop"), (":message-type", "event")], b"{}"),
+    ]
+    with pytest.raises(RequestFailure) as caught:
+        run(BedrockParser, b"".join(frames), None)
+    assert caught.value.error_class == "incomplete"
+    assert "messageStop without a stopReason" in caught.value.message

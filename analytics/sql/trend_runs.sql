@@ -1,0 +1,14 @@
+-- The runs a trend report reads: ended runs (finished or failed: a failed run's error rate
+-- is part of the trend; cancelled and running ones are not) of one schedule, one stored
+-- scenario or one scenario name, the newest $runs of them, at or before $as_of (a run id;
+-- NULL: now). Parameters: $schedule_id, $scenario_id, $name (NULL: any), $as_of, $runs.
+SELECT r.run_id, r.name, r.state, r.created_at
+FROM runs AS r
+LEFT JOIN run_origins AS o USING (run_id)
+WHERE r.state IN ('finished', 'failed')
+  AND ($schedule_id IS NULL OR o.schedule_id = $schedule_id)
+  AND ($scenario_id IS NULL OR o.scenario_id = $scenario_id)
+  AND ($name IS NULL OR r.name = $name)
+  AND ($as_of IS NULL OR r.created_at <= (SELECT created_at FROM runs WHERE run_id = $as_of))
+ORDER BY r.created_at DESC, r.run_id DESC
+LIMIT $runs

@@ -1,0 +1,110 @@
+"""``/v1/trends``: a schedule's (or a scenario's) figures across its runs, and whether the
+latest run regressed (analytics/trends.py), as JSON, markdown, CSV or an HTML chart."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response
+
+from analytics.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
+from analytics.trend_formats import TREND_FORMATS, TrendFormat
+from analytics.trends import DEFAULT_TREND_RUNS, TrendOptions, TrendSelection, build_trend
+from api.rest.deps import Authenticated, CursorDep
+from api.rest.errors import NotAcceptable, UnknownFormat, UnknownScenarioError
+from api.rest.negotiation import preferred
+from api.rest.routes.runs import REPORT_HEADERS
+from api.schedules.store import ScheduleStore
+from scenarios.limits import MAX_ID_CHARS, MAX_TREND_RUNS, MAX_TREND_WINDOW
+
+router = APIRouter(prefix="/v1/trends", tags=["trends"], dependencies=[Authenticated])
+
+_MEDIA = {name: fmt.media_type for name, fmt in TREND_FORMATS.items()}
+
+
+def trend_format(name: str | None, accept: str | None) -> TrendFormat:
+    """The format named by ``?format=``, else the one ``Accept`` prefers (JSON when it
+    names nothing); an unknown name is a 422, an Accept header served by none a 406."""
+    if name is not None:
+        if name not in TREND_FORMATS:
+            raise UnknownFormat(name, list(TREND_FORMATS))
+        return TREND_FORMATS[name]
+    chosen = preferred(accept, _MEDIA)
+    if chosen is None:
+        raise NotAcceptable(accept or "", _MEDIA)
+    return TREND_FORMATS[chosen]
+
+
+@router.get(
+    "",
+    responses={
+        200: {"content": {fmt.media_type: {} for fmt in TREND_FORMATS.values()}},
+        406: {"description": "The Accept header names none of the formats."},
+    },
+)
+def get_trend(
+    cursor: CursorDep,
+    schedule_id: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None,
+    scenario_id: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None,
+    name: Annotated[
+        str | None, Query(max_length=MAX_ID_CHARS, description="Runs of this scenario name.")
+    ] = None,
+    runs: Annotated[
+        int, Query(ge=1, le=MAX_TREND_RUNS, description="The newest runs read.")
+    ] = DEFAULT_TREND_RUNS,
+    window: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_TREND_WINDOW,
+            description=f"Earlier runs the latest is judged against (the schedule's, else "
+            f"{DEFAULT_WINDOW}).",
+        ),
+    ] = None,
+    min_change: Annotated[
+        float | None,
+        Query(
+            ge=0,
+            le=10,
+            description=f"Smallest relative change that counts (the schedule's, else "
+            f"{DEFAULT_MIN_CHANGE}).",
+        ),
+    ] = None,
+    as_of: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_ID_CHARS,
+            description="Judge this run as the latest (later runs left out): the verdict then.",
+        ),
+    ] = None,
+    output: Annotated[
+        str | None,
+        Query(alias="format", max_length=32, description=f"One of {', '.join(TREND_FORMATS)}."),
+    ] = None,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Per provider × region × stage: TTFT p50/p99, output tok/s, error rate and $/1M
+    output over the runs, and the latest run judged against the runs before it."""
+    fmt = trend_format(output, accept)
+    selection = TrendSelection(schedule_id=schedule_id, scenario_id=scenario_id, name=name)
+    default_window, default_change = DEFAULT_WINDOW, DEFAULT_MIN_CHANGE
+    if schedule_id is not None:
+        schedule = ScheduleStore(cursor).get(schedule_id, deleted=True)
+        default_window, default_change = schedule.trend_window, schedule.min_change
+    if (
+        scenario_id is not None
+        and not cursor.execute(
+            "SELECT 1 FROM api_scenarios WHERE scenario_id = ?", [scenario_id]
+        ).fetchall()
+    ):
+        raise UnknownScenarioError(scenario_id)
+    options = TrendOptions(
+        runs=runs,
+        window=default_window if window is None else window,
+        min_change=default_change if min_change is None else min_change,
+        as_of=as_of,
+    )
+    report = build_trend(cursor, selection, options)
+    headers = {"x-content-type-options": "nosniff", "vary": "Accept"}
+    headers.update(REPORT_HEADERS.get(fmt.name, {}))
+    return Response(fmt.render(report), media_type=fmt.media_type, headers=headers)

@@ -1,0 +1,71 @@
+"""Starting a run from a request: the one path of ``POST /v1/runs`` and of a schedule's fire.
+
+The scenario (stored, or inline), with the per-run overrides applied, is validated, its
+URLs checked by the egress policy and its datasets looked up, exactly as the route
+always did; a region without a live worker is a 409 unless the request waits for
+workers. A run of a stored scenario records where it came from (``run_origins``: the
+scenario, and the schedule that fired it), which is how trends find a schedule's runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import duckdb
+from redis.asyncio import Redis
+
+from analytics.datasets import DatasetStore
+from api.control.coordinator import RunCoordinator
+from api.control.plane import ControlPlane, live_worker_count
+from api.rest.errors import RegionUnavailable
+from api.rest.scenario_store import ScenarioStore
+from api.rest.validation import (
+    check_scenario_datasets,
+    check_scenario_egress,
+    scenario_with_overrides,
+)
+from api.schedules.store import record_origin
+from api.schemas import RunCreate
+from scenarios.loader import Problem, ScenarioError
+from scenarios.model import Scenario
+from scenarios.settings import Settings
+
+
+@dataclass(frozen=True)
+class RunStarter:
+    """What starting a run needs: the loop, Redis, the stored scenarios, the settings and
+    the writer connection (used on the event loop only)."""
+
+    plane: ControlPlane
+    redis: Redis
+    scenarios: ScenarioStore
+    settings: Settings
+    writer: duckdb.DuckDBPyConnection
+
+    async def checked_scenario(self, body: RunCreate) -> Scenario:
+        """The scenario the request names, with its overrides, validated and checked
+        (ScenarioError, egress and dataset refusals as 422 at their fields)."""
+        if (body.scenario_id is None) == (body.scenario is None):
+            raise ScenarioError([Problem("", "give exactly one of scenario_id and scenario")])
+        stored = self.scenarios.get(body.scenario_id).scenario if body.scenario_id else None
+        data = stored if stored is not None else body.scenario
+        # Off the event loop: validating a large scenario takes a while.
+        scenario = await asyncio.to_thread(
+            scenario_with_overrides, dict(data or {}), body.overrides
+        )
+        check_scenario_egress(scenario, self.settings.egress)
+        check_scenario_datasets(scenario, DatasetStore(self.writer))
+        return scenario
+
+    async def start(self, body: RunCreate, schedule_id: str | None = None) -> RunCoordinator:
+        """Create the run (409 if a region has no live worker and the request does not
+        wait for one) and record its origin."""
+        scenario = await self.checked_scenario(body)
+        missing = [r for r in scenario.regions if await live_worker_count(self.redis, r) == 0]
+        if missing and not body.wait_for_workers:
+            raise RegionUnavailable(missing)
+        coordinator = await self.plane.submit(scenario, wait_for_workers=body.wait_for_workers)
+        if body.scenario_id is not None:
+            record_origin(self.writer, coordinator.run_id, body.scenario_id, schedule_id)
+        return coordinator
