@@ -17,13 +17,22 @@ rounds so all paths see the same machine load. Reported: client-side TTFT and E2
 percentiles of every path, gateway - nginx and nginx - direct, the gateway's own time
 before forwarding (its records' schedule lag: request fully read -> upstream send
 begins), the capture hand-off's counters and the load average.
+
+Then, less noisy than latency on a shared machine, *the capture process alone*: its code
+(``workers.gateway.capture.Capture`` with the real shadow sender and record sink, on
+this benchmark's Redis) fed ``--capture-requests`` requests at ``--capture-rps`` (320,
+about the 64-stream level's rate) in a child process of its own, with sampling at 100 %
+and at 0 %: CPU per request (threads included), the shadow messages it published and
+what it dropped. The difference of the two rows is what sampling costs per request.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -190,6 +199,112 @@ async def run_level(
     return out
 
 
+CAPTURE_BODY = (
+    b'{"model":"simulated","messages":[{"role":"user","content":"a short prompt of a few '
+    b'words"}],"max_tokens":16,"stream":true}'
+)
+
+
+def sse_answer(start: int) -> list[tuple[int, bytes]]:
+    """The primary's 16-token stream as the gateway hands it over: stamped pieces."""
+    head = b'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
+    role = head + b'{"role":"assistant","content":""}}]}\n\n'
+    token = head + b'{"content":"tok "}}]}\n\n'
+    usage = b'data: {"id":"x","choices":[],"usage":{"prompt_tokens":6,"completion_tokens":16}}'
+    pieces = [(start + 50_000_000, role)]
+    pieces += [(start + 50_000_000 + i * 10_000_000, token) for i in range(16)]
+    return [*pieces, (start + 210_000_000, usage + b"\n\ndata: [DONE]\n\n")]
+
+
+def capture_alone(redis_url: str, requests: int, rps: float, sample_rate: float) -> None:
+    """Child process: the capture's code fed ``requests`` requests at ``rps``; prints
+    its CPU per request and the sender's counters as JSON."""
+    from scenarios.gateway_config import parse_gateway_config  # noqa: PLC0415
+    from workers.event_loop import new_loop  # noqa: PLC0415
+    from workers.gateway.capture import Answer, Capture  # noqa: PLC0415
+    from workers.gateway.sender import ShadowSender  # noqa: PLC0415
+    from workers.gateway.sink import RecordSink  # noqa: PLC0415
+
+    config = parse_gateway_config(
+        {
+            "primary": {
+                "name": "prod",
+                "kind": "openai",
+                "base_url": "http://127.0.0.1:9/v1",
+                "model": "simulated",
+            },
+            "shadows": [{"name": "cand", "kind": "simulated"}],
+            "sample_rate": sample_rate,
+            "regions": ["nobody-alone"],
+            "privacy": {"store_text": True},
+            "max_queue_backlog": 1_000_000,
+        }
+    )
+
+    async def go() -> dict[str, Any]:
+        from redis.asyncio import Redis  # noqa: PLC0415
+
+        from workers.celery_app import app as celery_app  # noqa: PLC0415
+
+        redis = Redis.from_url(redis_url)
+        sender = ShadowSender(
+            celery=celery_app,
+            broker_url=redis_url,
+            run_id="capture-alone",
+            providers=[p.model_dump(mode="json") for p in config.shadows],
+            regions=list(config.regions),
+            max_pending=config.max_pending,
+            max_backlog=config.max_queue_backlog,
+            ttl_s=30,
+        )
+        sink = RecordSink(redis, "capture-alone")
+        capture = Capture(config, "capture-alone", "bench", sender, sink, "", ())
+        sender.start()
+        sink.start()
+        await asyncio.sleep(0.5)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        cpu0, started = usage.ru_utime + usage.ru_stime, time.perf_counter()
+        for i in range(requests):
+            received = time.perf_counter_ns()
+            key = f"{i:032x}"
+            capture.begin(key, i, received, CAPTURE_BODY, None)
+            chunks = sse_answer(received)
+            capture.end(key, Answer(received + 10_000, 200, {}, chunks, received + 211_000_000,
+                                    None, True))  # fmt: skip
+            delay = started + (i + 1) / rps - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+        await asyncio.to_thread(sender.stop, 30.0)
+        await sink.close()
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        await redis.aclose()
+        return {
+            "cpu_ms": 1000 * (usage.ru_utime + usage.ru_stime - cpu0) / requests,
+            "rps": requests / (time.perf_counter() - started),
+            **vars(sender.stats),
+        }
+
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        print(json.dumps(runner.run(go())))
+
+
+def run_capture_alone(
+    env: dict[str, str], redis_url: str, requests: int, rps: float, sample_rate: float
+) -> dict[str, Any]:
+    """:func:`capture_alone` in a child process (its CPU is its own)."""
+    code = (
+        f"import sys; sys.path[:0] = [{str(REPO)!r}, {str(Path(__file__).parent)!r}]; "
+        "import gateway_overhead as g; "
+        f"g.capture_alone({redis_url!r}, {requests}, {rps}, {sample_rate})"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+        cwd=REPO, timeout=600,
+    )  # fmt: skip
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -203,8 +318,16 @@ def main() -> None:
     parser.add_argument(
         "--itl-ms", type=float, default=10, help="the primary's inter-token gap (100 tok/s)"
     )
+    parser.add_argument(
+        "--capture-requests",
+        type=int,
+        default=3000,
+        help="the capture alone: requests fed (0: skip it)",
+    )
+    parser.add_argument("--capture-rps", type=float, default=320.0,
+                        help="the capture alone: requests per second")  # fmt: skip
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=150)
     redis = start_redis_server()
     tmp = Path(tempfile.mkdtemp(prefix="tb-gateway-bench-"))
     tmp.chmod(0o755)  # nginx's worker runs as nobody
@@ -348,6 +471,25 @@ def main() -> None:
                 + ", ".join(f"{name} {seconds * 1000 / count:.3f}" for name, seconds in cpu.items())
             )
         console.print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
+        if args.capture_requests > 0:
+            alone = Table(
+                title=f"the capture process alone: {args.capture_requests:,} requests at "
+                f"{args.capture_rps:g}/s (a 16-token stream each), load {os.getloadavg()[0]:.2f}"
+            )
+            for header in ("sampling", "CPU ms / request", "achieved req/s", "samples sent",
+                           "shadow messages", "dropped (full, backlog, errors)"):  # fmt: skip
+                alone.add_column(header, justify="right")
+            for rate in (1.0, 0.0):
+                row = run_capture_alone(
+                    env, redis.url, args.capture_requests, args.capture_rps, rate
+                )
+                alone.add_row(
+                    f"{rate:.0%}", f"{row['cpu_ms']:.3f}", f"{row['rps']:.0f}", str(row["sent"]),
+                    str(row.get("batches", row["sent"])),
+                    f"{row['dropped_full']}, {row['dropped_backlog']}, {row['send_errors']}",
+                )  # fmt: skip
+            console.print(alone)
+            console.print(f"load average at the end: {os.getloadavg()}")
     finally:
         for proc in reversed(procs):
             proc.terminate()

@@ -14,7 +14,16 @@ Run: ``python benchmarks/memory.py`` (``--help``; ``--minutes 10`` is the defaul
    1,024-row batches (the publisher's default), 64 per call, into a fresh DuckDB file, in
    a child process; RSS after set-up, after every 250k records and at the end (and the
    peak), per 1M.
-3. *Soak*: an open loop at ``--rps`` (500) for ``--minutes`` (10), at most ``--cap``
+3. *Control plane exporting 1M records* (``GET /v1/runs/{id}/records``): a run of
+   ``--records`` synthetic records (two shards) stored in a DuckDB file, then exported in
+   a fresh child process per way and format (Arrow IPC stream, Parquet): *before*, as
+   the route did until issue 14 (the whole answer as one Arrow table, encoded into a
+   buffer, copied to bytes); *after*, ``analytics/record_export.py`` (a record-batch
+   reader encoded piece by piece, each piece dropped as a client reads it), with DuckDB's
+   default memory limit and with ``TOKENBENCH__DUCKDB__MEMORY_LIMIT=256MB`` (the query's
+   sort spills past it). Peak RSS over the child's RSS after opening the file, and the
+   answer's size.
+4. *Soak*: an open loop at ``--rps`` (500) for ``--minutes`` (10), at most ``--cap``
    (1,024) requests in flight (bounded: a machine too busy to keep up waits for slots
    and counts what it could not send, ``not_sent``), once as one long stage
    and once as ``--stages`` (5) stages of equal length in one run, against the same
@@ -202,6 +211,93 @@ def control_plane_per_records(records: int, work: Path) -> dict[str, Any]:
     }
 
 
+EXPORT_STORE_CHILD = """
+import sys, numpy as np
+sys.path.insert(0, {bench!r})
+import analytics_10m as a
+from analytics.db import connect
+from analytics.ingest import ingest_batches
+from analytics.runs import PlannedShard, RunStore
+from scenarios.model import Scenario
+con = connect({db!r})
+half = {records} // 2
+shards = [("hosted", 0), ("hosted", 1)]
+planned = [PlannedShard(f"s{{s}}.{{p}}.local", s, p, "local", a.STAGES[s], half) for p, s in shards]
+RunStore(con).create_run(a.RUN, Scenario.model_validate(a.SCENARIO), planned)
+rng = np.random.default_rng(11)
+for p, s in shards:
+    table = a.shard_table(rng, p, s, half, 8)
+    msgs = a.messages(table, f"s{{s}}.{{p}}.local", 65_536, 0)
+    for i in range(0, len(msgs), 4):
+        ingest_batches(con, msgs[i : i + 4])
+    RunStore(con).shard_done(a.RUN, f"s{{s}}.{{p}}.local", "finished", 1, None)
+RunStore(con).finish_run(a.RUN, "finished")
+con.execute("CHECKPOINT")
+print(con.execute("SELECT count(*) FROM requests").fetchone()[0])
+"""
+
+EXPORT_CHILD = """
+import resource, sys, psutil
+import pyarrow as pa, pyarrow.parquet as pq
+from analytics.db import connect
+from analytics.record_export import arrow_stream, parquet_stream, record_reader
+run, way, fmt = "bench", {way!r}, {fmt!r}
+con = connect({db!r}, memory_limit={limit!r})
+start = psutil.Process().memory_info().rss
+size = 0
+if way == "before":
+    table = con.sql(
+        "SELECT * FROM requests WHERE run_id = ? ORDER BY stage, shard_id, seq", params=[run]
+    ).to_arrow_table()
+    sink = pa.BufferOutputStream()
+    if fmt == "parquet":
+        pq.write_table(table, sink)
+    else:
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+    body = sink.getvalue().to_pybytes()
+    size = len(body)
+else:
+    encode = parquet_stream if fmt == "parquet" else arrow_stream
+    for piece in encode(record_reader(con, run)):
+        size += len(piece)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(start, peak, size)
+"""
+
+
+# DuckDB's own bound (TOKENBENCH__DUCKDB__MEMORY_LIMIT): the query's sort spills past it.
+EXPORT_LIMIT = "256MB"
+
+
+def export_memory(records: int, work: Path) -> dict[str, Any]:
+    """Peak RSS of exporting a run of ``records`` records, before and after, per format."""
+    db = work / "export.duckdb"
+    bench = str(Path(__file__).resolve().parent)
+    stored = subprocess.run(
+        [sys.executable, "-c", EXPORT_STORE_CHILD.format(bench=bench, db=str(db), records=records)],
+        capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    if stored.returncode != 0:
+        return {"failed": stored.stderr[-300:]}
+    rows: dict[tuple[str, str], tuple[int, int, int]] = {}
+    ways = [("before", None), ("after", None), (f"after, DuckDB memory_limit {EXPORT_LIMIT}",
+            EXPORT_LIMIT)]  # fmt: skip
+    for fmt in ("arrow", "parquet"):
+        for way, limit in ways:
+            code = EXPORT_CHILD.format(db=str(db), way=way, fmt=fmt, limit=limit)
+            out = subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True, text=True, timeout=1800, check=False,
+            )  # fmt: skip
+            if out.returncode != 0:
+                return {"failed": out.stderr[-300:]}
+            start, peak, size = (int(x) for x in out.stdout.split()[-3:])
+            rows[(fmt, way)] = (start, peak, size)
+    db.unlink()
+    return {"records": int(stored.stdout.split()[-1]), "rows": rows}
+
+
 def soak(
     url: str, rps: float, minutes: float, stages: int, tokens: int, cap: int, work: Path
 ) -> dict[str, Any]:
@@ -307,8 +403,9 @@ def main() -> None:
     parser.add_argument("--stages", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--cap", type=int, default=1024, help="soak's max_in_flight")
-    parser.add_argument("--parts", nargs="+", default=["state", "streams", "records", "soak"],
-                        choices=["state", "streams", "records", "soak"])  # fmt: skip
+    parser.add_argument("--parts", nargs="+",
+                        default=["state", "streams", "records", "export", "soak"],
+                        choices=["state", "streams", "records", "export", "soak"])  # fmt: skip
     args = parser.parse_args()
     console = Console(width=160)
     with tempfile.TemporaryDirectory(prefix="tb-mem-") as tmp:
@@ -354,6 +451,23 @@ def main() -> None:
                 curve = ", ".join(f"{n // 1000}k: {r / MB:.0f}" for n, r in row["curve"])
                 console.print(table)
                 console.print(f"RSS MB by records stored: {curve}")
+            console.print(f"load average {os.getloadavg()}")
+        if "export" in args.parts:
+            row = export_memory(args.records, work)
+            if "failed" in row:
+                console.print(f"[red]export failed: {row['failed']}[/red]")
+            else:
+                table = Table(
+                    title=f"control plane exporting a run of {row['records']:,} records "
+                    "(GET /v1/runs/{id}/records), peak RSS"
+                )
+                for name in ("format", "way", "after open MB", "peak MB", "peak − open MB",
+                             "answer MB"):  # fmt: skip
+                    table.add_column(name, justify="right")
+                for (fmt, way), (start, peak, size) in row["rows"].items():
+                    table.add_row(fmt, way, f"{start / MB:.0f}", f"{peak / MB:.0f}",
+                                  f"{(peak - start) / MB:.0f}", f"{size / MB:.0f}")  # fmt: skip
+                console.print(table)
             console.print(f"load average {os.getloadavg()}")
         if "soak" in args.parts:
             results = {}

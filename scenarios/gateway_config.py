@@ -113,7 +113,7 @@ class GatewayConfig(StrictModel):
         default=10_000,
         ge=1,
         le=MAX_GATEWAY_BACKLOG,
-        description="Tasks waiting in a region's queue above which new shadows are dropped.",
+        description="Samples waiting in a region's queue above which new ones are dropped.",
     )
     shadow_ttl_s: float = Field(
         default=300.0,

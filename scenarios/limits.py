@@ -58,7 +58,7 @@ MAX_SESSION_ID_CHARS: Final = 256
 
 # Sampled requests a shadow gateway holds before enqueueing them (each with its body).
 MAX_GATEWAY_PENDING: Final = 100_000
-# Tasks waiting in a region's queue above which a gateway drops new shadows.
+# Samples waiting in a region's queue above which a gateway drops new shadows.
 MAX_GATEWAY_BACKLOG: Final = 1_000_000
 
 # --------------------------------------------------------------------------- durations

@@ -30,7 +30,8 @@ KEY_PREFIX = "tokenbench"
 
 # Celery task names (workers/tasks.py registers them).
 RUN_SHARD = "tokenbench.run_shard"
-RUN_SHADOW = "tokenbench.run_shadow"
+RUN_SHADOW = "tokenbench.run_shadow"  # one sample (gateways before batches sent these)
+RUN_SHADOW_BATCH = "tokenbench.run_shadow_batch"
 
 # Streams are trimmed only well behind the consumers; a backlog this deep means the
 # ingestor is down, and nothing must be lost before it catches up.
@@ -378,6 +379,65 @@ class ShadowTask(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="FORWARDED_PARAMS given.")
     prompt_tokens: int = Field(ge=0, description="Estimated prompt length (planned column).")
     providers: list[Provider] = Field(min_length=1, description="The shadow providers.")
+
+
+# Samples per shadow batch, at most: a message the broker and a worker hold whole, and
+# requests a worker thread starts together (workers/gateway/sender.py batches them).
+MAX_SHADOW_BATCH = 64
+# Arrivals one batch spans, at most: a worker replays its samples' gaps, so a batch
+# holds a worker thread for its span plus its slowest answer.
+MAX_SHADOW_BATCH_SPAN_MS = 1000.0
+
+
+class ShadowSample(BaseModel):
+    """One sampled live request inside a :class:`ShadowBatch`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_key: str = Field(min_length=1, description="Pairs the records with the primary's.")
+    seq: int = Field(ge=0, description="The gateway's request number (also on the primary).")
+    messages: list[dict[str, Any]] = Field(min_length=1, description="Chat messages as sent.")
+    max_tokens: int | None = Field(default=None, ge=1, description="The client's answer bound.")
+    params: dict[str, Any] = Field(default_factory=dict, description="FORWARDED_PARAMS given.")
+    prompt_tokens: int = Field(ge=0, description="Estimated prompt length (planned column).")
+    offset_ms: float = Field(
+        default=0.0,
+        ge=0,
+        le=MAX_SHADOW_BATCH_SPAN_MS,
+        description="When the gateway received it, after the batch's first sample: the "
+        "worker sends it as much later, so shadows see the live arrival gaps.",
+    )
+
+
+class ShadowBatch(BaseModel):
+    """Sampled live requests of one session sent to a region as one task
+    (``RUN_SHADOW_BATCH``): the session and its shadow providers once, then the samples
+    in the order the gateway received them, each with its arrival offset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str = Field(description="The shadow session (a run) the records belong to.")
+    providers: list[Provider] = Field(min_length=1, description="The shadow providers.")
+    samples: list[ShadowSample] = Field(
+        min_length=1, max_length=MAX_SHADOW_BATCH, description="The sampled requests."
+    )
+
+    @classmethod
+    def of_task(cls, task: ShadowTask) -> ShadowBatch:
+        """A single-sample task as a batch of one."""
+        fields = task.model_dump(exclude={"run_id", "providers"})  # offset 0: the first
+        return cls(run_id=task.run_id, providers=task.providers, samples=[ShadowSample(**fields)])
+
+    def tasks(self) -> list[ShadowTask]:
+        """Each sample with the batch's session and providers (in the samples' order)."""
+        return [
+            ShadowTask.model_construct(
+                run_id=self.run_id,
+                providers=self.providers,
+                **sample.model_dump(exclude={"offset_ms"}),
+            )
+            for sample in self.samples
+        ]
 
 
 # Options of every Redis client of tokenbench (workers, control plane, CLI): fail a dead

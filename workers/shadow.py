@@ -1,11 +1,16 @@
-"""Shadow traffic on the worker side: send one sampled live request to each shadow provider.
+"""Shadow traffic on the worker side: send sampled live requests to each shadow provider.
 
-The gateway (``workers/gateway``) turns a sampled request into a :class:`ShadowTask` on the
-Celery queue of each region it mirrors to. A worker executes it here, as plain async
-code: every shadow provider of the task gets the same chat messages concurrently,
-through the provider's own adapter and key (read from this worker's environment), and
-each result becomes one record carrying the primary's ``request_key``, so that the
-comparison can pair them (docs/shadow.md).
+The gateway (``workers/gateway``) sends sampled requests in batches
+(:class:`ShadowBatch`: the session, its shadow providers, then the samples) to the
+Celery queue of each region it mirrors to. A worker executes a batch here, as plain
+async code: the batch's samples start together, every shadow provider of a sample gets
+the same chat messages concurrently, through the provider's own adapter and key (read
+from this worker's environment), and each result becomes one record carrying the
+primary's ``request_key``, so that the comparison can pair them (docs/shadow.md). A
+sample is sent its arrival offset after the batch's first (the gaps between live
+requests are kept: a batch is not a burst), and its records are published as soon as
+its providers answered, not when the whole batch is done. A single :class:`ShadowTask`
+(what gateways sent before batches) is run as a batch of one.
 
 Records of a shadow session are published per (session, shard id) with a batch number
 drawn from a Redis counter rather than counted per process: many gateway and worker
@@ -30,6 +35,7 @@ from scenarios.wire import (
     SESSION_ATTEMPT,
     STREAM_MAXLEN,
     RecordBatch,
+    ShadowBatch,
     ShadowTask,
     batch_seq_key,
     cancel_key,
@@ -43,6 +49,7 @@ from workers.client.errors import ErrorClass, RequestFailure, redact
 from workers.client.result import RequestResult
 from workers.client.streaming import HttpCall, measure_request
 from workers.context import WorkerContext
+from workers.load.open_loop import sleep_until
 from workers.prompts import PlannedRequest, estimate_tokens
 from workers.rows import RowContext, record_row
 
@@ -89,12 +96,31 @@ def flat_messages(messages: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]
     return tuple(pairs)
 
 
-async def execute_shadow(task: ShadowTask, context: WorkerContext) -> int:
-    """Send the task's request to every shadow provider; publish one record each.
-    Returns the number of records (0 when the session has been stopped)."""
-    if await context.redis.exists(cancel_key(task.run_id)):
+async def execute_shadow_batch(batch: ShadowBatch, context: WorkerContext) -> int:
+    """Send every sample of ``batch`` to every shadow provider, the samples concurrently;
+    publish one record per sample and provider. Returns the number of records (0 when
+    the session has been stopped)."""
+    if await context.redis.exists(cancel_key(batch.run_id)):
         return 0  # the session was stopped: do not spend shadow capacity on it
-    intended_start = time.perf_counter_ns()
+    started = time.perf_counter_ns()
+    published = await asyncio.gather(
+        *(
+            _execute(task, context, started + round(sample.offset_ms * 1e6))
+            for sample, task in zip(batch.samples, batch.tasks(), strict=True)
+        )
+    )
+    return sum(published)
+
+
+async def execute_shadow(task: ShadowTask, context: WorkerContext) -> int:
+    """One sample alone (a batch of one); returns the number of records."""
+    return await execute_shadow_batch(ShadowBatch.of_task(task), context)
+
+
+async def _execute(task: ShadowTask, context: WorkerContext, intended_start: int) -> int:
+    """Send ``task`` at ``intended_start`` (a ``perf_counter_ns`` instant; a late start
+    shows as schedule lag) to its providers; publish their records."""
+    await sleep_until(intended_start)
     results = await asyncio.gather(
         *(_measure(provider, task, context, intended_start) for provider in task.providers)
     )

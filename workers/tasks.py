@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from scenarios.wire import RUN_SHADOW, RUN_SHARD, ShadowTask, ShardSpec
+from scenarios.wire import (
+    RUN_SHADOW,
+    RUN_SHADOW_BATCH,
+    RUN_SHARD,
+    ShadowBatch,
+    ShadowTask,
+    ShardSpec,
+)
 from workers.celery_app import app
 from workers.context import get_context
 from workers.event_loop import run_in_loop
-from workers.shadow import execute_shadow
+from workers.shadow import execute_shadow, execute_shadow_batch
 from workers.shard import execute_shard
 
 
@@ -25,10 +32,23 @@ def run_shard(spec: dict[str, Any]) -> int:
 
 @app.task(name=RUN_SHADOW)  # type: ignore[untyped-decorator]
 def run_shadow(payload: dict[str, Any]) -> int:
-    """Send one sampled live request to this region's shadow providers; returns records."""
+    """Send one sampled live request to this region's shadow providers; returns records.
+    (What gateways sent before batches; kept so that such a gateway still works.)"""
     task = ShadowTask.model_validate(payload)
 
     async def execute() -> int:
         return await execute_shadow(task, await get_context())
+
+    return run_in_loop(execute())
+
+
+@app.task(name=RUN_SHADOW_BATCH)  # type: ignore[untyped-decorator]
+def run_shadow_batch(payload: dict[str, Any]) -> int:
+    """Send a gateway's batch of sampled live requests to this region's shadow providers,
+    the samples concurrently; returns records."""
+    batch = ShadowBatch.model_validate(payload)
+
+    async def execute() -> int:
+        return await execute_shadow_batch(batch, await get_context())
 
     return run_in_loop(execute())

@@ -98,7 +98,11 @@ def start_gateway(stack: Stack, name: str, config: dict[str, Any]) -> GatewayPro
         except httpx.HTTPError:
             return False
 
-    _wait(healthy, 60, f"gateway {name}")
+    try:
+        _wait(healthy, 60, f"gateway {name}")
+    except BaseException:
+        proc.stop()  # never left running when it was not ready in time
+        raise
     session = httpx.get(f"{base}/gateway/health").json()["session"]
     return GatewayProc(proc, f"{base}/v1", session)
 

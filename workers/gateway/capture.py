@@ -185,9 +185,6 @@ class Capture:
         self.secrets = secrets
         self.stats = CaptureStats()
         self.sampler = Sampler(config.sample_rate, config.sample_by, salt)
-        # Dumped once: a task payload is built per sample without validation cost; the
-        # worker validates it.
-        self.shadows_json = [p.model_dump(mode="json") for p in config.shadows]
         self.rows = RowContext(
             run_id=run_id,
             stage=0,
@@ -210,21 +207,21 @@ class Capture:
         messages = body["messages"]
         max_tokens = max_tokens_of(body)
         headers = {} if sample_value is None else {self.sampler.field: sample_value}
-        sampled = bool(self.shadows_json) and self.sampler.decide(body, headers)
+        sampled = bool(self.config.shadows) and self.sampler.decide(body, headers)
         enqueued = False
         if sampled:
             self.stats.sampled += 1
             enqueued = self.sender.offer(
                 {
-                    "run_id": self.run_id,
                     "request_key": key,
                     "seq": seq,
                     "messages": messages,
                     "max_tokens": max_tokens,
                     "params": {name: body[name] for name in FORWARDED_PARAMS if name in body},
                     "prompt_tokens": planned_tokens(messages),
-                    "providers": self.shadows_json,
-                }
+                },
+                len(raw),
+                received,
             )
         self.pending[key] = Begun(seq, received, messages, max_tokens, sampled, enqueued)
         if len(self.pending) > MAX_PENDING:
@@ -317,6 +314,9 @@ class CaptureConnection(asyncio.Protocol):
         sender = ShadowSender(
             celery=celery_app,
             broker_url=spec["redis_url"],
+            run_id=spec["run_id"],
+            # Dumped once: the worker validates the providers of each batch it takes.
+            providers=[p.model_dump(mode="json") for p in config.shadows],
             regions=list(config.regions),
             max_pending=config.max_pending,
             max_backlog=config.max_queue_backlog,

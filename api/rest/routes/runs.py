@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 from fastapi import APIRouter, Header, Query, Response
+from fastapi.responses import StreamingResponse
 
+from analytics.record_export import arrow_stream, parquet_stream, record_reader
 from analytics.report import RunReport, UnknownRunError, build_report
 from analytics.report_formats import REPORT_FORMATS, ReportFormat
 from analytics.request_rows import request_batches, write_report_with_requests
 from api.control.run_views import live_view, stored_view
-from api.rest.deps import Authenticated, CursorDep, PlaneDep, RunStarterDep, SettingsDep
+from api.rest.deps import (
+    Authenticated,
+    CursorDep,
+    PlaneDep,
+    RunStarterDep,
+    SettingsDep,
+    WriterDep,
+)
 from api.rest.errors import NotAcceptable, UnknownFormat
 from api.rest.negotiation import preferred
 from api.schemas import RunCreate, RunCreated, RunPublic
@@ -192,28 +201,42 @@ def _report_with_requests(
 @router.get(
     "/{run_id}/records",
     responses={200: {"content": {ARROW_STREAM: {}, PARQUET: {}}}},
+    response_class=StreamingResponse,
 )
 def get_records(
     run_id: str,
     cursor: CursorDep,
+    writer: WriterDep,
     output: Annotated[str | None, Query(alias="format", pattern="^(arrow|parquet)$")] = None,
     accept: Annotated[str | None, Header()] = None,
-) -> Response:
-    """The run's request records (accepted attempts) as an Arrow IPC stream or Parquet."""
+) -> StreamingResponse:
+    """The run's request records (accepted attempts) as an Arrow IPC stream or Parquet,
+    streamed: encoded batch by batch as DuckDB reads them (analytics/record_export.py)."""
     if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall():
         raise UnknownRunError(run_id)
-    # A relation, not a DB-API result: duckdb converts that to Arrow without an extra
-    # copy of every row (and warns about the copy otherwise).
-    table: pa.Table = cursor.sql(
-        "SELECT * FROM requests WHERE run_id = ? ORDER BY stage, shard_id, seq", params=[run_id]
-    ).to_arrow_table()
     wants_parquet = output == "parquet" or (output is None and PARQUET in (accept or ""))
-    sink = pa.BufferOutputStream()
-    if wants_parquet:
-        pq.write_table(table, sink)
-        media = PARQUET
-    else:
-        with pa.ipc.new_stream(sink, table.schema) as writer:
-            writer.write_table(table)
-        media = ARROW_STREAM
-    return Response(sink.getvalue().to_pybytes(), media_type=media)
+    # A cursor of the answer's own: it lives as long as the stream, past this function
+    # (the dependency's cursor is closed when the route returns).
+    reading = writer.cursor()
+    try:
+        reader = record_reader(reading, run_id)
+    except BaseException:
+        reading.close()
+        raise
+    encode = parquet_stream if wants_parquet else arrow_stream
+    return StreamingResponse(
+        _closing(encode(reader), reader, reading),
+        media_type=PARQUET if wants_parquet else ARROW_STREAM,
+    )
+
+
+def _closing(
+    pieces: Iterator[bytes], reader: pa.RecordBatchReader, cursor: duckdb.DuckDBPyConnection
+) -> Iterator[bytes]:
+    """``pieces``, then the reader and its cursor closed (also when the client went
+    away and the stream is dropped unfinished)."""
+    try:
+        yield from pieces
+    finally:
+        reader.close()
+        cursor.close()

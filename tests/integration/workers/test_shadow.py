@@ -1,7 +1,7 @@
-"""A shadow task executed by a worker's code on a real Redis and a simulated provider:
+"""Shadow tasks executed by a worker's code on a real Redis and a simulated provider:
 one record per shadow provider, paired with the primary by its request key, a
-misconfigured shadow recorded as an error rather than missing, and nothing spent on a
-stopped session."""
+misconfigured shadow recorded as an error rather than missing, the samples of a batch
+sent at their arrival offsets, and nothing spent on a stopped session."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 from api.local.redis_server import RedisServer
 from scenarios.records import ipc_to_table
 from scenarios.settings import EgressSettings, RedisSettings, Settings
-from scenarios.wire import RecordBatch, ShadowTask, cancel_key, records_stream
+from scenarios.wire import RecordBatch, ShadowBatch, ShadowTask, cancel_key, records_stream
 from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
@@ -25,7 +25,7 @@ from workers.event_loop import new_loop
 from workers.prompts import PlannedRequest
 from workers.rows import RowContext, record_row
 from workers.secrets import Secrets
-from workers.shadow import execute_shadow, publish_rows
+from workers.shadow import execute_shadow, execute_shadow_batch, publish_rows
 from workers.simulator.process import SimulatorPool
 
 pytestmark = pytest.mark.integration
@@ -66,7 +66,7 @@ def task(run_id: str) -> ShadowTask:
 
 
 async def shadow_records(
-    url: str, shadow: ShadowTask, *, stopped: bool = False
+    url: str, shadow: ShadowTask | ShadowBatch, *, stopped: bool = False
 ) -> tuple[int, list[RecordBatch]]:
     redis = Redis.from_url(url)
     settings = Settings(redis=RedisSettings(url=url), egress=EgressSettings(allow_loopback=True))
@@ -82,7 +82,10 @@ async def shadow_records(
     try:
         if stopped:
             await redis.set(cancel_key(shadow.run_id), 1)
-        published = await execute_shadow(shadow, context)
+        if isinstance(shadow, ShadowBatch):
+            published = await execute_shadow_batch(shadow, context)
+        else:
+            published = await execute_shadow(shadow, context)
         entries = await redis.xrange(records_stream(shadow.run_id))
         return published, [RecordBatch.decode(fields) for _, fields in entries]
     finally:
@@ -117,6 +120,55 @@ def test_each_shadow_provider_leaves_one_record_paired_by_request_key(
 
 def test_a_stopped_session_gets_no_shadow_requests(redis_server: RedisServer) -> None:
     shadow = task(f"sess-{uuid.uuid4().hex[:8]}")
+    assert run(shadow_records(redis_server.url, shadow, stopped=True)) == (0, [])
+
+
+def batch(run_id: str, offsets_ms: list[float]) -> ShadowBatch:
+    return ShadowBatch.model_validate(
+        {
+            "run_id": run_id,
+            "providers": [
+                {"name": "cand", "kind": "simulated", "simulate": {"ttft_ms": 2, "itl_ms": 1}}
+            ],
+            "samples": [
+                {
+                    "request_key": f"req-{i}",
+                    "seq": i,
+                    "messages": [{"role": "user", "content": f"sample {i}"}],
+                    "max_tokens": 2,
+                    "prompt_tokens": 2,
+                    "offset_ms": offset,
+                }
+                for i, offset in enumerate(offsets_ms)
+            ],
+        }
+    )
+
+
+def test_a_batchs_samples_are_sent_at_their_arrival_offsets(redis_server: RedisServer) -> None:
+    offsets = [0.0, 15.5, 40.0]
+    shadow = batch(f"sess-{uuid.uuid4().hex[:8]}", offsets)
+    published, batches = run(shadow_records(redis_server.url, shadow))
+    assert published == 3
+    table = pa.concat_tables([ipc_to_table(b.ipc) for b in batches])
+    table = table.set_column(
+        table.schema.get_field_index("intended_start_at"),
+        "intended_start_at",
+        table["intended_start_at"].cast(pa.int64()),
+    )
+    rows = sorted(table.select(["request_key", "intended_start_at", "status"]).to_pylist(),
+                  key=lambda r: r["request_key"])  # fmt: skip
+    assert [r["request_key"] for r in rows] == ["req-0", "req-1", "req-2"]
+    assert all(r["status"] == "ok" for r in rows)
+    # Each sample was planned its offset after the first: the live gaps, not a burst.
+    first = rows[0]["intended_start_at"]
+    assert [(r["intended_start_at"] - first) / 1e6 for r in rows] == offsets
+    # Each sample is its own batch on the stream, published when its answers were in.
+    assert sorted(b.batch_seq for b in batches) == [1, 2, 3]
+
+
+def test_a_stopped_session_gets_no_batch_either(redis_server: RedisServer) -> None:
+    shadow = batch(f"sess-{uuid.uuid4().hex[:8]}", [0.0, 1.0])
     assert run(shadow_records(redis_server.url, shadow, stopped=True)) == (0, [])
 
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from scenarios.records import ipc_to_table
 from scenarios.wire import (
+    MAX_SHADOW_BATCH,
     EventType,
     RecordBatch,
+    ShadowBatch,
+    ShadowTask,
     StreamKind,
     capture_fields,
     captures_stream,
@@ -67,3 +71,47 @@ def test_an_event_round_trips_as_strings() -> None:
 def test_captures_round_trip() -> None:
     rows: list[dict[str, object]] = [{"request_key": "k", "sampled": True}]
     assert decode_captures(_as_read(capture_fields(rows))) == rows
+
+
+SAMPLE: dict[str, Any] = {
+    "request_key": "k1",
+    "seq": 4,
+    "messages": [{"role": "user", "content": "hi"}],
+    "max_tokens": 8,
+    "params": {"temperature": 0.5},
+    "prompt_tokens": 1,
+}
+
+
+def test_a_shadow_batch_gives_each_sample_as_a_task_with_the_batchs_session() -> None:
+    batch = ShadowBatch.model_validate(
+        {
+            "run_id": "sess",
+            "providers": [{"name": "cand", "kind": "simulated"}],
+            "samples": [SAMPLE, {**SAMPLE, "request_key": "k2", "seq": 5, "offset_ms": 12.5}],
+        }
+    )
+    tasks = batch.tasks()
+    assert [(t.run_id, t.request_key, t.seq) for t in tasks] == [
+        ("sess", "k1", 4),
+        ("sess", "k2", 5),
+    ]
+    assert tasks[1].params == {"temperature": 0.5} and tasks[1].providers == batch.providers
+    assert [s.offset_ms for s in batch.samples] == [0.0, 12.5]
+    # A single task (what a gateway before batches sent) is a batch of one.
+    single = ShadowTask.model_validate(
+        {"run_id": "sess", "providers": [{"name": "cand", "kind": "simulated"}], **SAMPLE}
+    )
+    assert ShadowBatch.of_task(single).tasks() == [single]
+
+
+@pytest.mark.parametrize(
+    "samples",
+    [[], [SAMPLE] * (MAX_SHADOW_BATCH + 1), [{**SAMPLE, "offset_ms": 5_000.0}]],
+    ids=["empty", "too many", "span past a second"],
+)
+def test_a_shadow_batch_is_bounded(samples: list[dict[str, Any]]) -> None:
+    with pytest.raises(ValidationError):
+        ShadowBatch.model_validate(
+            {"run_id": "s", "providers": [{"name": "c", "kind": "simulated"}], "samples": samples}
+        )

@@ -1,6 +1,6 @@
 """The gateway application served over loopback HTTP in this process: the primary's
 answers relayed unchanged, each request measured and captured, samples handed to the
-shadow regions' queues, and counters that say so."""
+shadow regions' queues in batches, and counters that say so."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from scenarios.records import ipc_to_table
 from scenarios.wire import (
     PRIMARY_SHARD,
     RecordBatch,
+    ShadowBatch,
     captures_stream,
     decode_captures,
     records_stream,
@@ -177,13 +178,15 @@ def test_requests_are_relayed_measured_captured_and_mirrored(
     assert orjson.loads(captures[keys[0]]["messages"]) == CHAT["messages"]
     assert len(captures[keys[0]]["prompt_sha256"]) == 64
 
-    # One shadow task per sample on the region's queue, with the client's parameters.
-    payloads = [
-        orjson.loads(base64.b64decode(orjson.loads(m)["body"]))[0][0] for m in got["queued"]
+    # Every sample on the region's queue (in batches), with the client's parameters.
+    batches = [
+        ShadowBatch.model_validate(orjson.loads(base64.b64decode(orjson.loads(m)["body"]))[0][0])
+        for m in got["queued"]
     ]
-    by_task = {p["request_key"]: p for p in payloads}
-    assert set(by_task) == set(keys)
+    assert {b.run_id for b in batches} == {session}
+    assert all([p.name for p in b.providers] == ["cand"] for b in batches)
+    by_task = {t.request_key: t for b in batches for t in b.tasks()}
+    assert set(by_task) == set(keys) and sum(len(b.samples) for b in batches) == 2
     task = by_task[keys[0]]
-    assert task["run_id"] == session and task["messages"] == CHAT["messages"]
-    assert task["params"] == {"temperature": 0.3} and task["max_tokens"] == 4
-    assert [p["name"] for p in task["providers"]] == ["cand"]
+    assert task.messages == CHAT["messages"]
+    assert task.params == {"temperature": 0.3} and task.max_tokens == 4
