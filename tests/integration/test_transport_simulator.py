@@ -114,8 +114,10 @@ def test_streams_are_stamped_in_order_on_reused_connections(
     assert len(results) == 48 and all(r.ok for r in results), [r.failure for r in results]
     for r in results:
         assert r.first_byte is not None and r.first_token is not None and r.end is not None
-        # role chunk first, then tokens; the body ends with (or after) the last token
-        assert r.sent < r.first_byte < r.first_token <= r.last_token <= r.end
+        # role chunk first, then tokens; the body ends with (or after) the last token. A
+        # client descheduled past the 50 ms TTFT reads the role chunk and the first token
+        # in one read, which carries one kernel stamp: then first_byte == first_token.
+        assert r.sent < r.first_byte <= r.first_token <= r.last_token <= r.end
         assert len(r.token_stamps) == 12 and r.completion_tokens == 12
         assert r.token_count_source == "usage"
     assert opened == 8  # one keep-alive connection per virtual user, reused 6 times

@@ -19,6 +19,7 @@ asked to.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 _WORD = " tok"
+
+
+log = logging.getLogger("tokenbench.simulator")
 
 
 @dataclass(slots=True)
@@ -291,7 +295,15 @@ class _Connection(asyncio.Protocol):
             request = await self.queue.get()
             if request is None or self.transport is None or self.transport.is_closing():
                 return
-            await self._handle(request)
+            try:
+                await self._handle(request)
+            except Exception:
+                # A bug here must not leave the client waiting for its read timeout:
+                # drop the connection (it sees a reset, classified as such) and say why.
+                log.exception("simulator: request %s %s failed", request.method, request.path)
+                if self.transport is not None:
+                    self.transport.abort()
+                return
 
     async def _handle(self, request: _Request) -> None:
         if request.method == "GET" and request.path in ("/health", "/v1/health"):

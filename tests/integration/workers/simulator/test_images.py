@@ -34,9 +34,9 @@ class Recording:
         self.inner = FixedLatency(0.001, 0.001)
         self.prompts: list[int] = []
 
-    def emissions(self, prompt_tokens: int, max_tokens: int) -> AsyncIterator[int]:
+    def emissions(self, prompt_tokens: int, max_tokens: int, cached: int = 0) -> AsyncIterator[int]:
         self.prompts.append(prompt_tokens)
-        return self.inner.emissions(prompt_tokens, max_tokens)
+        return self.inner.emissions(prompt_tokens, max_tokens, cached)
 
 
 def _chat(*parts: dict[str, Any], detail: str | None = None) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from PIL import Image
 from scenarios.model import SimulateSpec
 from workers.images import generate_image
 from workers.simulator.image_tokens import ImageRefused, image_tokens, patch_tokens, tile_tokens
-from workers.simulator.server import SimulatorApp
+from workers.simulator.server import SimulatorApp, _Prompt
 
 
 @pytest.mark.parametrize(
@@ -76,11 +76,13 @@ def test_unreadable_images_are_refused(part: dict[str, Any], words: str) -> None
 
 
 def test_usage_splits_image_and_text_tokens_unless_told_not_to() -> None:
-    split = SimulatorApp(SimulateSpec()).usage(300, 4, 255)
+    split = SimulatorApp(SimulateSpec()).usage(_Prompt(300, images=255), 4)
     assert b'"prompt_tokens_details":{"image_tokens":255,"text_tokens":45}' in split
-    summed = SimulatorApp(SimulateSpec(report_image_tokens=False)).usage(300, 4, 255)
+    summed = SimulatorApp(SimulateSpec(report_image_tokens=False)).usage(
+        _Prompt(300, images=255), 4
+    )
     assert b"prompt_tokens_details" not in summed and b'"prompt_tokens":300' in summed
-    assert b"prompt_tokens_details" not in SimulatorApp(SimulateSpec()).usage(9, 4, 0)
+    assert b"prompt_tokens_details" not in SimulatorApp(SimulateSpec()).usage(_Prompt(9), 4)
 
 
 @pytest.mark.parametrize(
