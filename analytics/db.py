@@ -40,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

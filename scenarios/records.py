@@ -102,6 +102,12 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("session_turns", pa.int32()),
         pa.field("context_tokens", pa.int32()),
         pa.field("session_end", pa.string()),
+        # failover (scenario.upstreams, docs/failover.md): the id the client sent with the
+        # request (header x-tokenbench-request and the body's user field) and a hash of
+        # its messages, by which the upstreams' logs are joined to it; NULL in runs
+        # without upstreams
+        pa.field("client_request_id", pa.string()),
+        pa.field("prompt_hash", pa.string()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

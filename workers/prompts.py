@@ -71,6 +71,8 @@ class PlannedRequest:
     template_tokens: float | None = None
     tools: ToolSet | None = None  # tools offered with this request (workload.tools)
     session: SessionTurn | None = None  # the turn of a multi-turn session this request is
+    # The id sent with the request when the run's upstreams log it (workers/request_ids.py).
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
