@@ -4,8 +4,9 @@
 markdown, HTML and JSON, and the REST API): per stage × provider × region summary rows
 with percentiles, bootstrap intervals, low-sample flags, throughput, goodput and cost;
 each row's most frequent error messages; the Pareto view; chart data; multi-turn
-sessions by turn and how they ended (empty without sessions); and, when asked, a
-pairwise comparison. Field meanings:
+sessions by turn and how they ended (empty without sessions); failover through a
+gateway, from the logs of the run's simulated upstreams (empty without upstreams); and,
+when asked, a pairwise comparison. Field meanings:
 docs/analytics.md.
 """
 
@@ -20,6 +21,7 @@ from analytics.client_health import stage_health, with_client_health
 from analytics.columns import describe
 from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
+from analytics.failover import run_failover
 from analytics.plots import errors_over_time, plot_data
 from analytics.prompt_realism import with_prompt_realism
 from analytics.roofline_view import with_roofline
@@ -62,6 +64,10 @@ class RunReport:
     # Multi-turn sessions (analytics/sessions.py): by turn index, and how they ended.
     session_turns: list[dict[str, Any]] = field(default_factory=list)
     sessions: list[dict[str, Any]] = field(default_factory=list)
+    # Failover (analytics/failover.py): per stage, per upstream, and the upstreams' logs.
+    failover: list[dict[str, Any]] = field(default_factory=list)
+    upstreams: list[dict[str, Any]] = field(default_factory=list)
+    upstream_logs: list[dict[str, Any]] = field(default_factory=list)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -82,6 +88,9 @@ class RunReport:
             "percentiles": self.percentiles,
             "session_turns": self.session_turns,
             "sessions": self.sessions,
+            "failover": self.failover,
+            "upstreams": self.upstreams,
+            "upstream_logs": self.upstream_logs,
             "pareto": self.pareto,
             "comparison": self.comparison,
             "plots": self.plots,
@@ -203,6 +212,7 @@ def build_report(
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
     stages = with_token_truth(con, run_id, stages)
+    failover, upstreams, upstream_logs = run_failover(con, run_id)
     return RunReport(
         run_id,
         str(run[0]),
@@ -217,6 +227,9 @@ def build_report(
         percentiles=method,
         session_turns=session_turns(con, run_id),
         sessions=session_ends(con, run_id),
+        failover=failover,
+        upstreams=upstreams,
+        upstream_logs=upstream_logs,
         replicates=replicates,
     )
 

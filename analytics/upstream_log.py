@@ -64,9 +64,7 @@ def store_upstream_summary(
 ) -> None:
     """The upstream's row of ``upstream_logs``: entries stored (counted from the table)
     and ``missed`` (dropped by its log before they were read)."""
-    started = pa.table(
-        {"started_at": pa.array([started_at_ns], pa.timestamp("ns", tz="UTC"))}
-    )
+    started = pa.table({"started_at": pa.array([started_at_ns], pa.timestamp("ns", tz="UTC"))})
     con.register("upstream_started", started)
     try:
         con.execute(
