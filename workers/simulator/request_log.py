@@ -43,9 +43,9 @@ class RequestLog:
         """Log one answered request."""
         if self.started_at_ns is None:
             self.started_at_ns = received_at_ns
+        self.last += 1  # counted even when nothing is kept: a reader sees it missed them
         if self.capacity == 0:
             return
-        self.last += 1
         entry = (self.last, received_at_ns, request_id, prompt_hash, status, outcome, stall_ms)
         self._entries.append(entry)
 
