@@ -36,7 +36,7 @@ V1_COLUMNS = {
     "records, batches, message",
     "ingested_batches": "*",
     # v9 added how each planned prompt length was made (docs/lengths.md), v10 tool calls,
-    # v11 token truth (prompt_count_source, finish_reason), v12 sessions.
+    # v11 token truth (prompt_count_source, finish_reason), v12 sessions, v14 failover.
     "request_records": ", ".join(
         name
         for name in REQUEST_RECORD_SCHEMA.names
@@ -56,6 +56,8 @@ V1_COLUMNS = {
             "session_turns",
             "context_tokens",
             "session_end",
+            "client_request_id",
+            "prompt_hash",
         )
     ),
 }
