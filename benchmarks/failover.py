@@ -7,7 +7,9 @@ providers at once: `direct` (the first upstream itself), `tokenbench-gw` (`token
 gateway` with that upstream as primary and a second one as fallback) and `litellm` (the
 LiteLLM proxy with the same two upstreams as a model and its fallback). The run starts
 the two simulated upstreams itself (scenario `upstreams`): `up-a` answers 429 to every
-request for 1 s of every 2 s (after `--stall-ms` of silence), `up-b` never fails. The
+request for 1 s of every 2 s (after `--stall-ms` of silence), `up-b` never fails. Each
+gateway is warmed up first (30 requests to healthy stand-ins on the same ports), so its
+own start-up is not counted as failover. The
 table is the run's failover report: requests, the error rate clients saw, the share that
 fell back, TTFT p50/p99 of requests served at their first try and of those that fell
 back, the time from first attempt to serving attempt at the upstreams, and how many
@@ -115,6 +117,47 @@ def start_litellm(
     raise TimeoutError("litellm did not start within 180 s")
 
 
+def warm_up(base: str, ports: tuple[int, int], tmp: Path, requests: int = 30) -> float:
+    """Send ``requests`` through a gateway at ``base`` to healthy stand-ins on the
+    upstreams' ports (stopped before the run starts the real ones): a proxy's first
+    requests pay for its lazy start-up (LiteLLM's first few take seconds), which is not
+    what failover costs. Returns the last warm-up request's seconds."""
+    stand_ins = []
+    for port in ports:
+        with (tmp / f"warm-{port}.log").open("wb") as out:
+            args = ["simulate", "--port", str(port), "--ttft-ms", "10", "--itl-ms", "1"]
+            command = [sys.executable, "-m", "api", *args]
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+            stand_ins.append(process)
+    body = {"model": "simulated", "max_tokens": 4, "stream": True,
+            "messages": [{"role": "user", "content": "warm up"}]}  # fmt: skip
+    took = 0.0
+    try:
+        for port in ports:
+            _wait_healthy(f"http://127.0.0.1:{port}/health")
+        for _ in range(requests):
+            start = time.monotonic()
+            httpx.post(f"{base}/chat/completions", json=body, timeout=120).raise_for_status()
+            took = time.monotonic() - start
+    finally:
+        for stand_in in stand_ins:
+            stand_in.terminate()
+            stand_in.wait(10)
+    return took
+
+
+def _wait_healthy(url: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
 def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:,.0f}"
 
@@ -171,15 +214,7 @@ def main() -> None:
             )  # fmt: skip
         stopping.append(serve)
         api = f"http://127.0.0.1:{api_port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{api}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline:
-                    raise
-            time.sleep(0.2)
+        _wait_healthy(f"{api}/healthz")
         gateway = start_gateway(gateway_config(up_a, [up_b]), "bench-gw", tmp, api, env)
         stopping.append(gateway)
         providers = {"direct": up_a, "tokenbench-gw": gateway.base}
@@ -189,6 +224,10 @@ def main() -> None:
         else:
             litellm, providers["litellm"] = start_litellm(binary, up_a, up_b, tmp)
             stopping.append(litellm)
+        for name, base in providers.items():
+            if name != "direct":
+                last = warm_up(base, (port_a, port_b), tmp)
+                console.print(f"{name}: warmed up (last warm-up request {last * 1000:.0f} ms)")
         scenario = failover_scenario(
             "failover-bench",
             providers,

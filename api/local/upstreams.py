@@ -41,6 +41,9 @@ MAX_FAILURES_KEPT = 20
 
 def _check_port_free(index: int, upstream: Upstream) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # As the simulator's own listener binds (asyncio sets it): connections of an
+        # earlier server in TIME_WAIT do not make the port taken, a listener does.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((UPSTREAM_HOST, upstream.port))
         except OSError as exc:
