@@ -30,7 +30,9 @@ from tests.support.failover_stack import (
     failover_scenario,
     gateway_config,
     start_gateway,
+    start_simulator,
 )
+from workers.request_ids import REQUEST_ID_HEADER
 
 pytestmark = pytest.mark.integration
 
@@ -273,3 +275,48 @@ def test_rest_refuses_upstreams_and_bad_faults_with_422_at_the_field(stack: Stac
     assert problem["loc"] == [
         "scenario", "providers", 0, "simulate", "faults", 0, "http_5xx", "status"
     ]  # fmt: skip
+
+
+def test_a_chain_of_failures_before_any_byte_reaches_the_last_fallback(
+    stack: Stack, worker_env: dict[str, str]
+) -> None:
+    """Unreachable, then reset, then 503: the fourth target answers; a stream cut after
+    its first bytes is the client's failure, never a fallback."""
+    fast = ["--ttft-ms", "1", "--itl-ms", "1"]
+    reset = start_simulator([*fast, "--fault", "reset:rate=1"], stack.tmp / "reset.log")
+    broken = start_simulator([*fast, "--fault", "http_5xx:rate=1"], stack.tmp / "503.log")
+    healthy = start_simulator(fast, stack.tmp / "healthy.log")
+    cutting = start_simulator([*fast, "--fault", "cut:rate=1"], stack.tmp / "cut.log")
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    env = {**worker_env, "TOKENBENCH_TOKEN": API_TOKEN}
+    chain = start_gateway(
+        gateway_config(closed, [reset.base, broken.base, healthy.base]), "gw-chain",
+        stack.tmp, stack.api, env,
+    )  # fmt: skip
+    cut = start_gateway(
+        gateway_config(cutting.base, [healthy.base]), "gw-cut", stack.tmp, stack.api, env
+    )
+    try:
+        body = {"model": "m", "max_tokens": 6, "stream": True,
+                "messages": [{"role": "user", "content": "through the chain"}]}  # fmt: skip
+        tagged = {REQUEST_ID_HEADER: "tokenbench.s0.chain.local.1.0"}
+        answer = httpx.post(f"{chain.base}/chat/completions", json=body, headers=tagged, timeout=30)
+        assert answer.status_code == 200 and b"[DONE]" in answer.content
+        stats = httpx.get(chain.base.replace("/v1", "/gateway/stats"), timeout=10).json()
+        assert stats["fallbacks"] == 3
+        # Each upstream that was reached saw the request id the client sent.
+        for simulator, outcome in ((reset, "reset"), (broken, "http_5xx"), (healthy, "ok")):
+            log = httpx.get(simulator.base.replace("/v1", "/tokenbench/requests")).json()
+            assert [(e["request_id"], e["outcome"]) for e in log["entries"]] == [
+                ("tokenbench.s0.chain.local.1.0", outcome)
+            ]
+
+        with pytest.raises(httpx.RemoteProtocolError):  # cut halfway: the client sees it
+            httpx.post(f"{cut.base}/chat/completions", json=body, timeout=30).read()
+        stats = httpx.get(cut.base.replace("/v1", "/gateway/stats"), timeout=10).json()
+        assert stats["fallbacks"] == 0
+        healthy_log = httpx.get(healthy.base.replace("/v1", "/tokenbench/requests")).json()
+        assert len(healthy_log["entries"]) == 1  # the chain's request only
+    finally:
+        for part in (chain, cut, reset, broken, healthy, cutting):
+            part.stop()

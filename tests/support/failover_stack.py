@@ -131,3 +131,38 @@ def start_gateway(
             gateway.stop()
             raise TimeoutError(f"gateway {name} not healthy:\n{log.read_text(errors='replace')}")
         time.sleep(0.1)
+
+
+@dataclass
+class SimulatorProcess:
+    """A running `tokenbench simulate`."""
+
+    process: subprocess.Popen[bytes]
+    base: str  # .../v1
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+def start_simulator(args: list[str], log: Path) -> SimulatorProcess:
+    """`tokenbench simulate ARGS` on a free port, once healthy."""
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "api", "simulate", "--port", str(port), *args],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO,
+        )  # fmt: skip
+    simulator = SimulatorProcess(process, f"http://127.0.0.1:{port}/v1")
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return simulator
+        except httpx.HTTPError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            simulator.stop()
+            raise RuntimeError(log.read_text(errors="replace"))
+        time.sleep(0.05)
