@@ -40,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

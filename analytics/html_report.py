@@ -12,6 +12,18 @@ from html import escape
 
 from analytics.charts import chart_divs, palette, plotly_js
 from analytics.columns import columns
+from analytics.failover import (
+    FAILOVER_HEADER,
+    FAILOVER_NOTE,
+    FAILOVER_TITLE,
+    LOGS_HEADER,
+    LOGS_TITLE,
+    UPSTREAMS_HEADER,
+    UPSTREAMS_TITLE,
+    failover_rows,
+    log_rows,
+    upstream_rows,
+)
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
@@ -133,6 +145,22 @@ def _telemetry(report: RunReport) -> str:
     )
 
 
+def _failover(report: RunReport) -> str:
+    out = []
+    for title, header, rows, keys, note in (
+        (FAILOVER_TITLE, FAILOVER_HEADER, failover_rows(report.failover), 3, FAILOVER_NOTE),
+        (UPSTREAMS_TITLE, UPSTREAMS_HEADER, upstream_rows(report.upstreams), 4, ""),
+        (LOGS_TITLE, LOGS_HEADER, log_rows(report.upstream_logs), 1, ""),
+    ):
+        if not rows:
+            continue
+        numeric = [h == "stage" for h in header[:keys]] + [True] * (len(header) - keys)
+        out.append(f"<h2>{escape(title)}</h2>{_table(header, rows, numeric)}")
+        if note:
+            out.append(f'<p class="note">{escape(note)}</p>')
+    return "".join(out)
+
+
 def render_html(report: RunReport) -> str:
     """The whole report as one HTML document."""
     title = f"tokenbench run {report.run_id} · {report.name} · {report.state}"
@@ -176,6 +204,7 @@ def render_html(report: RunReport) -> str:
         f"{_errors(report)}"
         f"{_sessions(report)}"
         f"{_telemetry(report)}"
+        f"{_failover(report)}"
         f"{_comparison(report)}"
         f'<h2>Charts</h2><p class="note">Interactive: hover for values, drag to zoom, '
         f"double-click to reset, click a legend entry to hide it.</p>{charts}"

@@ -7,6 +7,18 @@ from typing import Any
 
 from analytics.columns import columns
 from analytics.dataset_fingerprint import dataset_line
+from analytics.failover import (
+    FAILOVER_HEADER,
+    FAILOVER_NOTE,
+    FAILOVER_TITLE,
+    LOGS_HEADER,
+    LOGS_TITLE,
+    UPSTREAMS_HEADER,
+    UPSTREAMS_TITLE,
+    failover_rows,
+    log_rows,
+    upstream_rows,
+)
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
@@ -67,6 +79,23 @@ def comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
+def failover_lines(report: RunReport) -> list[str]:
+    """The failover sections (none without upstreams)."""
+    out: list[str] = []
+    for title, header, rows, keys, note in (
+        (FAILOVER_TITLE, FAILOVER_HEADER, failover_rows(report.failover), 3, FAILOVER_NOTE),
+        (UPSTREAMS_TITLE, UPSTREAMS_HEADER, upstream_rows(report.upstreams), 4, ""),
+        (LOGS_TITLE, LOGS_HEADER, log_rows(report.upstream_logs), 1, ""),
+    ):
+        if not rows:
+            continue
+        numeric = [h == "stage" for h in header[:keys]] + [True] * (len(header) - keys)
+        out += [f"## {title}", "", table(header, rows, numeric), ""]
+        if note:
+            out += [f"_{note}_", ""]
+    return out
+
+
 def render_markdown(report: RunReport) -> str:
     """The whole report as markdown."""
     out = [f"# tokenbench run {report.run_id} · {report.name} · {report.state}", ""]
@@ -109,6 +138,7 @@ def render_markdown(report: RunReport) -> str:
         out += [f"## {TELEMETRY_TITLE}", ""]
         out.append(table(TELEMETRY_HEADER, telemetry, TELEMETRY_NUMERIC))
         out += ["", TELEMETRY_NOTE, ""]
+    out += failover_lines(report)
     out += comparison_lines(report.comparison)
     if report.pareto:
         out += ["## Cost vs p99 TTFT", ""]

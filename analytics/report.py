@@ -4,8 +4,9 @@
 markdown, HTML and JSON, and the REST API): per stage × provider × region summary rows
 with percentiles, bootstrap intervals, low-sample flags, throughput, goodput and cost;
 each row's most frequent error messages; the Pareto view; chart data; multi-turn
-sessions by turn and how they ended (empty without sessions); and, when asked, a
-pairwise comparison. Field meanings:
+sessions by turn and how they ended (empty without sessions); failover through a
+gateway, from the logs of the run's simulated upstreams (empty without upstreams); and,
+when asked, a pairwise comparison. Field meanings:
 docs/analytics.md.
 """
 
@@ -21,6 +22,7 @@ from analytics.columns import describe
 from analytics.compare import compare_providers, compare_runs, pareto
 from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
 from analytics.dataset_fingerprint import run_dataset
+from analytics.failover import run_failover
 from analytics.images import with_images
 from analytics.plots import errors_over_time, plot_data
 from analytics.prompt_realism import with_prompt_realism
@@ -69,6 +71,10 @@ class RunReport:
     dataset: dict[str, Any] | None = None
     # Server telemetry scraped from providers' metrics_url (analytics/telemetry.py).
     server_metrics: dict[str, Any] = field(default_factory=lambda: {"summary": [], "scrapes": []})
+    # Failover (analytics/failover.py): per stage, per upstream, and the upstreams' logs.
+    failover: list[dict[str, Any]] = field(default_factory=list)
+    upstreams: list[dict[str, Any]] = field(default_factory=list)
+    upstream_logs: list[dict[str, Any]] = field(default_factory=list)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -89,6 +95,9 @@ class RunReport:
             "percentiles": self.percentiles,
             "session_turns": self.session_turns,
             "sessions": self.sessions,
+            "failover": self.failover,
+            "upstreams": self.upstreams,
+            "upstream_logs": self.upstream_logs,
             "pareto": self.pareto,
             "comparison": self.comparison,
             "server_metrics": self.server_metrics,
@@ -216,6 +225,7 @@ def build_report(
     if plots and telemetry["scrapes"]:
         charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}
     stages = with_images(con, run_id, stages)
+    failover, upstreams, upstream_logs = run_failover(con, run_id)
     return RunReport(
         run_id,
         str(run[0]),
@@ -232,6 +242,9 @@ def build_report(
         sessions=session_ends(con, run_id),
         dataset=run_dataset(con, run_id),
         server_metrics=telemetry,
+        failover=failover,
+        upstreams=upstreams,
+        upstream_logs=upstream_logs,
         replicates=replicates,
     )
 

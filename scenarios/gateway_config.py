@@ -22,6 +22,7 @@ from scenarios.base import ENV_VAR_PATTERN, Name, StrictModel
 from scenarios.limits import (
     MAX_DURATION_S,
     MAX_GATEWAY_BACKLOG,
+    MAX_GATEWAY_FALLBACKS,
     MAX_GATEWAY_PENDING,
     MAX_ID_CHARS,
     MAX_PROVIDERS,
@@ -76,6 +77,16 @@ class GatewayConfig(StrictModel):
     name: Name = Field(default="shadow", description="Session name, shown in reports.")
     primary: Provider = Field(
         description="The live provider; clients get its answers (kind openai or simulated)."
+    )
+    fallbacks: list[Provider] = Field(
+        default_factory=list,
+        max_length=MAX_GATEWAY_FALLBACKS,
+        description=(
+            "Providers (kind openai or simulated) a chat request is re-sent to, in order, "
+            "when the one before failed it before any byte reached the client: "
+            "unreachable, connection closed, silent past its stall timeout, 429 or 5xx "
+            "(docs/failover.md). Each gets the body with its own model and its own key."
+        ),
     )
     shadows: list[Provider] = Field(
         default_factory=list,
@@ -140,6 +151,18 @@ class GatewayConfig(StrictModel):
             )
         return value
 
+    @field_validator("fallbacks")
+    @classmethod
+    def _forwardable_fallbacks(cls, value: list[AnyProvider]) -> list[AnyProvider]:
+        for index, fallback in enumerate(value):
+            if fallback.kind not in PRIMARY_KINDS:
+                raise ValueError(
+                    f"fallback {index} ({fallback.name!r}) must be of kind "
+                    f"{' or '.join(PRIMARY_KINDS)} (the gateway forwards the wire format "
+                    f"unchanged), got {fallback.kind!r}"
+                )
+        return value
+
     @field_validator("regions")
     @classmethod
     def _unique_regions(cls, value: list[str]) -> list[str]:
@@ -149,7 +172,11 @@ class GatewayConfig(StrictModel):
 
     @model_validator(mode="after")
     def _unique_names(self) -> GatewayConfig:
-        names = [self.primary.name, *(s.name for s in self.shadows)]
+        names = [
+            self.primary.name,
+            *(f.name for f in self.fallbacks),
+            *(s.name for s in self.shadows),
+        ]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"duplicate provider name(s): {', '.join(duplicates)}")

@@ -231,3 +231,25 @@ MAX_TREND_WINDOW: Final = 50
 # or hostile receiver holds a control-plane task for at most attempts × timeout.
 MAX_WEBHOOK_ATTEMPTS: Final = 5
 MAX_WEBHOOK_TIMEOUT_S: Final = 30.0
+
+# --------------------------------------------------------------------------- failover
+
+# Faults of one simulated endpoint (simulate.faults): each is checked per request, so a
+# handful describes any outage; more is a configuration mistake.
+MAX_FAULTS: Final = 16
+# Period of a fault burst (faults[].burst.every_s): a day of periodic outages.
+MAX_BURST_PERIOD_S: Final = 24 * 3600.0
+# Retry-After a simulated 429 sends (faults[].retry_after_s).
+MAX_RETRY_AFTER_S: Final = 3600.0
+# Requests a simulated endpoint keeps in its log (simulate.request_log): one entry is
+# ~200 bytes in memory, so the ceiling is ~200 MB; the run reads it every second.
+MAX_REQUEST_LOG: Final = 1_000_000
+# Upstreams a local run starts (scenario.upstreams): a gateway's fallback chain.
+MAX_UPSTREAMS: Final = 8
+# Ports an upstream may bind: unprivileged ones only, on loopback.
+MIN_UPSTREAM_PORT: Final = 1024
+MAX_UPSTREAM_PORT: Final = 65535
+# Fallbacks of one tokenbench gateway (fallbacks:): each is one more try of a request.
+MAX_GATEWAY_FALLBACKS: Final = 8
+# Entries one GET /tokenbench/requests answer holds (a page; ?after= reads the next).
+MAX_REQUEST_LOG_PAGE: Final = 10_000

@@ -31,6 +31,7 @@ from scenarios.limits import (
     MAX_TEXT_CHARS,
     MAX_TOKENS,
     MAX_TOTAL_REQUESTS,
+    MAX_UPSTREAMS,
     MAX_WEIGHT,
     MIN_BURSTINESS,
     MIN_SEED,
@@ -48,6 +49,7 @@ from scenarios.providers import (
 from scenarios.sessions import SessionsSpec
 from scenarios.tokenizer_ref import TokenizerRef
 from scenarios.tools import ToolsSpec
+from scenarios.upstreams import Upstream
 
 __all__ = [
     "DATASET_ID_PATTERN",
@@ -479,6 +481,22 @@ class Scenario(StrictModel):
         description="Regions to run from.",
     )
     slo: SLO = Field(default_factory=SLO, description="Objectives for goodput.")
+    upstreams: list[Upstream] = Field(
+        default_factory=list,
+        max_length=MAX_UPSTREAMS,
+        description=(
+            "Simulated upstreams that a local `tokenbench run` starts on 127.0.0.1 at their "
+            "ports, for a gateway under test to fall back between; their logs are joined "
+            "to the records (docs/failover.md). Not over REST."
+        ),
+    )
+
+    @field_validator("upstreams")
+    @classmethod
+    def _unique_upstreams(cls, value: list[Upstream]) -> list[Upstream]:
+        _reject_duplicates([u.name for u in value], "upstream name")
+        _reject_duplicates([str(u.port) for u in value], "upstream port")
+        return value
 
     @model_validator(mode="after")
     def _images_sendable(self) -> Scenario:

@@ -21,11 +21,13 @@ from pydantic import (
 
 from scenarios.base import ENV_VAR_PATTERN, Name, StrictModel
 from scenarios.catalog import UnknownIdError, default_catalog
+from scenarios.faults import Fault
 from scenarios.limits import (
     MAX_BATCH,
     MAX_CONNECT_TIMEOUT_S,
     MAX_CONTEXT_TOKENS,
     MAX_EXTRA_BODY_BYTES,
+    MAX_FAULTS,
     MAX_GPU_HOUR_USD,
     MAX_GPUS,
     MAX_ID_CHARS,
@@ -36,6 +38,7 @@ from scenarios.limits import (
     MAX_PREFILL_TOKENS,
     MAX_PRICE_PER_MTOK_USD,
     MAX_PROMPT_TOKEN_RATIO,
+    MAX_REQUEST_LOG,
     MAX_REQUEST_TIMEOUT_S,
     MAX_RETRY_WAIT_S,
     MAX_SEED,
@@ -275,6 +278,25 @@ class SimulateSpec(StrictModel):
         description=(
             "Report image and text tokens apart in usage.prompt_tokens_details, as some "
             "gateways do; false reports only their sum in prompt_tokens, as OpenAI and vLLM do."
+        ),
+    )
+    faults: list[Fault] = Field(
+        default_factory=list,
+        max_length=MAX_FAULTS,
+        description=(
+            "Faults injected on top of the *_rate fields: http_429, http_5xx, reset, stall "
+            "or cut, on a seeded share of requests (rate) and/or in periodic bursts "
+            "(burst: every_s, for_s, offset_s) timed from the first chat request "
+            "(docs/failover.md)."
+        ),
+    )
+    request_log: int = Field(
+        default=100_000,
+        ge=0,
+        le=MAX_REQUEST_LOG,
+        description=(
+            "Chat requests kept in the endpoint's log (GET /tokenbench/requests: id, "
+            "prompt hash, outcome, time); the oldest are dropped beyond it, and counted."
         ),
     )
 

@@ -115,6 +115,12 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         pa.field("image_pixels", pa.int64()),
         pa.field("image_digest", pa.string()),
         pa.field("image_prompt_tokens", pa.int32()),
+        # failover (scenario.upstreams, docs/failover.md; schema v17): the id the client
+        # sent with the request (header x-tokenbench-request and the body's user field)
+        # and a hash of its messages, by which the upstreams' logs are joined to it; NULL
+        # in runs without upstreams
+        pa.field("client_request_id", pa.string()),
+        pa.field("prompt_hash", pa.string()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

@@ -191,6 +191,13 @@ class ShardSpec(BaseModel):
     )
     warmup_s: float = Field(default=0.0, ge=0, description="Not steady state: stage start.")
     cooldown_s: float = Field(default=0.0, ge=0, description="Not steady state: stage end.")
+    tag_requests: bool = Field(
+        default=False,
+        description=(
+            "Send each request's id (x-tokenbench-request, the chat body's user) and record "
+            "it with its prompt hash: the run's upstreams log them (docs/failover.md)."
+        ),
+    )
 
 
 class RunState(StrEnum):

@@ -77,6 +77,8 @@ class PlannedRequest:
     # The uploaded dataset the prompt came from and its row in the file (docs/workloads.md).
     dataset_id: str | None = None
     dataset_row: int | None = None
+    # The id sent with the request when the run's upstreams log it (workers/request_ids.py).
+    request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scenarios.records import STAMPS
 from scenarios.redaction import redact
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest
+from workers.request_ids import prompt_hash, request_id
 
 # One (wall, perf) pair read together at import: wall-clock instants are derived from
 # perf stamps through it, so every *_at column of a process shares one offset.
@@ -36,6 +37,9 @@ class RowContext:
     load_kind: str
     concurrency: int
     request_key: str | None = None
+    # Failover runs (scenario.upstreams): each record keeps the id its request was sent
+    # with and its prompt hash, by which the upstreams' logs are joined to it.
+    tag_requests: bool = False
 
 
 _INT32_MAX = 2**31 - 1
@@ -107,6 +111,29 @@ def _image_columns(request: PlannedRequest, result: RequestResult) -> dict[str, 
     }
 
 
+def planned_messages(request: PlannedRequest) -> list[tuple[str, str]]:
+    """The conversation a chat request sends: a file's or session's messages, else the
+    prompt as one user message (as ``chat_body`` builds it)."""
+    return list(request.messages) if request.messages else [("user", request.prompt)]
+
+
+def tagged(ctx: RowContext, request: PlannedRequest) -> PlannedRequest:
+    """``request`` with the id it is sent with in a failover run (the record finds the
+    same id again from its shard, attempt and seq), else unchanged."""
+    if not ctx.tag_requests:
+        return request
+    return replace(request, request_id=request_id(ctx.shard_id, ctx.attempt, request.seq))
+
+
+def _tag_columns(ctx: RowContext, request: PlannedRequest) -> dict[str, object]:
+    if not ctx.tag_requests:
+        return {"client_request_id": None, "prompt_hash": None}
+    return {
+        "client_request_id": request_id(ctx.shard_id, ctx.attempt, request.seq),
+        "prompt_hash": prompt_hash(planned_messages(request)),
+    }
+
+
 def record_row(
     ctx: RowContext, request: PlannedRequest, result: RequestResult
 ) -> dict[str, object]:
@@ -168,6 +195,7 @@ def record_row(
         "dataset_id": request.dataset_id,
         "dataset_row": request.dataset_row,
         **_image_columns(request, result),
+        **_tag_columns(ctx, request),
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

@@ -52,7 +52,7 @@ from workers.prompt_calibration import CalibratedPrompts, save_fit
 from workers.prompt_makers import prompt_maker
 from workers.prompts import PlannedRequest, PromptMaker, request_planner
 from workers.publisher import ShardPublisher
-from workers.rows import RowContext, record_row, wall_ns
+from workers.rows import RowContext, record_row, tagged, wall_ns
 from workers.session_plans import has_replayed_sessions
 
 OWNER_TTL_S = 10.0
@@ -119,6 +119,7 @@ def _row_context(spec: ShardSpec, context: WorkerContext, attempt: int) -> RowCo
         worker=context.worker_name,
         load_kind="closed" if spec.rate is None else "open",
         concurrency=spec.concurrency,
+        tag_requests=spec.tag_requests,
     )
 
 
@@ -154,7 +155,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
     calibration = maker if isinstance(maker, CalibratedPrompts) else None
 
     async def send(request: PlannedRequest, intended_start: int) -> RequestResult:
-        return await adapter.measure(context.http, request, intended_start)
+        return await adapter.measure(context.http, tagged(rows, request), intended_start)
 
     def record(request: PlannedRequest, result: RequestResult) -> None:
         progress.add(result)

@@ -22,6 +22,18 @@ from rich.text import Text
 
 from analytics.columns import ROW_KEYS, ReportColumn, UnknownColumnError, select
 from analytics.dataset_fingerprint import dataset_line
+from analytics.failover import (
+    FAILOVER_HEADER,
+    FAILOVER_NOTE,
+    FAILOVER_TITLE,
+    LOGS_HEADER,
+    LOGS_TITLE,
+    UPSTREAMS_HEADER,
+    UPSTREAMS_TITLE,
+    failover_rows,
+    log_rows,
+    upstream_rows,
+)
 from analytics.fitted_tables import Column, fit, print_tables
 from analytics.formatting import (
     CAPTION,
@@ -328,6 +340,26 @@ def session_tables(report: RunReport, width: int) -> list[Table | Text]:
     return tables
 
 
+def failover_tables(report: RunReport, width: int) -> list[Table | Text]:
+    """Failover through a gateway: per stage, per upstream, and the upstreams' logs
+    (none if the run had no upstreams)."""
+    tables: list[Table | Text] = []
+    for title, header, rows, keys, caption in (
+        (FAILOVER_TITLE, FAILOVER_HEADER, failover_rows(report.failover), 3, FAILOVER_NOTE),
+        (UPSTREAMS_TITLE, UPSTREAMS_HEADER, upstream_rows(report.upstreams), 4, ""),
+        (LOGS_TITLE, LOGS_HEADER, log_rows(report.upstream_logs), 1, ""),
+    ):
+        if not rows:
+            continue
+        cells = [[row[i] for row in rows] for i in range(len(header))]
+        key_columns = [
+            Column(header[i], cells[i], numeric=header[i] == "stage") for i in range(keys)
+        ]
+        values = [Column(header[i], cells[i]) for i in range(keys, len(header))]
+        tables += fit(title, key_columns, values, width, caption=caption)
+    return tables
+
+
 def _number(value: float | None, digits: int = 1) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
@@ -395,6 +427,7 @@ def print_report(
     print_tables(console, percentile_tables(report, width))
     print_tables(console, roofline_tables(report, width))
     print_tables(console, session_tables(report, width))
+    print_tables(console, failover_tables(report, width))
     if report.comparison:
         print_tables(console, comparison_tables(report.comparison, width))
     print_notes(console, report)

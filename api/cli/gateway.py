@@ -110,6 +110,11 @@ def gateway(
         _err.print(
             f"gateway on http://{host}:{port}/v1 → {config.primary.name}; session {session}; "
             f"sampling {config.sample_rate:.2%} to {', '.join(config.regions)}"
+            + (
+                f"; fallbacks: {', '.join(f.name for f in config.fallbacks)}"
+                if config.fallbacks
+                else ""
+            )
         )
         try:  # returns after SIGINT/SIGTERM, the capture process flushed
             run(gateway_state, host, port)

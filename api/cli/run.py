@@ -222,6 +222,7 @@ def _run_scenario(
     shown: tuple[ReportColumn, ...] | None = None,
 ) -> None:
     from api.local.embedded import local_stack  # noqa: PLC0415
+    from api.local.upstreams import local_upstreams  # noqa: PLC0415
     from workers.celery_app import app as celery_app  # noqa: PLC0415
 
     settings = get_settings()
@@ -239,11 +240,18 @@ def _run_scenario(
     scenario = _local_datasets(scenario, con)
     stderr.print(f"[bold]tokenbench[/bold] · scenario {scenario.name} · results in {db_path}")
     try:
-        with local_stack(scenario.regions, settings.redis.url, secret_hosts) as redis_url:
+        with (
+            local_upstreams(scenario.upstreams) as upstreams,
+            local_stack(scenario.regions, settings.redis.url, secret_hosts) as redis_url,
+        ):
+            for upstream in upstreams:
+                stderr.print(f"upstream {upstream.name} on {upstream.base_url}", highlight=False)
             os.environ["TOKENBENCH__REDIS__URL"] = redis_url
             get_settings.cache_clear()
             celery_app.conf.broker_url = redis_url
             state, run_id = asyncio.run(_drive(scenario, redis_url, con, celery_app))
+    except BadInput as exc:  # an upstream's port is taken
+        raise exit_for(exc) from None
     except KeyboardInterrupt:
         stderr.print("[yellow]interrupted: partial results are stored, run marked cancelled")
         raise typer.Exit(130) from None
@@ -274,13 +282,20 @@ async def _drive(
     from api.cli.console import StageProgress  # noqa: PLC0415
     from api.control.plane import ControlPlane  # noqa: PLC0415
     from api.control.run_views import live_view  # noqa: PLC0415
+    from api.local.upstreams import UpstreamCollector  # noqa: PLC0415
 
     redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
     plane = ControlPlane(redis, con, celery_app, get_settings().control)
+    collector: UpstreamCollector | None = None
+    follower: asyncio.Task[None] | None = None
     try:
         with StageProgress(stderr) as progress:
             coordinator = await plane.submit(scenario)
             run_id = coordinator.run_id
+            if scenario.upstreams:
+                # Its own cursor: its writes never join a transaction of the ingest's.
+                collector = UpstreamCollector(scenario.upstreams, con.cursor(), run_id)
+                follower = asyncio.create_task(collector.follow())
             try:
                 while run_id in plane.runs:
                     await plane.step()
@@ -290,6 +305,11 @@ async def _drive(
                 while run_id in plane.runs:  # store what arrives, then settle as cancelled
                     await plane.step()
                 raise
+            finally:
+                if collector is not None:
+                    await collector.finish(follower)
+                    for failure in collector.failures[:5]:
+                        stderr.print(f"[yellow]{failure}", highlight=False)
         return plane.store_state(run_id), run_id
     finally:
         await redis.aclose()

@@ -4,6 +4,9 @@ The options mirror a scenario's ``simulate`` block (``scenarios.providers.Simula
 one for one, so the command line and a scenario describe the same endpoint. Options left
 out take the block's defaults; ``--model`` (a catalog id, as in vLLM) switches to the
 continuous-batching model, and ``--served-model-name`` sets the id the endpoint reports.
+``--fault`` (repeatable) is one entry of ``faults`` in a compact form:
+``KIND[:key=value,...]``, the burst's keys (``every_s``, ``for_s``, ``offset_s``) among
+the others, e.g. ``--fault http_429:every_s=10,for_s=2,retry_after_s=1``.
 Register it with ``app.command()(simulate)``; bad options exit with code 2.
 """
 
@@ -18,7 +21,27 @@ from rich.console import Console
 
 from api.cli.errors import exit_for
 from scenarios.errors import BadInput
+from scenarios.faults import FAULT_KINDS
 from scenarios.model import SimulateSpec
+
+_BURST_KEYS = ("every_s", "for_s", "offset_s")
+
+
+def parse_fault(text: str) -> dict[str, Any]:
+    """One ``--fault KIND[:key=value,...]`` as a ``faults`` entry (values stay strings:
+    the spec's validation converts and bounds them, naming the field)."""
+    kind, _, rest = text.partition(":")
+    fault: dict[str, Any] = {"kind": kind.strip()}
+    burst: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            raise BadInput(f"--fault {text!r}: {item!r} is not key=value")
+        key = key.strip()
+        (burst if key in _BURST_KEYS else fault)[key] = value.strip()
+    if burst:
+        fault["burst"] = burst
+    return fault
 
 
 def build_spec(options: dict[str, Any]) -> SimulateSpec:
@@ -32,6 +55,12 @@ def describe(exc: ValidationError) -> list[str]:
     for error in exc.errors(include_url=False):
         message = error["msg"].removeprefix("Value error, ")
         names = [str(part) for part in error["loc"]]
+        if names[:1] == ["faults"] and len(names) >= 2:
+            # faults.N.KIND.field: the Nth --fault (from 1), its field as written there
+            rest = names[3:] if len(names) > 2 and names[2] in FAULT_KINDS else names[2:]
+            where = f"--fault {int(names[1]) + 1}" + (f": {'.'.join(rest)}" if rest else "")
+            lines.append(f"{where}: {message}")
+            continue
         lines.append(f"--{'.'.join(names).replace('_', '-')}: {message}" if names else message)
     return lines
 
@@ -136,6 +165,17 @@ def simulate(
             help="Split image and text tokens in usage.prompt_tokens_details (default on).",
         ),
     ] = None,
+    fault: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A fault, repeatable: KIND[:key=value,...] with KIND http_429, http_5xx, "
+            "reset, stall or cut, e.g. http_429:every_s=10,for_s=2 (docs/failover.md).",
+        ),
+    ] = None,
+    request_log: Annotated[
+        int | None,
+        typer.Option(help="Chat requests kept in GET /tokenbench/requests (100000)."),
+    ] = None,
     served_model_name: Annotated[
         str | None,
         typer.Option(help="Model id the endpoint reports (default --model, else 'simulated')."),
@@ -145,6 +185,10 @@ def simulate(
     from workers.simulator.process import run as run_simulator  # noqa: PLC0415 - heavy
 
     errors = Console(stderr=True, highlight=False)
+    try:
+        faults = None if not fault else [parse_fault(text) for text in fault]
+    except BadInput as exc:
+        raise exit_for(exc) from None
     options = {
         "ttft_ms": ttft_ms,
         "itl_ms": itl_ms,
@@ -173,6 +217,8 @@ def simulate(
         "image_token_rule": image_token_rule,
         "image_patch_px": image_patch_px,
         "report_image_tokens": report_image_tokens,
+        "faults": faults,
+        "request_log": request_log,
         "prompt_tokenizer": None
         if prompt_tokenizer is None
         else ({"path": prompt_tokenizer} if Path(prompt_tokenizer).exists() else prompt_tokenizer),

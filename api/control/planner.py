@@ -335,4 +335,5 @@ def _shard(
         duration_s=scenario.load.duration_s,
         warmup_s=scenario.load.warmup_s,
         cooldown_s=scenario.load.cooldown_s,
+        tag_requests=bool(scenario.upstreams),
     )

@@ -23,6 +23,7 @@ from api.rest.scenario_store import ScenarioStore
 from api.rest.validation import (
     check_scenario_datasets,
     check_scenario_egress,
+    check_scenario_upstreams,
     scenario_with_overrides,
 )
 from api.schedules.store import record_origin
@@ -54,6 +55,7 @@ class RunStarter:
         scenario = await asyncio.to_thread(
             scenario_with_overrides, dict(data or {}), body.overrides
         )
+        check_scenario_upstreams(scenario)
         check_scenario_egress(scenario, self.settings.egress)
         check_scenario_datasets(scenario, DatasetStore(self.writer))
         return scenario

@@ -84,6 +84,19 @@ SIMULATOR_PATH_REFUSED = (
 )
 
 
+UPSTREAMS_REFUSED = (
+    "a scenario submitted over REST cannot declare upstreams: they bind ports on the "
+    "machine that runs them; run it locally with `tokenbench run` (docs/failover.md)"
+)
+
+
+def check_scenario_upstreams(scenario: Scenario) -> None:
+    """Refuse a REST scenario declaring ``upstreams`` (422 at the field): a submitter
+    must not bind ports on the shared worker fleet or the control plane's machine."""
+    if scenario.upstreams:
+        raise ScenarioError([Problem("upstreams", UPSTREAMS_REFUSED)])
+
+
 def check_scenario_datasets(scenario: Scenario, datasets: DatasetStore) -> None:
     """Refuse a REST scenario naming a path (never looked at), an unknown dataset, or a
     dataset not valid for its use, as a 422 at the field."""

@@ -15,7 +15,7 @@ import re
 import orjson
 
 from scenarios.gateway_config import GatewayConfig
-from scenarios.providers import OpenAIProvider
+from scenarios.providers import AnyProvider, OpenAIProvider
 from workers.provider_setup import ProviderSetupError
 from workers.secrets import Secrets, host_of, owner_bindings
 
@@ -29,14 +29,19 @@ def primary_key(config: GatewayConfig) -> str | None:
     """The primary's API key from this process's environment (None without
     ``api_key_env``), through the same host-bound lookup workers use; RuntimeError when
     it is missing or bound elsewhere."""
-    primary = config.primary
-    if not isinstance(primary, OpenAIProvider):
+    return provider_key(config.primary)
+
+
+def provider_key(provider: AnyProvider) -> str | None:
+    """A forwarded provider's (the primary's or a fallback's) API key, as
+    :func:`primary_key` reads it."""
+    if not isinstance(provider, OpenAIProvider):
         return None
-    # The operator's own config: its key goes to its own primary's host (tokenbench
+    # The operator's own config: its key goes to its own provider's host (tokenbench
     # settings are never sent).
-    secrets = Secrets(owner_bindings([primary]), os.environ, "this gateway")
+    secrets = Secrets(owner_bindings([provider]), os.environ, "this gateway")
     try:
-        return secrets.get(primary.api_key_env, host_of(primary.base_url), primary.name)
+        return secrets.get(provider.api_key_env, host_of(provider.base_url), provider.name)
     except ProviderSetupError as exc:
         raise RuntimeError(str(exc)) from None
 

@@ -12,6 +12,11 @@ sampling decision, the shadow task, the stream's interpretation into TTFT/ITL, t
 record and its publishing all happen in the capture process
 (``workers/gateway/capture.py``), on another core.
 
+With ``fallbacks``, a chat request the primary fails before any byte reached the
+client (unreachable, connection closed, silent past its stall timeout, 429 or 5xx) is
+re-sent to the next fallback (``targets.py``, docs/failover.md); the failed answer's
+body is read and dropped, so its connection stays in the pool.
+
 Routes: ``POST /v1/chat/completions`` (streaming and not), ``GET /v1/models`` (the
 primary's list), ``GET /gateway/stats`` (counters; the capture process's under
 ``capture``, ``shadow`` and ``sink``) and ``GET /gateway/health``.
@@ -42,10 +47,11 @@ import httptools
 import orjson
 
 from scenarios.gateway_config import GatewayConfig
-from scenarios.providers import OpenAIProvider, SimulatedProvider
+from scenarios.providers import AnyProvider, OpenAIProvider, SimulatedProvider
 from workers.gateway.handoff import MAX_BUFFER_BYTES, Handoff, frame
-from workers.gateway.proxy import UsageFilter, is_passed, primary_key
-from workers.gateway.upstream import Origin, UpstreamConnection, UpstreamPool
+from workers.gateway.proxy import UsageFilter, is_passed, primary_key, provider_key
+from workers.gateway.targets import Target, build_target, falls_back
+from workers.gateway.upstream import UpstreamConnection, UpstreamPool
 from workers.simulator.process import SimulatorPool
 
 now = time.perf_counter_ns
@@ -68,6 +74,7 @@ class GatewayStats:
     bad_requests: int = 0
     too_large: int = 0
     upstream_connections: int = 0
+    fallbacks: int = 0  # requests re-sent to the next target
 
 
 @dataclass(slots=True)
@@ -103,8 +110,10 @@ class Exchange:
         "captured",
         "chunks",
         "client",
+        "content",
         "finished",
         "handed",
+        "headers",
         "key",
         "out",
         "paused",
@@ -113,6 +122,7 @@ class Exchange:
         "sent",
         "status",
         "stream",
+        "target",
         "upstream",
         "usage_filter",
     )
@@ -139,6 +149,11 @@ class Exchange:
         self.captured = 0
         self.sent = 0
         self.retried = self.paused = self.finished = False
+        # A chat request keeps its body and headers for a fallback: the next target's
+        # request is composed from them (None: no fallback, e.g. GET /v1/models).
+        self.content: bytes | None = None
+        self.headers: dict[bytes, bytes] = {}
+        self.target = 0
 
     # ------------------------------------------------------------ sending
 
@@ -147,25 +162,54 @@ class Exchange:
         gateway = self.client.gateway
         gateway.active.add(self)
         self.sent = now()
-        connection = gateway.pool.take()
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        connection = self.client.gateway.targets[self.target].pool.take()
         if connection is None:
             asyncio.get_running_loop().create_task(self._connect())
         else:
             self._send(connection)
+
+    def _can_fall_back(self) -> bool:
+        # Nothing has been written to the client while status is None.
+        return (
+            self.content is not None
+            and self.status is None
+            and not self.finished
+            and self.target + 1 < len(self.client.gateway.targets)
+        )
+
+    def fall_back(self) -> None:
+        """Re-send the request to the next target (the one before failed it)."""
+        gateway = self.client.gateway
+        gateway.stats.fallbacks += 1
+        self.target += 1
+        self.upstream = None
+        self.retried = False
+        assert self.content is not None
+        self.request = gateway.targets[self.target].chat_request(
+            self.content, self.headers, self.stream
+        )
+        self._dispatch()
 
     def _send(self, connection: UpstreamConnection) -> None:
         self.upstream = connection
         connection.send(self.request, self)
 
     async def _connect(self) -> None:
+        pool = self.client.gateway.targets[self.target].pool
         try:
-            connection = await self.client.gateway.pool.connect()
+            connection = await pool.connect()
         except (OSError, TimeoutError) as exc:
+            if self._can_fall_back():
+                self.fall_back()
+                return
             self._unreachable("connect", _describe(exc) or "connection timed out")
             return
         self.client.gateway.stats.upstream_connections += 1
         if self.finished:  # the client left while we connected: keep it for the next one
-            self.client.gateway.pool.give_back(connection)
+            pool.give_back(connection)
             return
         self._send(connection)
 
@@ -173,9 +217,13 @@ class Exchange:
 
     def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         """Answer the client with the primary's status and passed headers."""
-        self.status = status
         if status != 200:
+            if falls_back(status) and self._can_fall_back() and self.upstream is not None:
+                # Its body is read and dropped; the next target is asked at its end.
+                self.upstream.receiver = _Discard(self)
+                return
             self.usage_filter = None  # an error body passes unchanged
+        self.status = status
         parts = [b"HTTP/1.1 %d %s\r\n" % (status, _reason(status))]
         parts += [b"%s: %s\r\n" % (n, v) for n, v in headers if is_passed(n.decode("latin-1"))]
         if self.key is not None:
@@ -225,6 +273,9 @@ class Exchange:
             asyncio.get_running_loop().create_task(self._connect())
             return
         if not got_head:
+            if self._can_fall_back():
+                self.fall_back()
+                return
             self._unreachable("protocol", reason)
             return
         self._finish(("protocol", reason))
@@ -245,7 +296,9 @@ class Exchange:
         if self.upstream is not None:
             self.upstream.abandon()
         reason = f"no byte from the primary for {silent_s:g} s"
-        if self.status is None:
+        if self._can_fall_back():
+            self.fall_back()
+        elif self.status is None:
             self._unreachable("timeout", reason)
         else:
             self._finish(("timeout", reason))
@@ -294,6 +347,35 @@ class Exchange:
         self.paused = False
         if self.upstream is not None:
             self.upstream.resume_reading()
+
+
+class _Discard:
+    """Reads and drops the answer of a target that failed a request before any byte
+    reached the client (its connection goes back to the pool at the end), then asks the
+    next target."""
+
+    __slots__ = ("exchange",)
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+
+    def on_head(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        """Not called: the head was the exchange's."""
+
+    def on_body(self, chunk: bytes, stamp: int) -> None:
+        """Dropped."""
+
+    def on_end(self) -> None:
+        """The failed answer is read: the next target."""
+        if not self.exchange.finished:
+            self.exchange.fall_back()
+
+    def flush(self) -> None:
+        """Nothing to write."""
+
+    def on_lost(self, reason: str, got_head: bool) -> None:
+        """The failed answer's connection closed: the next target all the same."""
+        self.on_end()
 
 
 def _describe(exc: BaseException) -> str:
@@ -527,16 +609,14 @@ class Gateway:
         self._capture: subprocess.Popen[bytes] | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._handoff: Handoff | None = None
-        self._pool: UpstreamPool | None = None
-        self._heads: dict[str, bytes] = {}
-        self._auth: bytes | None = None
-        self._stall_s = 0.0
+        # The primary, then its fallbacks (targets.py).
+        self.targets: list[Target] = []
 
     @property
     def pool(self) -> UpstreamPool:
         """Connections to the primary."""
-        assert self._pool is not None, "gateway not started"
-        return self._pool
+        assert self.targets, "gateway not started"
+        return self.targets[0].pool
 
     @property
     def capture_pid(self) -> int | None:
@@ -562,36 +642,28 @@ class Gateway:
                 f"privacy.hash_salt_env: {salt_env} is a tokenbench setting, not a salt"
             )
         key = primary_key(self.config)
+        fallback_keys = [provider_key(f) for f in self.config.fallbacks]
         # Started first: its imports overlap with the rest of the start-up.
         await self._start_capture()
-        if isinstance(primary, SimulatedProvider):
-            self._simulators = SimulatorPool()
-            base_url = await self._simulators.base_url(primary)
-        else:
-            assert isinstance(primary, OpenAIProvider)  # PRIMARY_KINDS
-            base_url = primary.base_url
-        origin = Origin.of(base_url)
-        self._pool = UpstreamPool(origin, primary.connect_timeout_s)
-        self._stall_s = primary.stall_timeout_s
-        common = (
-            f"host: {origin.host_header}\r\ncontent-type: application/json\r\n"
-            "accept-encoding: identity\r\n"
-        ).encode()
-        prefix = origin.prefix.encode()
-        self._heads = {
-            "stream": b"POST %s/chat/completions HTTP/1.1\r\n%saccept: text/event-stream\r\n"
-            % (prefix, common),
-            "plain": b"POST %s/chat/completions HTTP/1.1\r\n%saccept: application/json\r\n"
-            % (prefix, common),
-            "models": b"GET %s/models HTTP/1.1\r\n%saccept: application/json\r\n"
-            % (prefix, common),
-        }
-        self._auth = None if key is None else b"authorization: Bearer %s\r\n" % key.encode()
+        self.targets = [build_target(primary, await self._base_url(primary), key, False)]
+        for fallback, fallback_key in zip(self.config.fallbacks, fallback_keys, strict=True):
+            base_url = await self._base_url(fallback)
+            self.targets.append(build_target(fallback, base_url, fallback_key, True))
         # Answered once the spec is applied (imports, Redis, the sender thread): healthy
         # only from then on, so no early request's capture waits behind a cold start.
         if not await self.handoff.query(timeout_s=120):
             raise RuntimeError("the gateway's capture process did not start")
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+
+    async def _base_url(self, provider: AnyProvider) -> str:
+        """Where ``provider`` is served: its base URL, or a simulated endpoint started
+        for it."""
+        if isinstance(provider, SimulatedProvider):
+            if self._simulators is None:
+                self._simulators = SimulatorPool()
+            return await self._simulators.base_url(provider)
+        assert isinstance(provider, OpenAIProvider)  # PRIMARY_KINDS
+        return provider.base_url
 
     async def _start_capture(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -642,14 +714,13 @@ class Gateway:
             except subprocess.TimeoutExpired:
                 self._capture.kill()
                 await asyncio.to_thread(self._capture.wait)
-        if self._pool is not None:
-            self._pool.close()
+        for target in self.targets:
+            target.pool.close()
         if self._simulators is not None:
             await self._simulators.close()
 
     async def _sweep(self) -> None:
         """Time out silent primaries and idle clients (one timer for all, not one each)."""
-        stall_ns = int(self._stall_s * 1e9)
         idle_ns = int(75e9)
         while True:
             await asyncio.sleep(SWEEP_S)
@@ -658,8 +729,9 @@ class Gateway:
                 upstream = exchange.upstream
                 if upstream is None or exchange.paused:
                     continue
-                if moment - upstream.last_activity > stall_ns:
-                    exchange.timed_out(self._stall_s)
+                stall_s = self.targets[exchange.target].stall_s
+                if moment - upstream.last_activity > stall_s * 1e9:
+                    exchange.timed_out(stall_s)
             for client in list(self.clients):
                 if not client.busy and moment - client.idle_since > idle_ns:
                     client.abort()
@@ -710,16 +782,13 @@ class Gateway:
         sample_value = None
         if self.sample_header is not None and self.sample_header in request.headers:
             sample_value = request.headers[self.sample_header].decode("latin-1")
-        head = self._heads["stream" if stream else "plain"]
-        upstream_request = b"%s%scontent-length: %d\r\n\r\n%b" % (
-            head,
-            self._auth_line(request),
-            len(content),
-            content,
-        )
+        primary = self.targets[0]
+        upstream_request = primary.chat_request(content, request.headers, stream)
         exchange = Exchange(
             client, upstream_request, key, False, stream, UsageFilter() if inject else None
         )
+        if len(self.targets) > 1:  # kept for a fallback
+            exchange.content, exchange.headers = content, request.headers
         client.exchange = exchange
         exchange.start()
         # Described to the capture once the request is on its way to the primary (no
@@ -728,17 +797,14 @@ class Gateway:
 
     def models(self, client: ClientConnection, request: Request) -> None:
         """``GET /v1/models``: the primary's answer, passed through (not captured)."""
-        upstream_request = b"%s%s\r\n" % (self._heads["models"], self._auth_line(request))
+        primary = self.targets[0]
+        upstream_request = b"%s%s\r\n" % (
+            primary.heads["models"],
+            primary.auth_line(request.headers),
+        )
         exchange = Exchange(client, upstream_request, None, False, False, None)
         client.exchange = exchange
         exchange.start()
-
-    def _auth_line(self, request: Request) -> bytes:
-        # The gateway's own key when its primary has one, else the client's header.
-        if self._auth is not None:
-            return self._auth
-        client_auth = request.headers.get(b"authorization")
-        return b"" if client_auth is None else b"authorization: %s\r\n" % client_auth
 
     async def _stats(self, client: ClientConnection) -> None:
         captured = await self.handoff.query()

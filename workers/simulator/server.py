@@ -1,19 +1,20 @@
 """The simulated OpenAI-compatible endpoint: a small, fast HTTP/1.1 server.
 
-It serves ``POST /v1/chat/completions`` (streaming with usage, and non-streaming),
-``GET /v1/models``, ``GET /health``, ``GET /v1/simulator/stats`` (the latency model's
-own timing drift) and ``GET /metrics`` (its state in vLLM's Prometheus names,
-``workers/simulator/metrics.py``). HTTP parsing is httptools (uvicorn's parser); responses are
-pre-encoded bytes written straight to the transport, because a simulator that spends
-milliseconds per event would itself become the latency it reports. Faults (error
-statuses, stalls, streams cut short, answers that end with ``[DONE]`` but no
-``finish_reason``) are drawn per request from a seeded RNG; ``stream_usage: false``
-streams no usage chunk, as llama-cpp-python's server does. With ``prefix_cache`` it
-keeps the conversations it served (``prefix_cache.py``): a request that starts with one
-prefills only the rest, and its usage says how much was cached.
-Image content parts are counted by the endpoint's image rule (``image_tokens``) and
-are prompt tokens like text, reported apart in ``usage.prompt_tokens_details`` if
-asked to.
+It serves ``POST /v1/chat/completions`` (streaming with usage, and non-streaming), ``GET
+/v1/models``, ``GET /health``, ``GET /v1/simulator/stats`` (the latency model's own
+timing drift), ``GET /metrics`` (its state in vLLM's Prometheus names,
+``workers/simulator/metrics.py``) and ``GET /tokenbench/requests?after=N`` (the log of
+the chat requests it answered: ``request_log.py``). HTTP parsing is httptools (uvicorn's
+parser); responses are pre-encoded bytes written straight to the transport, because a
+simulator that spends milliseconds per event would itself become the latency it reports.
+Faults (error statuses, 429 bursts, resets, stalls, streams cut short, answers that end
+with ``[DONE]`` but no ``finish_reason``) are drawn per request from a seeded RNG
+(``faults.py``); ``stream_usage: false`` streams no usage chunk, as llama-cpp-python's
+server does. With ``prefix_cache`` it keeps the conversations it served
+(``prefix_cache.py``): a request that starts with one prefills only the rest, and its
+usage says how much was cached. Image content parts are counted by the endpoint's image
+rule (``image_tokens``) and are prompt tokens like text, reported apart in
+``usage.prompt_tokens_details`` if asked to.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -28,18 +30,23 @@ from typing import TYPE_CHECKING, Any, cast
 import httptools
 import orjson
 
+from scenarios.limits import MAX_REQUEST_LOG_PAGE
 from scenarios.model import SimulateSpec
+from workers.request_ids import REQUEST_ID_HEADER, is_request_id, prompt_hash
 from workers.simulator.batching import latency_for
+from workers.simulator.faults import FaultPlan, Faults
 from workers.simulator.image_tokens import ImageRefused, image_tokens
 from workers.simulator.latency import LatencyModel
 from workers.simulator.metrics import CONTENT_TYPE, ServedCounters, metrics_text
 from workers.simulator.prefix_cache import Blocks, PrefixCache, blocks
+from workers.simulator.request_log import RequestLog
 from workers.tokenizer import load_local_tokenizer
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 _WORD = " tok"
+_ID_HEADER = REQUEST_ID_HEADER.encode()
 
 
 log = logging.getLogger("tokenbench.simulator")
@@ -50,6 +57,9 @@ class _Request:
     method: str
     path: str
     body: bytes
+    query: str = ""
+    request_id: str | None = None  # the x-tokenbench-request header, if sent
+    received_at_ns: int = 0
 
 
 @dataclass(slots=True)
@@ -61,14 +71,6 @@ class _Prompt:
     cached: int = 0
     blocks: Blocks | None = None
     images: int = 0  # of ``tokens``, the image tokens (the endpoint's image rule)
-
-
-@dataclass(slots=True)
-class _Faults:
-    error: bool = False
-    stall: bool = False
-    cut: bool = False
-    unfinished: bool = False
 
 
 @dataclass
@@ -83,9 +85,13 @@ class SimulatorApp:
     _chunks: dict[int, bytes] = field(init=False, default_factory=dict)
     cache: PrefixCache | None = field(init=False, default=None)
     counters: ServedCounters = field(init=False, default_factory=ServedCounters)
+    log: RequestLog = field(init=False)
+    _plan: FaultPlan = field(init=False)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.spec.seed)
+        self._plan = FaultPlan(self.spec, self._rng)
+        self.log = RequestLog(self.spec.request_log)
         if self.spec.prefix_cache:
             self.cache = PrefixCache(self.spec.prefix_cache_words)
         tokenizer_ref = self.spec.prompt_tokenizer
@@ -134,16 +140,10 @@ class SimulatorApp:
         raises ImageRefused for an image it cannot read."""
         return image_tokens(messages, self.spec)
 
-    def draw_faults(self) -> _Faults:
-        """Which faults this request suffers (seeded, so a run is reproducible)."""
-        spec, rng = self.spec, self._rng
-        return _Faults(
-            error=spec.error_rate > 0 and rng.random() < spec.error_rate,
-            stall=spec.stall_rate > 0 and rng.random() < spec.stall_rate,
-            cut=spec.cut_rate > 0 and rng.random() < spec.cut_rate,
-            # Drawn only when set, so runs without it keep their fault draws.
-            unfinished=spec.unfinished_rate > 0 and rng.random() < spec.unfinished_rate,
-        )
+    def draw_faults(self, now_s: float | None = None) -> Faults:
+        """Which faults a request received at monotonic ``now_s`` (default: now)
+        suffers (seeded, so a run is reproducible)."""
+        return self._plan.draw(time.monotonic() if now_s is None else now_s)
 
     def token_chunk(self, count: int) -> bytes:
         """Pre-encoded HTTP chunk of one SSE event carrying ``count`` tokens."""
@@ -257,6 +257,7 @@ class _Connection(asyncio.Protocol):
         self.queue: asyncio.Queue[_Request | None] = asyncio.Queue()
         self.url = b""
         self.body = bytearray()
+        self.request_id: str | None = None
         self.worker: asyncio.Task[None] | None = None
 
     # asyncio.Protocol
@@ -280,14 +281,23 @@ class _Connection(asyncio.Protocol):
     def on_url(self, url: bytes) -> None:
         self.url += url
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) == len(_ID_HEADER) and name.lower() == _ID_HEADER:
+            text = value.decode("latin-1")
+            self.request_id = text if is_request_id(text) else None
+
     def on_body(self, body: bytes) -> None:
         self.body += body
 
     def on_message_complete(self) -> None:
         method = self.parser.get_method().decode()
-        path = httptools.parse_url(self.url).path.decode()
-        self.queue.put_nowait(_Request(method, path, bytes(self.body)))
-        self.url, self.body = b"", bytearray()
+        url = httptools.parse_url(self.url)
+        query = (url.query or b"").decode("latin-1")
+        request = _Request(
+            method, url.path.decode(), bytes(self.body), query, self.request_id, time.time_ns()
+        )
+        self.queue.put_nowait(request)
+        self.url, self.body, self.request_id = b"", bytearray(), None
 
     # request handling
     async def _serve(self) -> None:
@@ -315,34 +325,58 @@ class _Connection(asyncio.Protocol):
             self._write_simple(200, self.app.stats())
         elif request.method == "GET" and request.path == "/metrics":
             self._write_simple(200, self.app.metrics(), content_type=CONTENT_TYPE)
+        elif request.method == "GET" and request.path == "/tokenbench/requests":
+            after = _query_int(request.query, "after")
+            limit = _query_int(request.query, "limit") or MAX_REQUEST_LOG_PAGE
+            self._write_simple(200, self.app.log.page_json(after, limit))
         elif request.method == "POST" and request.path == "/v1/chat/completions":
-            await self._chat(request.body)
+            await self._chat(request)
         else:
             self._write_simple(404, b'{"error":{"message":"not found"}}')
 
-    async def _chat(self, raw: bytes) -> None:
+    async def _chat(self, request: _Request) -> None:
+        app = self.app
         try:
-            body = orjson.loads(raw)
-            prompt = self.app.prompt(body["messages"])
+            body = orjson.loads(request.body)
+            messages = body["messages"]
+            prompt = app.prompt(messages)
+            hashed = prompt_hash((str(m.get("role", "")), _content_text(m)) for m in messages)
         except ImageRefused as exc:
+            app.log.add(request.received_at_ns, request.request_id, None, 400, "bad_request")
             self._write_simple(400, orjson.dumps({"error": {"message": str(exc)}}))
             return
         except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+            app.log.add(request.received_at_ns, request.request_id, None, 400, "bad_request")
             self._write_simple(400, b'{"error":{"message":"invalid chat request"}}')
             return
         max_tokens = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
-        app = self.app
         faults = app.draw_faults()
-        if faults.error:
-            status = app.spec.error_status
+        request_id = request.request_id
+        if request_id is None and is_request_id(body.get("user")):
+            request_id = body["user"]  # a gateway that dropped the header kept the body
+        app.log.add(
+            request.received_at_ns,
+            request_id,
+            hashed,
+            0 if faults.reset else (faults.status or 200),
+            _outcome(faults),
+            faults.stall_ms,
+        )
+        if faults.stall_ms:
+            await asyncio.sleep(faults.stall_ms / 1000)
+        if faults.reset:
+            self._close()  # before any byte of the answer, as a crashed upstream
+            return
+        if faults.status is not None:
+            status = faults.status
             message = {
                 "error": {"message": "simulated error", "type": "server_error", "code": status}
             }
-            extra = b"retry-after: 1\r\n" if status == 429 else b""
+            extra = b""
+            if faults.retry_after_s is not None:
+                extra = b"retry-after: %d\r\n" % faults.retry_after_s
             self._write_simple(status, orjson.dumps(message), extra)
             return
-        if faults.stall:
-            await asyncio.sleep(app.spec.stall_ms / 1000)
         assert app.latency is not None
         tool = app.tool_call_of(body)
         # Image tokens are prompt tokens: the batching model prefills them like text.
@@ -352,7 +386,7 @@ class _Connection(asyncio.Protocol):
             await self._complete(prompt, max_tokens, tool)
 
     async def _stream(
-        self, prompt: _Prompt, max_tokens: int, faults: _Faults, usage: bool, tool: str | None
+        self, prompt: _Prompt, max_tokens: int, faults: Faults, usage: bool, tool: str | None
     ) -> None:
         app, write = self.app, self._write
         assert app.latency is not None
@@ -494,7 +528,35 @@ _STREAM_HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
     b"transfer-encoding: chunked\r\n\r\n"
 )
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+def _outcome(faults: Faults) -> str:
+    """The log's word for how a request is answered."""
+    if faults.kind is not None and faults.fails:
+        return faults.kind
+    if faults.cut:
+        return "cut"
+    return "unfinished" if faults.unfinished else "ok"
+
+
+def _query_int(query: str, name: str) -> int:
+    """A non-negative integer query parameter (0 when absent or malformed)."""
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if key == name and value.isdigit():
+            return min(int(value), 2**62)
+
+    return 0
 
 
 def _chunk(text: str) -> bytes:

@@ -8,7 +8,12 @@ from fastapi import APIRouter, Request
 
 from analytics.datasets import DatasetStore
 from api.rest.deps import Authenticated, ScenarioStoreDep, SettingsDep, WriterDep
-from api.rest.validation import check_scenario_datasets, check_scenario_egress, scenario_from_body
+from api.rest.validation import (
+    check_scenario_datasets,
+    check_scenario_egress,
+    check_scenario_upstreams,
+    scenario_from_body,
+)
 from api.schemas import ScenarioPublic
 
 router = APIRouter(prefix="/v1/scenarios", tags=["scenarios"], dependencies=[Authenticated])
@@ -39,6 +44,7 @@ async def create_scenario(
     """Store a scenario sent as YAML or JSON; answers its id."""
     # Off the event loop: parsing and validating a large body takes a while.
     scenario = await asyncio.to_thread(scenario_from_body, await request.body())
+    check_scenario_upstreams(scenario)
     check_scenario_egress(scenario, settings.egress)
     check_scenario_datasets(scenario, DatasetStore(writer))
     stored = store.add(scenario)

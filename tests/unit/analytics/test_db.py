@@ -39,6 +39,7 @@ V1_COLUMNS = {
     # v11 token truth (prompt_count_source, finish_reason), v12 sessions.
     # v14 the dataset row of each request.
     # v16 images.
+    # v17 failover.
     "request_records": ", ".join(
         name
         for name in REQUEST_RECORD_SCHEMA.names
@@ -65,6 +66,8 @@ V1_COLUMNS = {
             "image_pixels",
             "image_digest",
             "image_prompt_tokens",
+            "client_request_id",
+            "prompt_hash",
         )
     ),
 }

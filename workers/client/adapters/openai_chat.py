@@ -79,6 +79,9 @@ def chat_body(
         body["min_tokens"] = request.output_tokens
     if extra_body:
         body.update(extra_body)
+    if request.request_id is not None and "user" not in body:
+        # Gateways pass the body's user field on where they drop unknown headers.
+        body["user"] = request.request_id
     return orjson.dumps(body)
 
 

@@ -17,6 +17,7 @@ from scenarios.providers import RetryPolicy
 from workers.client.result import RequestResult
 from workers.client.streaming import HttpCall, Limits, StreamParser, measure_request
 from workers.prompts import PlannedRequest
+from workers.request_ids import REQUEST_ID_HEADER
 
 
 @dataclass(frozen=True)
@@ -37,9 +38,12 @@ class PostStreamAdapter:
     ) -> RequestResult:
         """One measured streaming request (retried on 429 only if the provider opts in);
         a session's turn keeps its answer's text for the next turn."""
+        headers = self.headers
+        if request.request_id is not None:  # found again in the upstreams' logs
+            headers = {**headers, REQUEST_ID_HEADER: request.request_id}
         return await measure_request(
             http,
-            HttpCall("POST", self.url, self.headers, self.body(request)),
+            HttpCall("POST", self.url, headers, self.body(request)),
             self.parser,
             self.limits,
             self.retry,
