@@ -40,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

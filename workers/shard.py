@@ -29,6 +29,7 @@ from scenarios.wire import (
     attempts_key,
     cancel_key,
     done_key,
+    stop_key,
 )
 from scenarios.workload_files import FileEntry, WorkloadFileError
 from workers.client.adapters import ProviderSetupError, build_adapter
@@ -170,6 +171,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
                 connect_timeout_s=spec.provider.connect_timeout_s,
             ) as warmed:
                 health.prewarmed = warmed
+                await _stop_if_told(spec, context, load)
                 async with health:
                     await load.run(send, record)
         finally:
@@ -208,12 +210,7 @@ async def _finish(
         "finishing",
     )
     # The last progress, so that the live view's figures cover every request of the shard.
-    await publisher.event(
-        EventType.PROGRESS,
-        done=progress.done,
-        errors=progress.errors,
-        ttft_p50_ms=progress.ttft_p50(),
-    )
+    await publisher.event(EventType.PROGRESS, **_progress_fields(load, progress))
     await publisher.event(
         EventType.FINISHED,
         records=publisher.records_published,
@@ -299,14 +296,9 @@ async def _report_progress(
         try:
             if not await claim.keep():
                 raise ClaimLost(f"attempt {publisher.attempt} lost its claim on the shard")
-            if await context.redis.exists(cancel_key(spec.run_id)):
+            if await _told_to_stop(spec, context):
                 load.stop()
-            await publisher.try_event(
-                EventType.PROGRESS,
-                done=progress.done,
-                errors=progress.errors,
-                ttft_p50_ms=progress.ttft_p50(),
-            )
+            await publisher.try_event(EventType.PROGRESS, **_progress_fields(load, progress))
             unreachable_since = None
         except ClaimLost as exc:
             load.stop()
@@ -319,6 +311,32 @@ async def _report_progress(
                 load.stop()
                 return RedisUnavailable(f"Redis unreachable for {patience:.0f} s: {exc}")
     return None
+
+
+async def _stop_if_told(spec: ShardSpec, context: WorkerContext, load: LoadShape) -> None:
+    """A shard whose stage ended early before it began (docs/answers.md) sends nothing
+    and finishes normally."""
+    patience = context.settings.control.redis_patience_s
+    if await retrying(lambda: _told_to_stop(spec, context), patience, "starting the load"):
+        load.stop()
+
+
+async def _told_to_stop(spec: ShardSpec, context: WorkerContext) -> bool:
+    """The run was cancelled, or the control plane ended this shard's stage early
+    (docs/answers.md): one round trip for both keys."""
+    keys = (cancel_key(spec.run_id), stop_key(spec.run_id, spec.shard_id))
+    return bool(await context.redis.exists(*keys))
+
+
+def _progress_fields(load: LoadShape, progress: Progress) -> dict[str, int | float]:
+    """A progress event's figures: requests sent and ended (their difference is what is
+    in flight, which the control plane's saturation check follows), errors, TTFT p50."""
+    return {
+        "sent": len(load.intended),
+        "done": progress.done,
+        "errors": progress.errors,
+        "ttft_p50_ms": progress.ttft_p50(),
+    }
 
 
 async def _wait(event: asyncio.Event, timeout_s: float) -> bool:

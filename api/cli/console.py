@@ -182,6 +182,9 @@ class StageProgress:
             if ttft:
                 detail += f" · TTFT p50 {ttft}"
             detail += f" · {stage.state}"
+            for end in stage.ended:
+                words = end.outcome.replace("_", " ") if end.acted else f"{end.outcome} (marked)"
+                detail += f" · {end.provider} {words}"
             task = self._tasks.get(stage.index)
             if task is None:
                 description = f"stage {stage.index} · {stage.label}"
