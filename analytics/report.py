@@ -15,6 +15,7 @@ from typing import Any
 
 import duckdb
 
+from analytics.answers import build_answers, with_stage_marks
 from analytics.client_health import stage_health, with_client_health
 from analytics.columns import describe
 from analytics.compare import compare_providers, compare_runs, pareto
@@ -56,6 +57,8 @@ class RunReport:
     errors: list[dict[str, Any]] = field(default_factory=list)
     # How the percentiles were computed: exact, or from stored histograms within a bound.
     percentiles: dict[str, Any] = field(default_factory=lambda: dict(EXACT))
+    # What a sweep or capacity search found, and the stages ended early (analytics/answers.py).
+    answers: dict[str, Any] = field(default_factory=dict)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -65,6 +68,9 @@ class RunReport:
             "run_id": self.run_id,
             "name": self.name,
             "state": self.state,
+            # The answers head the report: capacity per provider and region, the sweep's
+            # knee, the stages ended early (docs/answers.md).
+            "answers": self.answers,
             "slo": self.slo,
             "providers": self.providers,
             "shards": self.shards,
@@ -194,6 +200,7 @@ def build_report(
     slo_rows = _rows(con.execute("SELECT * EXCLUDE (run_id) FROM slos WHERE run_id = ?", [run_id]))
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
+    stages = with_stage_marks(con, run_id, stages)
     return RunReport(
         run_id,
         str(run[0]),
@@ -206,6 +213,7 @@ def build_report(
         plots=charts,
         errors=top_errors(con, run_id, stored),
         percentiles=method,
+        answers=build_answers(con, run_id, stages),
         replicates=replicates,
     )
 

@@ -7,9 +7,11 @@ and a throughput stage (enough streams to saturate: the most the endpoint serves
 The knee of a latency-vs-throughput curve is where more load starts to buy latency
 instead of throughput. Curvature on a handful of noisy points picks noise, so the knee
 here is a rule a reader can check in the table: the point with the highest achieved
-request rate whose p99 TTFT (from intent, for open-loop stages) stays within
+request rate whose median TTFT (from intent, for open-loop stages) stays within
 ``knee_factor`` (default 2×) of the synchronous stage's, among the stages that were not
-over-saturated. The synchronous stage is the knee when every loaded point is slower.
+over-saturated. The median, not the p99: the knee is where the typical request starts
+to queue, and a p99 of a few dozen requests is their slowest one (the report shows the
+p99 beside it). The synchronous stage is the knee when every loaded point is slower.
 """
 
 from __future__ import annotations
@@ -38,23 +40,23 @@ class CurvePoint:
     stage: int
     role: str  # synchronous | throughput | sweep
     request_rate: float | None  # successful requests per second (steady window)
-    ttft_p99_ms: float | None  # from intent for open-loop stages
+    ttft_p50_ms: float | None  # from intent for open-loop stages
     saturated: bool = False
 
 
 def knee(points: Sequence[CurvePoint], factor: float) -> CurvePoint | None:
     """The knee of a sweep's curve (module docstring); None without a synchronous stage
-    that measured a p99 TTFT."""
+    that measured a TTFT."""
     sync = next((p for p in points if p.role == "synchronous"), None)
-    if sync is None or sync.ttft_p99_ms is None:
+    if sync is None or sync.ttft_p50_ms is None:
         return None
-    limit = sync.ttft_p99_ms * factor
+    limit = sync.ttft_p50_ms * factor
     within = [
         p
         for p in points
         if not p.saturated
         and p.request_rate is not None
-        and p.ttft_p99_ms is not None
-        and p.ttft_p99_ms <= limit
+        and p.ttft_p50_ms is not None
+        and p.ttft_p50_ms <= limit
     ]
     return max(within, key=lambda p: p.request_rate or 0.0, default=sync)

@@ -76,8 +76,8 @@ class Sweep(StrictModel):
         gt=1,
         le=MAX_KNEE_FACTOR,
         description=(
-            "The knee is the highest-throughput point whose p99 TTFT stays within this "
-            "factor of the synchronous stage's (docs/answers.md)."
+            "The knee is the highest-throughput point whose median TTFT stays within "
+            "this factor of the synchronous stage's (docs/answers.md)."
         ),
     )
 
