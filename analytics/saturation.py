@@ -69,11 +69,18 @@ class StageSnapshot:
     ttft_quarters_ms: Sequence[float | None]  # median TTFT from intent per quarter
 
 
+def _span(snapshot: StageSnapshot) -> tuple[float, float]:
+    """From the first progress report of the region's shards to the stage clock now."""
+    firsts = [shard.samples[0][0] for shard in snapshot.shards if shard.samples]
+    start = min(firsts, default=0.0)
+    return start, max(start, snapshot.elapsed_s)
+
+
 def quarter_in_flight(snapshot: StageSnapshot) -> list[float]:
     """Mean requests in flight (sent − ended, summed over the region's shards) in each
-    quarter of the span so far, read on a regular grid."""
-    span = snapshot.elapsed_s
-    grid = [span * (i + 0.5) / GRID_POINTS for i in range(GRID_POINTS)]
+    quarter of the span reported so far, read on a regular grid."""
+    start, end = _span(snapshot)
+    grid = [start + (end - start) * (i + 0.5) / GRID_POINTS for i in range(GRID_POINTS)]
     values = []
     for t in grid:
         sent_done = [shard.at(t) for shard in snapshot.shards]
@@ -83,10 +90,11 @@ def quarter_in_flight(snapshot: StageSnapshot) -> list[float]:
 
 
 def _served_rps(snapshot: StageSnapshot) -> float:
-    """Requests ended per second during the second half of the span so far."""
-    span = snapshot.elapsed_s
-    ended = [shard.at(span)[1] - shard.at(span / 2)[1] for shard in snapshot.shards]
-    return sum(ended) / (span / 2) if span > 0 else 0.0
+    """Requests ended per second during the second half of the span reported so far."""
+    start, end = _span(snapshot)
+    middle = (start + end) / 2
+    ended = [shard.at(end)[1] - shard.at(middle)[1] for shard in snapshot.shards]
+    return sum(ended) / (end - middle) if end > middle else 0.0
 
 
 def _rising(values: Sequence[float], factor: float, floor: float) -> bool:

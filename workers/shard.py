@@ -329,9 +329,12 @@ async def _told_to_stop(spec: ShardSpec, context: WorkerContext) -> bool:
 
 
 def _progress_fields(load: LoadShape, progress: Progress) -> dict[str, int | float]:
-    """A progress event's figures: requests sent and ended (their difference is what is
-    in flight, which the control plane's saturation check follows), errors, TTFT p50."""
+    """A progress event's figures: seconds since the stage clock started, requests sent
+    and ended (their difference is what is in flight, which the control plane's
+    saturation check follows: docs/answers.md), errors, TTFT p50."""
+    elapsed = (time.perf_counter_ns() - load.start_ns) / 1e9 if load.start_ns else 0.0
     return {
+        "elapsed_s": round(elapsed, 3),
         "sent": len(load.intended),
         "done": progress.done,
         "errors": progress.errors,

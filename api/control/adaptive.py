@@ -17,8 +17,9 @@ for all regions of a stage together:
   recorded, and the stage is marked with its evidence (``stage_outcomes``).
 
 The queries run on a cursor of their own in a worker thread (``stage_figures`` reads a
-running stage's stored rows), at most every ``MONITOR_INTERVAL_S`` and never more than
-a twentieth of the time: the control loop keeps serving every run meanwhile.
+running stage's stored rows), at most every ``MONITOR_INTERVAL_S``, spaced out when
+they are slow (``MONITOR_COST_FACTOR``, up to ``MAX_MONITOR_INTERVAL_S``): the control
+loop keeps serving every run meanwhile.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
 
 __all__ = [
+    "MAX_MONITOR_INTERVAL_S",
     "MONITOR_COST_FACTOR",
     "MONITOR_INTERVAL_S",
     "AdaptiveState",
@@ -80,9 +82,11 @@ __all__ = [
 ]
 
 MONITOR_INTERVAL_S = 2.0
-# A check's query may take at most this share of the control loop's time: the next check
-# waits at least this many times as long as the last query took.
-MONITOR_COST_FACTOR = 20
+# A slow check (a large stage, a loaded machine) spaces the next one out: it waits this
+# many times as long as the last query took, up to MAX_MONITOR_INTERVAL_S, so the
+# queries take at most a fifth of a core and a stage is still looked at every few seconds.
+MONITOR_COST_FACTOR = 5
+MAX_MONITOR_INTERVAL_S = 6.0
 # A capacity stage's first early look waits for enough requests that a verdict is
 # possible at all (with every request meeting the SLO, the Wilson bound reaches a target
 # t only past n ≈ z²·t/(1 − t)); later looks come at twice as many requests each.
@@ -417,7 +421,7 @@ class ProviderLive:
     role: str | None  # its role when the load is adaptive
     offered_rps: float | None  # open loop: per region
     cap: int | None  # open loop: max_in_flight per region
-    elapsed_s: float  # since its first shard started
+    elapsed_s: float  # its stage clock so far (the longest of its shards')
     planned: int | None
     done: int
     regions: dict[str, list[ShardSamples]] = field(default_factory=dict)

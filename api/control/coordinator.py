@@ -74,19 +74,24 @@ class ShardProgress:
     message: str | None = None
     last_event_at: float = field(default_factory=time.monotonic)
     stall_redispatched: bool = False  # the watchdog re-dispatched it once already
-    started_at: float | None = None  # when its latest attempt started (monotonic)
-    # (seconds since that start, requests sent, requests ended) of each progress report:
-    # the saturation check's view of what is in flight (docs/answers.md).
+    # (seconds since its stage clock started, requests sent, requests ended) of each
+    # progress report of its latest attempt: the saturation check's view of what is in
+    # flight (docs/answers.md).
     samples: list[tuple[float, int, int]] = field(default_factory=list)
 
-    def add_sample(self, sent: int, done: int) -> None:
+    def add_sample(self, elapsed_s: float, sent: int, done: int) -> None:
         """Keep a progress report; beyond MAX_SAMPLES every other one is dropped, so a
         long stage keeps its whole span at a coarser grain in bounded memory."""
-        if self.started_at is None:
-            return
-        self.samples.append((time.monotonic() - self.started_at, sent, done))
+        if elapsed_s <= 0:
+            return  # its stage clock has not started (connections being opened)
+        self.samples.append((elapsed_s, sent, done))
         if len(self.samples) > MAX_SAMPLES:
             self.samples = self.samples[::2]
+
+    @property
+    def elapsed_s(self) -> float | None:
+        """Seconds its stage clock ran at its last progress report (None: none yet)."""
+        return self.samples[-1][0] if self.samples else None
 
     @property
     def highest_attempt(self) -> int:
@@ -244,7 +249,7 @@ class Coordinator:
             )
             shard.done = shard.errors = 0
             shard.ttft_p50_ms = None  # the new attempt's own figure comes with its progress
-            shard.started_at, shard.samples = time.monotonic(), []
+            shard.samples = []
             self.store.attempt_started(self.run_id, shard_id, attempt, shard.worker or "")
         elif attempt != shard.attempt:
             return  # from an attempt that a newer one superseded
@@ -252,8 +257,8 @@ class Coordinator:
             shard.done, shard.errors = int(event["done"]), int(event["errors"])
             ttft = float(event["ttft_p50_ms"])
             shard.ttft_p50_ms = ttft if ttft >= 0 else shard.ttft_p50_ms
-            if "sent" in event:  # workers before v11 did not report it
-                shard.add_sample(int(event["sent"]), shard.done)
+            if "elapsed_s" in event:  # workers before v11 did not report it
+                shard.add_sample(float(event["elapsed_s"]), int(event["sent"]), shard.done)
         elif kind == EventType.FINISHED:
             shard.finished_attempt, shard.expected_batches = attempt, int(event["batches"])
             shard.done, shard.errors = int(event["records"]), int(event["errors"])
@@ -438,16 +443,15 @@ class RunCoordinator(Coordinator):
             return None
         providers: dict[str, ProviderLive] = {}
         attempts: list[tuple[str, int]] = []
-        now = time.monotonic()
         by_provider: dict[str, list[ShardProgress]] = {}
         for spec in stage.shards:
             by_provider.setdefault(spec.provider.name, []).append(self.shards[spec.shard_id])
         for name, shards in by_provider.items():
             if (index, name) in self.adaptive.ended or all(s.settled for s in shards):
                 continue
-            started = [s.started_at for s in shards if s.started_at is not None]
-            if not started:
-                continue
+            clocks = [s.elapsed_s for s in shards if s.elapsed_s is not None]
+            if not clocks:
+                continue  # no progress yet: nothing to judge
             attempts += [(s.spec.shard_id, s.attempt) for s in shards if s.attempt is not None]
             regions: dict[str, list[ShardSamples]] = {}
             for shard in shards:
@@ -459,7 +463,7 @@ class RunCoordinator(Coordinator):
                 role=self.roles.get((index, name)),
                 offered_rps=rate,
                 cap=cap or None,
-                elapsed_s=now - min(started),
+                elapsed_s=max(clocks),
                 planned=None if None in planned else sum(p or 0 for p in planned),
                 done=sum(s.done for s in shards),
                 regions=regions,
@@ -540,9 +544,6 @@ class RunCoordinator(Coordinator):
             shard.done = row.records
             if shard.state == ShardState.DISPATCHED:
                 shard.dispatched_at = time.monotonic()
-            if shard.state == ShardState.RUNNING:
-                # Its start time is not stored: the saturation check counts from now.
-                shard.started_at = time.monotonic()
         coordinator.records_ingested = store.records_count(run_id)
         coordinator.settle()
         return coordinator

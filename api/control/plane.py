@@ -47,6 +47,7 @@ from analytics.datasets import DatasetStore, UnknownDatasetError, workload_datas
 from analytics.runs import RunStore
 from analytics.shadow import ensure_shadow_schema, ingest_captures, session_ids
 from api.control.adaptive import (
+    MAX_MONITOR_INTERVAL_S,
     MONITOR_COST_FACTOR,
     MONITOR_INTERVAL_S,
     Decided,
@@ -379,9 +380,10 @@ class ControlPlane:
             result = await asyncio.to_thread(_monitor_stage, self.con.cursor(), inputs)
         finally:
             state.busy = False
-        state.next_check = time.monotonic() + max(
-            MONITOR_INTERVAL_S, MONITOR_COST_FACTOR * result.seconds
+        wait = min(
+            max(MONITOR_INTERVAL_S, MONITOR_COST_FACTOR * result.seconds), MAX_MONITOR_INTERVAL_S
         )
+        state.next_check = time.monotonic() + wait
         for provider, look in result.looks.items():
             state.looks[(inputs.stage, provider)] = look
         for decision in result.decisions:
