@@ -65,8 +65,8 @@ def _scenario(con: duckdb.DuckDBPyConnection, run_id: str) -> Scenario | None:
 def with_stage_marks(
     con: duckdb.DuckDBPyConnection, run_id: str, stages: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Stage rows with ``stage_role`` and ``stage_outcome`` when the run decided or ended
-    stages early, and every open-loop row with its ``offered_rps``."""
+    """Stage rows with ``stage_role`` and ``stage_outcome`` (None in a fixed plan and for
+    a stage that ran to its end) and ``offered_rps`` (None for a closed loop)."""
     roles = {(r.stage, r.provider): r.role for r in role_rows(con, run_id)}
     outcomes = {(o.stage, o.provider): o for o in outcome_rows(con, run_id)}
     stored = con.execute(
@@ -75,22 +75,21 @@ def with_stage_marks(
         [run_id],
     ).fetchall()
     rates = {(int(r[0]), str(r[1])): r[2] for r in stored}
-    marked = bool(roles or outcomes)
     out = []
     for row in stages:
         key = (row["stage"], row["provider"])
-        extra: dict[str, Any] = {"offered_rps": rates.get(key)}
-        if marked:
-            outcome = outcomes.get(key)
-            extra["stage_role"] = roles.get(key)
-            extra["stage_outcome"] = (
-                None
-                if outcome is None
-                else outcome.outcome
-                if outcome.acted
-                else f"{outcome.outcome} (marked)"
-            )
-        out.append({**row, **extra})
+        outcome = outcomes.get(key)
+        mark = None
+        if outcome is not None:
+            mark = outcome.outcome if outcome.acted else f"{outcome.outcome} (marked)"
+        out.append(
+            {
+                **row,
+                "offered_rps": rates.get(key),
+                "stage_role": roles.get(key),
+                "stage_outcome": mark,
+            }
+        )
     return out
 
 

@@ -560,12 +560,15 @@ def errors_figure(report: RunReport) -> go.Figure | None:
 CHARTS = (
     ("ttft-cdf", "TTFT distribution", ttft_cdf_figure),
     ("itl-cdf", "Inter-token latency distribution", itl_cdf_figure),
-    ("sweep-curve", "Sweep: latency vs throughput, knee marked", sweep_figure),
     ("latency-throughput", "Latency vs throughput", latency_throughput_figure),
     ("cost", "Cost vs p99 TTFT", cost_figure),
     ("regions", "Regions compared", region_figure),
     ("errors", "Errors over time", errors_figure),
 )
+
+
+# Charts of a run's answers (docs/answers.md), first on the page; only a run that has them.
+ANSWER_CHARTS = (("sweep-curve", "Sweep: latency vs throughput, knee marked", sweep_figure),)
 
 
 @functools.cache
@@ -592,7 +595,7 @@ def figure_div(fig: go.Figure, div_id: str) -> str:
 def chart_divs(report: RunReport) -> list[tuple[str, str, str]]:
     """(anchor id, heading, div) of every chart the report has data for, in page order."""
     out = []
-    for anchor, heading, build in CHARTS:
+    for anchor, heading, build in (*ANSWER_CHARTS, *CHARTS):
         fig = build(report)
         if fig is not None:
             out.append((anchor, heading, figure_div(fig, f"chart-{anchor}")))
