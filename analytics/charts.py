@@ -240,7 +240,8 @@ def sweep_figure(report: RunReport) -> go.Figure | None:
     sweeps = report.answers.get("sweep") or []
     if not sweeps:
         return None
-    colours = palette(report)
+    series = [(str(r["provider"]), str(r["region"])) for r in report.stages]
+    colours = Palette.of([*series, *((str(s["provider"]), str(s["region"])) for s in sweeps)])
     fig = go.Figure()
     values: list[float] = []
     for sweep in sweeps:
