@@ -49,7 +49,7 @@ ANSWERS: dict[str, Any] = {
             "requests_recorded": 90,
             "requests_saved": 310,
         }
-    ],  # fmt: skip
+    ],
     "requests_saved": 310,
     "notes": "sat: stopped as over-saturated",
 }

@@ -100,7 +100,7 @@ def test_a_sweep_starts_with_two_stages_and_appends_its_rates_after_the_throughp
     assert decided.done and [s.index for s in decided.stages] == [2, 3, 4]
     rates = {name: [stage.rate_of(name) for stage in decided.stages] for name in ("p0", "p1")}
     # Each provider's points between its own synchronous and throughput rates.
-    for name, points in rates.items():
+    for points in rates.values():
         assert all(p is not None for p in points) and points == sorted(points)
     assert rates["p0"][0] != rates["p1"][0]
     # Appended to the stored plan: a restart reads the same stages back.
