@@ -33,6 +33,7 @@ from scenarios.limits import MAX_CONCURRENCY, MAX_RPS, MIN_SEARCH_RPS
 
 __all__ = [
     "Probe",
+    "Role",
     "SearchState",
     "Verdict",
     "interim_alpha",
@@ -84,7 +85,7 @@ def interim_alpha(look: int, confidence: float) -> float:
     """The error a stage's ``look``-th early decision may spend (look ≥ 1): α/2^(look+1),
     so the early looks and the final verdict (α/2) together never exceed α = 1 −
     ``confidence``, however many looks a stage takes."""
-    return (1 - confidence) / 2 ** (look + 1)
+    return float((1 - confidence) / 2 ** (look + 1))
 
 
 @dataclass(frozen=True, slots=True)

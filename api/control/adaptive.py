@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import duckdb
 
@@ -51,6 +51,7 @@ from analytics.adaptive_runs import (
 )
 from analytics.capacity_search import (
     Probe,
+    Role,
     Verdict,
     interim_alpha,
     next_step,
@@ -347,10 +348,10 @@ def _decide_capacity(
         probes = [
             Probe(
                 stage.index,
-                roles[(stage.index, name)].role,  # type: ignore[arg-type]
+                cast(Role, roles[(stage.index, name)].role),  # as stored by this module
                 roles[(stage.index, name)].level,
-                verdicts[(stage.index, name)].verdict if (stage.index, name) in verdicts
-                else None,
+                cast(Verdict, verdicts[(stage.index, name)].verdict)
+                if (stage.index, name) in verdicts else None,
                 rates[stage.index].get(name),
             )
             for stage in stages
@@ -383,11 +384,10 @@ def _decide_capacity(
             row = next(c for c in _capacity_by_provider(con, run_id) if c.provider == name)
             write_capacity(con, run_id, _ended(row, "max_stages", exc.problems[0].message))
         return Decided([], True)
-    probes = [
+    new_roles = [
         RoleRow(index, name, "probe", kind, level, reasons[name]) for name, level in levels.items()
     ]
-    roles_stored = _store_stage(con, run_id, stage, probes)
-    return Decided([stage], False, roles_stored)
+    return Decided([stage], False, _store_stage(con, run_id, stage, new_roles))
 
 
 def _ended(row: CapacityRow, state: str, message: str) -> CapacityRow:

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from analytics.adaptive_runs import outcome_rows, role_rows, write_roles
+from analytics.adaptive_runs import RoleRow, outcome_rows, role_rows, write_roles
 from analytics.datasets import DatasetStore, UnknownDatasetError
 from analytics.runs import PlannedShard, RunStore
 from analytics.saturation import ShardSamples
@@ -28,7 +28,6 @@ from api.control.adaptive import (
     AdaptiveState,
     MonitorInput,
     ProviderLive,
-    RoleRow,
     initial_roles,
 )
 from api.control.planner import Stage, plan_run, stored_stages
