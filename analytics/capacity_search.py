@@ -256,6 +256,7 @@ def _rate_bounds(
     """The bracket's bounds, assumed where not yet probed: the synchronous rate below (a
     quarter of the lowest failure when even that failed), the throughput rate (at least
     a step above the synchronous one) above, or twice the highest pass once it passed."""
+    sync_rps = _round(sync_rps)  # compared with probes, which are rounded
     if low is not None:
         low_bound = low
     else:
@@ -264,7 +265,8 @@ def _rate_bounds(
         return low_bound, high
     passes = [p.level for p in probes if p.verdict == "pass" and p.role == "probe"]
     highest_pass = max(passes, default=0.0)
-    assumed = max(throughput, sync_rps * (1 + 2 * config.precision))
+    # Rounded as probes are, so a probe of the assumed bound itself counts as reaching it.
+    assumed = _round(max(throughput, sync_rps * (1 + 2 * config.precision)))
     return low_bound, min(top, 2 * highest_pass if highest_pass >= assumed else assumed)
 
 

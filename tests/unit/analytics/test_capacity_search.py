@@ -4,11 +4,13 @@ searches against endpoints whose true capacity the test knows."""
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from analytics.capacity_search import (
     Probe,
+    SearchState,
     interim_alpha,
     next_step,
     provider_verdict,
@@ -51,7 +53,7 @@ def test_early_looks_and_the_final_verdict_never_spend_more_than_alpha() -> None
 
 def search(
     capacity: float, throughput: float, config: FindCapacity, sync_rps: float = 2.0
-) -> tuple[object, list[Probe]]:
+) -> tuple[SearchState, list[Probe]]:
     """Run a search against an endpoint that holds exactly up to ``capacity``."""
     probes = [Probe(0, "synchronous", 1, "pass" if capacity >= sync_rps else "fail", sync_rps)]
     if config.by == "rate":
@@ -61,7 +63,7 @@ def search(
         if state.done:
             return state, probes
         level = state.next_level
-        assert level is not None and level not in [p.level for p in probes[1:]]
+        assert level is not None and level not in [p.level for p in probes if p.role == "probe"]
         verdict = "pass" if level <= capacity else "fail"
         probes.append(Probe(len(probes), "probe", level, verdict, None))
 
@@ -70,8 +72,8 @@ def search(
 def test_a_search_by_rate_brackets_the_capacity_within_its_precision(capacity: float) -> None:
     config = FindCapacity(slo=SLO_500, precision=0.05, max_stages=20)
     state, probes = search(capacity, 10.5, config)
-    assert state.state == "converged"  # type: ignore[attr-defined]
-    low, high = state.low, state.high  # type: ignore[attr-defined]
+    assert state.state == "converged"
+    low, high = state.low, state.high
     assert low <= capacity < high and high <= low * 1.05
     # Bisection on a log scale from [2, 10.5]: a handful of probes, not a grid.
     assert len(probes) <= 2 + math.ceil(math.log2(math.log(10.5 / 2) / math.log(1.05))) + 2
@@ -80,14 +82,14 @@ def test_a_search_by_rate_brackets_the_capacity_within_its_precision(capacity: f
 def test_a_throughput_stage_that_underestimates_widens_the_bracket_upwards() -> None:
     config = FindCapacity(slo=SLO_500, precision=0.05, max_stages=30)
     state, _ = search(30.0, 10.5, config)
-    assert state.state == "converged"  # type: ignore[attr-defined]
-    assert state.low <= 30 < state.high  # type: ignore[attr-defined]
+    assert state.state == "converged"
+    assert state.low <= 30 < state.high
 
 
 def test_a_capacity_below_one_stream_is_unattainable_at_once() -> None:
     config = FindCapacity(slo=SLO_500)
     state, probes = search(1.0, 10.5, config)
-    assert state.state == "unattainable" and len(probes) == 2  # type: ignore[attr-defined]
+    assert state.state == "unattainable" and len(probes) == 2
 
 
 def test_a_capacity_below_the_synchronous_rate_is_searched_downwards() -> None:
@@ -107,14 +109,14 @@ def test_a_capacity_below_the_synchronous_rate_is_searched_downwards() -> None:
 def test_the_stage_budget_ends_a_search_with_its_bracket() -> None:
     config = FindCapacity(slo=SLO_500, precision=0.001, max_stages=5)
     state, probes = search(7.3, 10.5, config)
-    assert state.state == "max_stages" and len(probes) == 5  # type: ignore[attr-defined]
-    assert state.low is not None and state.low <= 7.3  # type: ignore[attr-defined]
+    assert state.state == "max_stages" and len(probes) == 5
+    assert state.low is not None and state.low <= 7.3
 
 
 def test_a_search_reaching_max_rps_says_so() -> None:
     config = FindCapacity(slo=SLO_500, max_rps=12.0, max_stages=30)
     state, _ = search(1000.0, 10.5, config)
-    assert state.state == "at_max" and state.low == 12.0  # type: ignore[attr-defined]
+    assert state.state == "at_max" and state.low == 12.0
 
 
 def test_a_pass_above_a_failure_is_noise_and_does_not_raise_the_bracket() -> None:
@@ -148,10 +150,10 @@ def test_a_search_by_concurrency_doubles_then_bisects_integers(capacity: int) ->
     levels = [p.level for p in probes]
     assert all(level == int(level) for level in levels)
     if capacity >= 128:
-        assert state.state == "at_max" and state.low == 128  # type: ignore[attr-defined]
+        assert state.state == "at_max" and state.low == 128
     else:
-        assert state.state == "converged"  # type: ignore[attr-defined]
-        assert state.low == capacity and state.high == capacity + 1  # type: ignore[attr-defined]
+        assert state.state == "converged"
+        assert state.low == capacity and state.high == capacity + 1
 
 
 def test_a_search_needs_its_synchronous_stage_to_have_measured() -> None:
@@ -160,3 +162,19 @@ def test_a_search_needs_its_synchronous_stage_to_have_measured() -> None:
     assert next_step(config, probes).state == "failed"
     with pytest.raises(ValueError, match="synchronous"):
         next_step(config, [])
+
+
+def test_random_endpoints_always_end_with_a_bracket_around_their_capacity() -> None:
+    rng = random.Random(1)
+    for _ in range(2000):
+        sync = rng.uniform(0.5, 10)
+        throughput = sync * rng.uniform(0.5, 50)
+        capacity = rng.uniform(sync, 3 * throughput)
+        config = FindCapacity(
+            slo=SLO_500, precision=rng.choice([0.01, 0.05, 0.1, 0.2]), max_stages=40
+        )
+        state, probes = search(capacity, throughput, config, sync_rps=sync)
+        assert state.state in ("converged", "at_max"), (sync, throughput, capacity, state)
+        if state.state == "converged":
+            assert state.low <= capacity < state.high
+        assert len(probes) <= 25
