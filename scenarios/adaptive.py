@@ -16,6 +16,8 @@ service decide stages forever nor spend requests without limit.
 
 from __future__ import annotations
 
+import math
+from statistics import NormalDist
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -148,6 +150,13 @@ class FindCapacity(StrictModel):
     @classmethod
     def _percent(cls, value: object) -> object:
         return _fraction(value)
+
+    def requests_to_pass(self) -> int:
+        """Requests a stage needs before it can pass at all: with every one meeting the
+        SLO, the Wilson bound of the final verdict (at 1 − α/2) reaches ``attainment``
+        only past n = z²·a/(1 − a) (docs/answers.md)."""
+        z = NormalDist().inv_cdf(1 - (1 - self.confidence) / 4)
+        return math.ceil(z * z * self.attainment / (1 - self.attainment))
 
     @field_validator("slo")
     @classmethod

@@ -409,6 +409,14 @@ class Load(StrictModel):
             raise ValueError(f"{shapes[0]} needs requests_per_level (each stage's bound)")
         if self.duration_s is not None and self.warmup_s + self.cooldown_s >= self.duration_s:
             raise ValueError("warmup_s + cooldown_s must be shorter than duration_s")
+        search = self.find_capacity
+        if search is not None and (self.requests_per_level or 0) < search.requests_to_pass():
+            raise ValueError(
+                f"find_capacity: attainment {search.attainment:g} can be shown with "
+                f"{search.confidence:g} confidence only by stages of at least "
+                f"{search.requests_to_pass()} requests (all meeting the SLO); "
+                f"requests_per_level is {self.requests_per_level}"
+            )
         return self
 
     @property

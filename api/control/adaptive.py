@@ -65,6 +65,7 @@ from analytics.saturation import ShardSamples, StageSnapshot, judge
 from analytics.sweep import sweep_rates
 from api.control.planner import Stage, initial_levels, plan_decided_stage
 from scenarios.adaptive import FindCapacity
+from scenarios.limits import MAX_DURATION_S
 from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
 
@@ -92,6 +93,9 @@ MAX_MONITOR_INTERVAL_S = 6.0
 # possible at all (with every request meeting the SLO, the Wilson bound reaches a target
 # t only past n ≈ z²·t/(1 − t)); later looks come at twice as many requests each.
 _FIRST_LOOK_MIN = 20
+# A probe's stage is long enough for this many times the requests a pass needs (arrivals
+# are random, and some may still be in flight when it ends).
+PROBE_MARGIN = 1.25
 
 
 @dataclass
@@ -377,7 +381,7 @@ def _decide_capacity(
     try:
         stage = plan_decided_stage(
             run_id, scenario, index, levels, kind, _shard_count(stages), max_streams_per_shard,
-            workers=workers,
+            workers=workers, durations=_probe_durations(scenario, levels, kind),
         )  # fmt: skip
     except ScenarioError as exc:
         for name in levels:
@@ -388,6 +392,22 @@ def _decide_capacity(
         RoleRow(index, name, "probe", kind, level, reasons[name]) for name, level in levels.items()
     ]
     return Decided([stage], False, _store_stage(con, run_id, stage, new_roles))
+
+
+def _probe_durations(
+    scenario: Scenario, levels: Mapping[str, float], kind: str
+) -> dict[str, float | None] | None:
+    """An open-loop probe runs at least long enough to send the requests a pass needs:
+    a ``duration_s`` that would end it sooner could only ever leave it undecided (its
+    requests stay bounded by ``requests_per_level``)."""
+    load, search = scenario.load, scenario.load.find_capacity
+    if kind != "open" or load.duration_s is None or search is None:
+        return None
+    needed = PROBE_MARGIN * search.requests_to_pass()
+    return {
+        name: min(MAX_DURATION_S, max(load.duration_s, load.warmup_s + needed / rate))
+        for name, rate in levels.items()
+    }
 
 
 def _ended(row: CapacityRow, state: str, message: str) -> CapacityRow:

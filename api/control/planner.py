@@ -240,10 +240,12 @@ def plan_decided_stage(
     max_streams_per_shard: int = DEFAULT_MAX_STREAMS_PER_SHARD,
     max_rps_per_shard: float = DEFAULT_MAX_RPS_PER_SHARD,
     workers: Mapping[str, int] | None = None,
+    durations: Mapping[str, float | None] | None = None,
 ) -> Stage:
     """A stage decided while the run goes (docs/answers.md): each provider named in
     ``levels`` at its own level (req/s when ``kind`` is open, streams when closed), in
-    every region, split over the regions' worker processes as a planned stage is.
+    every region, split over the regions' worker processes as a planned stage is, and
+    bounded by ``durations[provider]`` instead of ``load.duration_s`` where given.
     ScenarioError when the run would exceed MAX_SHARDS_PER_RUN with it."""
     live = {region: (workers or {}).get(region, 1) for region in scenario.regions}
     requests = scenario.load.requests_per_level
@@ -284,6 +286,9 @@ def plan_decided_stage(
         name = names[provider_index]
         if not stage.shards:
             stage = Stage(index, part.concurrency, [], part.rate)
+        if durations is not None and name in durations:
+            update = {"duration_s": durations[name]}
+            part.shards[:] = [spec.model_copy(update=update) for spec in part.shards]
         stage.shards.extend(part.shards)
         stage.levels[name] = part.concurrency
         stage.rates[name] = part.rate

@@ -271,7 +271,7 @@ def test_a_control_plane_restarted_mid_search_resumes_its_decided_stages(
                 "throughput_concurrency": 16,
                 "max_stages": 6,
             },
-            "requests_per_level": 40,
+            "requests_per_level": 50,
             "duration_s": 3,
         },
         "restart",

@@ -57,7 +57,7 @@ def paced(n: int, per_s: float, ttft_ms: float) -> list[Any]:
 def capacity_run(tmp_path: Path) -> duckdb.DuckDBPyConnection:
     con = connect(tmp_path / "c.duckdb")
     spec = adaptive_scenario(
-        {"find_capacity": {"slo": {"ttft_ms": 500}, "attainment": 0.99}, "requests_per_level": 50}
+        {"find_capacity": {"slo": {"ttft_ms": 500}, "attainment": 0.99}, "requests_per_level": 500}
     )
     stages = {("gpu", k, "eu"): paced(50, rate, 80.0) for k, rate in enumerate((2, 20, 6, 9))}
     store_run(con, "run", spec, stages)

@@ -40,7 +40,7 @@ CAPACITY = {"slo": {"ttft_ms": 500}}
 
 def test_a_capacity_search_takes_a_percentage_and_defaults_the_reports_slo() -> None:
     scenario = validate_scenario(
-        data({"find_capacity": {**CAPACITY, "precision": "5%"}, "requests_per_level": 100})
+        data({"find_capacity": {**CAPACITY, "precision": "5%"}, "requests_per_level": 600})
     )
     search = scenario.load.find_capacity
     assert search is not None
@@ -51,7 +51,7 @@ def test_a_capacity_search_takes_a_percentage_and_defaults_the_reports_slo() -> 
     # The report judges goodput by the search's SLO when the scenario names none.
     assert scenario.report_slo().ttft_ms == 500
     given = validate_scenario(
-        data({"find_capacity": CAPACITY, "requests_per_level": 10}, slo={"e2e_ms": 9000})
+        data({"find_capacity": CAPACITY, "requests_per_level": 600}, slo={"e2e_ms": 9000})
     )
     assert given.report_slo().e2e_ms == 9000 and given.report_slo().ttft_ms is None
 
@@ -108,7 +108,14 @@ def test_every_new_field_is_bounded(field: str, value: float) -> None:
     section, name = field.split(".")
     body: dict[str, Any] = {"points": 3} if section == "sweep" else dict(CAPACITY)
     body[name] = value
-    assert f"load.{field}" in problems(data({section: body, "requests_per_level": 5}))
+    assert f"load.{field}" in problems(data({section: body, "requests_per_level": 600}))
+
+
+def test_a_search_needs_stages_large_enough_to_show_its_attainment() -> None:
+    found = problems(data({"find_capacity": CAPACITY, "requests_per_level": 300}))
+    assert "only by stages of at least 498 requests" in found["load"]
+    lenient = {"find_capacity": {**CAPACITY, "attainment": 0.9}, "requests_per_level": 46}
+    assert validate_scenario(data(lenient)).load.find_capacity is not None
 
 
 def test_a_search_cannot_plan_more_requests_than_a_run_may_send() -> None:

@@ -224,3 +224,28 @@ def test_a_capacity_stage_is_decided_early_once_its_verdict_is_certain(
     (decision,) = result.decisions
     assert decision.outcome == "stopped_early" and decision.evidence["verdict"] == "pass"
     assert result.looks == {"p0": 1} and decision.evidence["confidence"] > 0.95
+
+
+def test_an_open_loop_probe_runs_long_enough_to_send_what_a_pass_needs(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    spec = scenario(
+        {
+            "find_capacity": {"slo": {"ttft_ms": 100}, "attainment": 0.9},
+            "requests_per_level": 80,
+            "duration_s": 2,
+        }
+    )
+    coordinator = create(con, spec)
+    assert coordinator.stages[0].shards[0].duration_s == 2  # planned stages as configured
+    ingest_stage(con, coordinator, 0, {"p0": paced(80, 4, 50)})
+    ingest_stage(con, coordinator, 1, {"p0": paced(80, 16, 400)})
+    (stage,) = decide_next(con, "run", spec, coordinator.stages, {"local": 1}, 512).stages
+    (shard,) = stage.shards
+    rate = stage.rate_of("p0")
+    search = spec.load.find_capacity
+    assert rate is not None and search is not None and search.requests_to_pass() == 46
+    # 2 s at ~8 req/s would send 16 requests, never enough to pass: the probe runs longer,
+    # and its requests stay bounded by requests_per_level.
+    assert shard.duration_s == pytest.approx(1.25 * 46 / rate)
+    assert shard.requests == 80
