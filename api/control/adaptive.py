@@ -104,7 +104,7 @@ class AdaptiveState:
 
     deciding: bool  # its load decides stages while it goes
     decided_all: bool = False  # ...and has decided its last one
-    ended: dict[tuple[int, str], bool] = field(default_factory=dict)  # → shards told to stop
+    ended: dict[tuple[int, str], OutcomeRow] = field(default_factory=dict)  # early ends
     looks: dict[tuple[int, str], int] = field(default_factory=dict)  # early capacity looks
     next_check: float = 0.0  # monotonic time of the next check of the running stage
     busy: bool = False  # a decision or a check is running in a worker thread

@@ -526,7 +526,7 @@ class RunCoordinator(Coordinator):
             roles=role_rows(store.con, run_id),
         )
         for outcome in outcome_rows(store.con, run_id):
-            coordinator.adaptive.ended[(outcome.stage, outcome.provider)] = outcome.acted
+            coordinator.adaptive.ended[(outcome.stage, outcome.provider)] = outcome
         for row in store.shard_states(run_id):
             shard = coordinator.shards.get(row.shard_id)
             if shard is None:

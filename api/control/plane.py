@@ -394,9 +394,9 @@ class ControlPlane:
     ) -> None:
         """Record an early end and, when it acts, tell the provider's shards of the stage
         (every region) to stop sending."""
-        live = inputs.providers[decision.provider]
-        write_outcome(self.con, coordinator.run_id, outcome_row(inputs.stage, decision, live))
-        coordinator.adaptive.ended[(inputs.stage, decision.provider)] = decision.acted
+        row = outcome_row(inputs.stage, decision, inputs.providers[decision.provider])
+        write_outcome(self.con, coordinator.run_id, row)
+        coordinator.adaptive.ended[(inputs.stage, decision.provider)] = row
         log.info(
             "run %s: stage %d, %s %s: %s",
             coordinator.run_id,
@@ -415,8 +415,8 @@ class ControlPlane:
 
     async def _restore_stops(self, coordinator: RunCoordinator) -> None:
         """After a restart: the stop keys of stages ended early (Redis may have lost them)."""
-        for (stage, provider), acted in coordinator.adaptive.ended.items():
-            if acted and stage < len(coordinator.stages):
+        for (stage, provider), row in coordinator.adaptive.ended.items():
+            if row.acted and stage < len(coordinator.stages):
                 await self._stop_shards(coordinator, stage, provider)
 
     async def _send_shard(self, shard: ShardProgress) -> None:

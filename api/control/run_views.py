@@ -20,9 +20,8 @@ from scenarios.wire import SETTLED, ShardState
 def live_view(coordinator: Coordinator, name: str) -> RunPublic:
     """A running run, from the coordinator's in-memory state."""
     stages = []
-    adaptive = isinstance(coordinator, RunCoordinator)
     roles = coordinator.roles if isinstance(coordinator, RunCoordinator) else {}
-    ended = _live_ends(coordinator) if adaptive else {}
+    ended = _live_ends(coordinator) if isinstance(coordinator, RunCoordinator) else {}
     for stage in coordinator.stages:
         shards = [coordinator.shards[s.shard_id] for s in stage.shards]
         states = {s.state for s in shards}
@@ -67,9 +66,9 @@ def _stage_role(roles: dict[tuple[int, str], str], index: int) -> str | None:
     return next((role for (stage, _), role in roles.items() if stage == index), None)
 
 
-def _live_ends(coordinator: Coordinator) -> dict[int, list[StageEndPublic]]:
-    """Early ends as stored (they are written when decided; a view reads them back)."""
-    return _ends(outcome_rows(coordinator.store.con, coordinator.run_id))
+def _live_ends(coordinator: RunCoordinator) -> dict[int, list[StageEndPublic]]:
+    """Early ends as decided (kept by the coordinator, as stored)."""
+    return _ends(sorted(coordinator.adaptive.ended.values(), key=lambda r: (r.stage, r.provider)))
 
 
 def _ends(rows: list[OutcomeRow]) -> dict[int, list[StageEndPublic]]:
