@@ -547,13 +547,15 @@ def _capacity_decided(
         return None
     looks[provider] = look
     verdict, regions, worst = judge_stage(figures, provider, config, confidence, False)
-    if verdict == "undecided":
+    if verdict != "fail":
+        # Only a failure ends a stage early: near the capacity an open loop's queue builds
+        # slowly, so its first requests look better than its last; a pass needs them all.
         return None
     requests, met, low, high = worst
-    words = "holds" if verdict == "pass" else "does not hold"
     reason = (
-        f"decided early: {words} (attainment {met}/{requests}, interval {low:.3f}–{high:.3f} "
-        f"at {confidence:.4g} confidence vs target {config.attainment:g}; look {look})"
+        f"decided early: does not hold (attainment {met}/{requests}, interval "
+        f"{low:.3f}–{high:.3f} at {confidence:.4g} confidence vs target "
+        f"{config.attainment:g}; look {look})"
     )
     evidence = {"verdict": verdict, "look": look, "confidence": confidence, "regions": regions}
     return StopDecision(provider, "stopped_early", True, reason, evidence)

@@ -210,7 +210,7 @@ def _batch(coordinator: RunCoordinator, results: list[RequestResult], offset: in
     return batch_to_ipc(records_to_batch(rows))
 
 
-def test_a_capacity_stage_is_decided_early_once_its_verdict_is_certain(
+def test_a_capacity_stage_is_ended_early_once_it_certainly_fails_never_when_it_passes(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
     spec = scenario(
@@ -220,10 +220,17 @@ def test_a_capacity_stage_is_decided_early_once_its_verdict_is_certain(
     ingest_stage(con, coordinator, 0, {"p0": paced(200, 4, 50)}, settle=False)
     probe = ProviderLive("synchronous", None, None, 50.0, 400, 200, {"local": []})
     inputs = MonitorInput("run", 0, spec, [("s0.p0.local", 1)], {"p0": probe}, {})
-    result = monitor_stage(con, inputs)
+    passing = monitor_stage(con, inputs)
+    # Every request so far met the SLO: that is no reason to stop (the last ones may not).
+    assert passing.decisions == [] and passing.looks == {"p0": 1}
+    slow = [ok_result(80 * S + i * 100 * MS, 400.0, [5.0] * 3) for i in range(300)]
+    ingest_batches(con, [BatchMessage("run", "s0.p0.local", 1, 1, _batch(coordinator, slow, 200))])
+    looked = MonitorInput("run", 0, spec, inputs.attempts, {"p0": probe}, passing.looks)
+    result = monitor_stage(con, looked)
     (decision,) = result.decisions
-    assert decision.outcome == "stopped_early" and decision.evidence["verdict"] == "pass"
-    assert result.looks == {"p0": 1} and decision.evidence["confidence"] > 0.95
+    assert decision.outcome == "stopped_early" and decision.evidence["verdict"] == "fail"
+    assert result.looks == {"p0": 2} and decision.evidence["confidence"] > 0.95
+    assert decision.reason.startswith("decided early: does not hold (attainment 200/500")
 
 
 def test_an_open_loop_probe_runs_long_enough_to_send_what_a_pass_needs(
