@@ -30,14 +30,27 @@ def stage_ttfts_ms(
 
 
 def model_capacity(
-    holds: Callable[[float], bool], low: float, high: float, precision: float = 0.005
+    holds: Callable[[float], bool],
+    low: float,
+    high: float,
+    step: float = 0.01,
+    precision: float = 0.001,
 ) -> float:
-    """The highest rate in [low, high] for which ``holds`` (monotone: it holds below its
-    boundary) is true, to ``precision`` (relative, by geometric bisection); ValueError
-    when it does not hold at ``low`` or holds at ``high``."""
-    if not holds(low) or holds(high):
-        raise ValueError(f"the boundary is not between {low:g} and {high:g}")
-    while high / low > 1 + precision:
-        middle = (low * high) ** 0.5
-        low, high = (middle, high) if holds(middle) else (low, middle)
-    return low
+    """The rate just below the first one in [low, high] at which ``holds`` fails: scanned
+    upwards in relative steps of ``step``, then refined to ``precision`` between the last
+    rate that held and the first that did not. Scanning, not bisecting: near its capacity
+    the model need not be monotone (constant arrivals can fall in step with the server's
+    steps, so a slightly higher rate may hold again), and the first failure is the
+    capacity a search from below can claim. ValueError when it does not hold at ``low``
+    or holds all the way to ``high``."""
+    if not holds(low):
+        raise ValueError(f"the boundary is not between {low:g} and {high:g}: fails at {low:g}")
+    held, rate = low, low * (1 + step)
+    while holds(rate):
+        held, rate = rate, rate * (1 + step)
+        if rate > high:
+            raise ValueError(f"the boundary is not between {low:g} and {high:g}: holds at {high:g}")
+    while rate / held > 1 + precision:
+        middle = (held * rate) ** 0.5
+        held, rate = (middle, rate) if holds(middle) else (held, middle)
+    return held
