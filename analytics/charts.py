@@ -231,6 +231,88 @@ def latency_throughput_figure(report: RunReport) -> go.Figure | None:
     return fig
 
 
+_ENDED_SYMBOL = {"saturated": "x", "stopped_early": "diamond"}
+
+
+def sweep_figure(report: RunReport) -> go.Figure | None:
+    """A sweep's curve (docs/answers.md): TTFT p50 (solid) and p99 (dashed) against the
+    achieved request rate, one line per provider × region, its knee a large star;
+    over-saturated points are crosses, stages stopped early diamonds."""
+    sweeps = report.answers.get("sweep") or []
+    if not sweeps:
+        return None
+    series = [(str(r["provider"]), str(r["region"])) for r in report.stages]
+    colours = Palette.of([*series, *((str(s["provider"]), str(s["region"])) for s in sweeps)])
+    fig = go.Figure()
+    values: list[float] = []
+    for sweep in sweeps:
+        provider, region = str(sweep["provider"]), str(sweep["region"])
+        name = colours.name(provider, region)
+        colour = colours.colour(provider, region)
+        points = sorted(
+            (p for p in sweep["points"] if p["request_rate"] is not None),
+            key=lambda p: float(p["request_rate"]),
+        )
+        for label, dash, key in (
+            ("p50", P50_DASH, "ttft_p50_ms"),
+            ("p99", P99_DASH, "ttft_p99_ms"),
+        ):
+            shown = [p for p in points if p[key] is not None]
+            values += [float(p[key]) for p in shown]
+            fig.add_trace(
+                go.Scatter(
+                    x=[p["request_rate"] for p in shown],
+                    y=[p[key] for p in shown],
+                    customdata=[[p["stage"], p["role"], p["outcome"] or ""] for p in shown],
+                    mode="lines+markers",
+                    name=f"{name} · {label}",
+                    line={"color": colour, "dash": dash},
+                    marker={
+                        "symbol": [_ENDED_SYMBOL.get(p["outcome"] or "", colours.symbol(region))
+                                   for p in shown],
+                        "size": 9,
+                        "color": colour,
+                    },
+                    hovertemplate=(
+                        f"{name} · stage %{{customdata[0]}} (%{{customdata[1]}}) "
+                        f"%{{customdata[2]}}<br>TTFT {label} %{{y:,.1f}} ms<br>"
+                        "%{x:,.2f} req/s achieved<extra></extra>"
+                    ),
+                )
+            )  # fmt: skip
+        knee = sweep.get("knee")
+        if knee and knee.get("ttft_p50_ms") is not None:
+            fig.add_trace(
+                go.Scatter(
+                    x=[knee["request_rate"]],
+                    y=[knee["ttft_p50_ms"]],
+                    mode="markers",
+                    name=f"{name} · knee",
+                    marker={"symbol": "star", "size": 18, "color": colour,
+                            "line": {"width": 1, "color": "#222"}},
+                    hovertemplate=(
+                        f"{name} · knee: stage {knee['stage']}<br>"
+                        "TTFT p50 %{y:,.1f} ms at %{x:,.2f} req/s<extra></extra>"
+                    ),
+                )
+            )  # fmt: skip
+    fig.update_layout(
+        base_layout(
+            "Sweep: TTFT vs achieved request rate · p50 solid, p99 dashed, knee ★",
+            480,
+            "One point per stage (synchronous, throughput, then the open-loop rates between). "
+            f"The knee is the fastest point whose median TTFT stays within "
+            f"{sweeps[0]['knee_factor']:g}× the synchronous one; × over-saturated, "
+            "◆ stopped early.",
+        ),
+        legend_title_text=colours.legend_title(" · percentile"),
+    )
+    fig.update_xaxes(axis("achieved requests/s (successful, steady window)", COUNT_TICKS))
+    fig.update_yaxes(axis("TTFT (ms, log scale; from intent for open loop)", MS_TICKS, log=True,
+                          **log_ticks(values)))  # fmt: skip
+    return fig
+
+
 def cost_figure(report: RunReport) -> go.Figure | None:
     """$/1M output tokens against p99 TTFT on log axes; Pareto-optimal points outlined."""
     points = [
@@ -502,6 +584,10 @@ OPTIONAL_CHARTS = (
 )
 
 
+# Charts of a run's answers (docs/answers.md), first on the page; only a run that has them.
+ANSWER_CHARTS = (("sweep-curve", "Sweep: latency vs throughput, knee marked", sweep_figure),)
+
+
 @functools.cache
 def plotly_js() -> str:
     """Plotly's JavaScript bundle (the package's own copy: nothing is fetched)."""
@@ -526,7 +612,7 @@ def figure_div(fig: go.Figure, div_id: str) -> str:
 def chart_divs(report: RunReport) -> list[tuple[str, str, str]]:
     """(anchor id, heading, div) of every chart the report has data for, in page order."""
     out = []
-    for anchor, heading, build in (*CHARTS, *OPTIONAL_CHARTS):
+    for anchor, heading, build in (*ANSWER_CHARTS, *CHARTS, *OPTIONAL_CHARTS):
         fig = build(report)
         if fig is not None:
             out.append((anchor, heading, figure_div(fig, f"chart-{anchor}")))

@@ -97,6 +97,21 @@ def text(row: Row, key: str) -> str:
     return str(row[key])
 
 
+# A stage's early end beside its number (analytics/answers.py, docs/answers.md).
+STAGE_MARKS = {
+    "saturated": "sat",
+    "stopped_early": "early",
+    "saturated (marked)": "sat?",
+    "stopped_early (marked)": "early?",
+}
+
+
+def stage_text(row: Row, key: str) -> str:
+    """The stage number, marked ``sat`` or ``early`` when it ended early."""
+    mark = STAGE_MARKS.get(row.get("stage_outcome") or "")
+    return f"{row[key]} {mark}" if mark else str(row[key])
+
+
 def decimals(digits: int) -> Formatter:
     """A number with thousands separators and ``digits`` decimals."""
     return lambda row, key: number(row[key], digits)
@@ -130,11 +145,13 @@ def interval(key: str) -> tuple[str, str]:
 
 COLUMNS: tuple[ReportColumn, ...] = (
     ReportColumn("provider", "provider", "", text, numeric=False),
-    ReportColumn("stage", "stage", "", text),
+    ReportColumn("stage", "stage", "", stage_text, extra=("stage_role", "stage_outcome")),
     ReportColumn("region", "region", "", text, numeric=False),
     ReportColumn("concurrency", "conc", "", text),
     ReportColumn("requests", "requests", "", text, label="n"),
     ReportColumn("errors", "errors", "", error_count, numeric=False, extra=("errors_by_class",)),
+    # Open loop: the arrivals per second asked for (request_rate is what was served).
+    ReportColumn("offered_rps", "offered req/s", "req/s", decimals(2), WIDE),
     ReportColumn("request_rate", "req/s", "req/s", decimals(2), SUMMARY),
     # Every request that ended, failed ones too (request_rate counts successes only).
     ReportColumn("attempted_request_rate", "attempted req/s", "req/s", decimals(2), CSV),

@@ -40,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

@@ -59,7 +59,7 @@ def write_dimensions(con: duckdb.DuckDBPyConnection, run_id: str, scenario: Scen
     con.executemany(
         "INSERT OR REPLACE INTO regions VALUES (?, ?)", [[run_id, r] for r in scenario.regions]
     )
-    slo = scenario.slo
+    slo = scenario.report_slo()
     con.execute(
         "INSERT OR REPLACE INTO slos VALUES (?, ?, ?, ?)",
         [run_id, slo.ttft_ms, slo.tpot_ms, slo.e2e_ms],

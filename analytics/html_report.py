@@ -10,6 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from analytics.answers_text import (
+    CAPACITY_TITLE,
+    ENDED_TITLE,
+    SWEEP_TITLE,
+    capacity_lines,
+    ended_table,
+    sweep_tables,
+)
 from analytics.charts import chart_divs, palette, plotly_js
 from analytics.columns import columns
 from analytics.failover import (
@@ -63,6 +71,8 @@ th{background:#f4f4f4;vertical-align:bottom}td{white-space:nowrap}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:normal}
 .wide{overflow-x:auto}.note{color:#666;font-size:12px}
 .chart{margin:8px 0 20px;border-top:1px solid #eee}
+.answer{background:#f3f8ff;border-left:4px solid #2b6cb0;padding:6px 12px;margin:8px 0}
+.answer li{margin:4px 0;font-size:14px}
 """
 
 
@@ -79,6 +89,33 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequen
     )
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     return f'<div class="wide">{table}</div>'
+
+
+def _capacity(report: RunReport) -> str:
+    """The capacity answers, heading the page."""
+    lines = capacity_lines(report.answers)
+    if not lines:
+        return ""
+    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    return f'<h2 id="capacity">{CAPACITY_TITLE}</h2><ul class="answer">{items}</ul>'
+
+
+def _sweep_and_ends(report: RunReport) -> str:
+    """The sweep's curve as tables (knee marked) and the stages ended early."""
+    out = ""
+    for sweep in sweep_tables(report.answers):
+        caption = f'<p class="answer">{escape(sweep.caption)}</p>'
+        out += f'<h2 id="sweep">{escape(SWEEP_TITLE)}</h2>{caption}'
+        out += _table(sweep.header, sweep.rows, sweep.numeric)
+    ended = ended_table(report.answers)
+    if ended is not None:
+        out += (
+            f'<h2 id="ended">{escape(ENDED_TITLE)}</h2><p class="note">{escape(ended.caption)}</p>'
+            + _table(ended.header, ended.rows, ended.numeric)
+        )
+    if note := report.answers.get("notes"):
+        out += f'<p class="note">{escape(str(note))}</p>'
+    return out
 
 
 def _comparison(report: RunReport) -> str:
@@ -197,10 +234,12 @@ def render_html(report: RunReport) -> str:
         f"<title>{escape(title)}</title><style>{_STYLE}{CARD_STYLE}</style>"
         f'<script type="text/javascript">{plotly_js()}</script></head><body>'
         f"<h1>{escape(title)}</h1>"
+        f"{_capacity(report)}"
         f'<p class="note">SLO: {escape(slo)}. {escape(CAPTION)}.</p>'
         f"{kpi_cards(report, palette(report))}"
         f"<h2>Summary</h2>{summary}"
         f'<p class="note">{escape(LOW_SAMPLE_NOTE)} {escape(method_note(report.percentiles))}</p>'
+        f"{_sweep_and_ends(report)}"
         f"{_errors(report)}"
         f"{_sessions(report)}"
         f"{_telemetry(report)}"

@@ -5,6 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from analytics.answers_text import (
+    CAPACITY_TITLE,
+    ENDED_TITLE,
+    SWEEP_TITLE,
+    capacity_lines,
+    ended_table,
+    sweep_tables,
+)
 from analytics.columns import columns
 from analytics.dataset_fingerprint import dataset_line
 from analytics.failover import (
@@ -96,9 +104,30 @@ def failover_lines(report: RunReport) -> list[str]:
     return out
 
 
+def answer_sections(report: RunReport) -> tuple[list[str], list[str]]:
+    """The answers as markdown: what heads the report (capacity), and what follows the
+    summary (the sweep's curve, the stages ended early)."""
+    head: list[str] = []
+    if lines := capacity_lines(report.answers):
+        head += [f"## {CAPACITY_TITLE}", "", *(f"- {_escape(line)}" for line in lines), ""]
+    tail: list[str] = []
+    for sweep in sweep_tables(report.answers):
+        tail += [f"## {SWEEP_TITLE}", "", _escape(sweep.caption), ""]
+        tail += [table(sweep.header, sweep.rows, sweep.numeric), ""]
+    ended = ended_table(report.answers)
+    if ended is not None:
+        tail += [f"## {ENDED_TITLE}", "", _escape(ended.caption), ""]
+        tail += [table(ended.header, ended.rows, ended.numeric), ""]
+    if note := report.answers.get("notes"):
+        tail += [f"_{_escape(note)}_", ""]
+    return head, tail
+
+
 def render_markdown(report: RunReport) -> str:
     """The whole report as markdown."""
     out = [f"# tokenbench run {report.run_id} · {report.name} · {report.state}", ""]
+    head, tail = answer_sections(report)
+    out += head
     summary = columns("summary")
     out.append(
         table(
@@ -107,7 +136,8 @@ def render_markdown(report: RunReport) -> str:
             [c.numeric for c in summary],
         )
     )
-    out += ["", f"_{CAPTION}_", "", "## Latency percentiles, mean and standard deviation (ms)", ""]
+    out += ["", f"_{CAPTION}_", "", *tail]
+    out += ["## Latency percentiles, mean and standard deviation (ms)", ""]
     out.append(
         table(
             PERCENTILE_HEADER,

@@ -17,6 +17,7 @@ from typing import Any
 
 import duckdb
 
+from analytics.answers import build_answers, with_stage_marks
 from analytics.client_health import stage_health, with_client_health
 from analytics.columns import describe
 from analytics.compare import compare_providers, compare_runs, pareto
@@ -75,6 +76,8 @@ class RunReport:
     failover: list[dict[str, Any]] = field(default_factory=list)
     upstreams: list[dict[str, Any]] = field(default_factory=list)
     upstream_logs: list[dict[str, Any]] = field(default_factory=list)
+    # What a sweep or capacity search found, and the stages ended early (analytics/answers.py).
+    answers: dict[str, Any] = field(default_factory=dict)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -84,6 +87,9 @@ class RunReport:
             "run_id": self.run_id,
             "name": self.name,
             "state": self.state,
+            # The answers head the report: capacity per provider and region, the sweep's
+            # knee, the stages ended early (docs/answers.md).
+            "answers": self.answers,
             "slo": self.slo,
             "providers": self.providers,
             "shards": self.shards,
@@ -226,6 +232,7 @@ def build_report(
         charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}
     stages = with_images(con, run_id, stages)
     failover, upstreams, upstream_logs = run_failover(con, run_id)
+    stages = with_stage_marks(con, run_id, stages)
     return RunReport(
         run_id,
         str(run[0]),
@@ -245,6 +252,7 @@ def build_report(
         failover=failover,
         upstreams=upstreams,
         upstream_logs=upstream_logs,
+        answers=build_answers(con, run_id, stages),
         replicates=replicates,
     )
 

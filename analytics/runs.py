@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -86,35 +86,55 @@ class RunStore:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
-    def create_run(self, run_id: str, scenario: Scenario, shards: list[PlannedShard]) -> None:
-        """Record a new run and its planned shards (all or nothing)."""
+    def create_run(
+        self,
+        run_id: str,
+        scenario: Scenario,
+        shards: list[PlannedShard],
+        also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    ) -> None:
+        """Record a new run and its planned shards (all or nothing, with what ``also``
+        writes in the same transaction)."""
         with transaction(self.con):
             self.con.execute(
                 "INSERT INTO runs VALUES (?, ?, ?, ?, NULL, 'running')",
                 [run_id, scenario.name, scenario.model_dump_json(), _now()],
             )
             write_dimensions(self.con, run_id, scenario)
-            self.con.executemany(
-                "INSERT INTO shards (run_id, shard_id, stage, provider, region, concurrency, "
-                "planned_requests, state, accepted_attempt, records, message, dispatches, "
-                "stage_concurrency, plan_position, spec) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', NULL, 0, NULL, 0, ?, ?, ?)",
+            self._insert_shards(run_id, shards, 0)
+            if also is not None:
+                also(self.con)
+
+    def append_shards(self, run_id: str, shards: Sequence[PlannedShard]) -> None:
+        """Add the shards of a stage decided while the run goes to its stored plan, after
+        the shards planned so far (the caller holds the transaction)."""
+        row = self.con.execute(
+            "SELECT coalesce(max(plan_position) + 1, 0) FROM shards WHERE run_id = ?", [run_id]
+        ).fetchone()
+        self._insert_shards(run_id, shards, int(row[0]) if row else 0)
+
+    def _insert_shards(self, run_id: str, shards: Sequence[PlannedShard], first: int) -> None:
+        self.con.executemany(
+            "INSERT INTO shards (run_id, shard_id, stage, provider, region, concurrency, "
+            "planned_requests, state, accepted_attempt, records, message, dispatches, "
+            "stage_concurrency, plan_position, spec) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 'planned', NULL, 0, NULL, 0, ?, ?, ?)",
+            [
                 [
-                    [
-                        run_id,
-                        s.shard_id,
-                        s.stage,
-                        s.provider,
-                        s.region,
-                        s.concurrency,
-                        s.planned_requests,
-                        s.concurrency if s.stage_concurrency is None else s.stage_concurrency,
-                        position,
-                        None if s.spec is None else s.spec.model_dump_json(),
-                    ]
-                    for position, s in enumerate(shards)
-                ],
-            )
+                    run_id,
+                    s.shard_id,
+                    s.stage,
+                    s.provider,
+                    s.region,
+                    s.concurrency,
+                    s.planned_requests,
+                    s.concurrency if s.stage_concurrency is None else s.stage_concurrency,
+                    first + position,
+                    None if s.spec is None else s.spec.model_dump_json(),
+                ]
+                for position, s in enumerate(shards)
+            ],
+        )
 
     def attempt_started(self, run_id: str, shard_id: str, attempt: int, worker: str) -> None:
         """A worker began an attempt; earlier unfinished attempts are abandoned."""

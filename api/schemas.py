@@ -51,6 +51,15 @@ def stage_label(concurrency: int, rate: float | None) -> str:
     return f"rate {rate:g} rps{cap}"
 
 
+# How a decided stage's role reads in a progress label (docs/answers.md).
+ROLE_LABELS = {
+    "synchronous": "synchronous",
+    "throughput": "throughput",
+    "sweep": "sweep",
+    "probe": "capacity probe",
+}
+
+
 class ScenarioPublic(BaseModel):
     """A stored scenario."""
 
@@ -124,6 +133,20 @@ class ShardPublic(BaseModel):
         "runs, from its worker (within 0.5 %); once the run ended, exact from the records."
     )
     message: str | None
+    rate: float | None = Field(
+        default=None,
+        description="Open loop: the stage's arrivals per second for this shard's provider "
+        "and region (a decided stage gives each provider its own).",
+    )
+
+
+class StageEndPublic(BaseModel):
+    """A provider's stage ended early, or marked (docs/answers.md)."""
+
+    provider: str
+    outcome: str = Field(description="saturated | stopped_early")
+    acted: bool = Field(description="Its shards were told to stop (false: marked only).")
+    reason: str
 
 
 class StagePublic(BaseModel):
@@ -137,11 +160,27 @@ class StagePublic(BaseModel):
     rate: float | None = Field(default=None, description="Open loop: arrivals per second.")
     state: ShardState = Field(description="Finished when every shard is; failed if one is.")
     shards: list[ShardPublic]
+    role: str | None = Field(
+        default=None,
+        description="A decided stage's role: synchronous, throughput, sweep or probe "
+        "(docs/answers.md); None in a fixed plan.",
+    )
+    ended: list[StageEndPublic] = Field(
+        default_factory=list, description="Providers whose shards this stage stopped early."
+    )
 
     @property
     def label(self) -> str:
-        """``concurrency 8`` or ``rate 5 rps``."""
-        return stage_label(self.concurrency, self.rate)
+        """``concurrency 8`` or ``rate 5 rps``; a decided stage says its role, and its
+        rates when providers have their own."""
+        rates = sorted({s.rate for s in self.shards if s.rate is not None})
+        if len(rates) > 1:
+            level = f"rates {rates[0]:g}–{rates[-1]:g} rps"
+        else:
+            level = stage_label(self.concurrency, self.rate)
+        if self.role is None:
+            return level
+        return f"{ROLE_LABELS.get(self.role, self.role)} · {level}"
 
 
 class RunPublic(BaseModel):
@@ -160,6 +199,11 @@ class RunPublic(BaseModel):
         "has each provider's and region's)."
     )
     stages: list[StagePublic]
+    deciding: bool = Field(
+        default=False,
+        description="More stages may still be decided (a sweep or capacity search under "
+        "way): requests_planned covers the stages decided so far.",
+    )
 
 
 # --------------------------------------------------------------------------- schedules

@@ -61,6 +61,30 @@ MAX_GATEWAY_PENDING: Final = 100_000
 # Samples waiting in a region's queue above which a gateway drops new shadows.
 MAX_GATEWAY_BACKLOG: Final = 1_000_000
 
+# --------------------------------------------------------------------------- adaptive load
+
+# Open-loop rates of a sweep (load.sweep.points): curves are drawn from 5-20 points; each
+# is a stage of its own, decided after the throughput stage.
+MAX_SWEEP_POINTS: Final = 50
+# Stages of one capacity search (load.find_capacity.max_stages): a bisection halves its
+# bracket each stage, so 40 stages narrow a 1e-7..1e5 rps bracket to 0.1 % (~27 stages)
+# with room for stages that widen it; each is a stage of requests_per_level requests.
+MAX_SEARCH_STAGES: Final = 40
+# A search needs its synchronous stage, one probe and one more to bracket anything.
+MIN_SEARCH_STAGES: Final = 3
+# Relative precision of a search or of a stop_when interval: 0.1 % is below what a
+# benchmark's own noise lets any stage resolve.
+MIN_PRECISION: Final = 0.001
+# Highest attainment target, percentile and confidence: 0.9999 already needs ~40k
+# requests per stage to be shown with confidence; 1.0 can never be.
+MAX_QUANTILE: Final = 0.9999
+MAX_CONFIDENCE: Final = 0.9999
+# The knee's latency factor over the synchronous stage's (load.sweep.knee_factor).
+MAX_KNEE_FACTOR: Final = 1000.0
+# Lowest rate a capacity search probes (req/s): below it the endpoint is taken not to
+# hold the SLO at all (one request every 100 s).
+MIN_SEARCH_RPS: Final = 0.01
+
 # --------------------------------------------------------------------------- durations
 
 # A stage (and its warm-up / cool-down): a week-long soak test is the longest real use.

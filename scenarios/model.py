@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from scenarios.adaptive import FindCapacity, Saturation, StopWhen, Sweep
 from scenarios.base import Name, StrictModel
 from scenarios.dataset_spec import DatasetWorkload
 from scenarios.images import IMAGE_KINDS, ImagesSpec
@@ -19,7 +20,6 @@ from scenarios.limits import (
     MAX_BURSTINESS,
     MAX_CONCURRENCY,
     MAX_DURATION_S,
-    MAX_LATENCY_MS,
     MAX_LEVELS,
     MAX_LOGNORMAL_SIGMA,
     MAX_MIX_CLASSES,
@@ -47,6 +47,7 @@ from scenarios.providers import (
     SimulateSpec,
 )
 from scenarios.sessions import SessionsSpec
+from scenarios.slo import SLO
 from scenarios.tokenizer_ref import TokenizerRef
 from scenarios.tools import ToolsSpec
 from scenarios.upstreams import Upstream
@@ -60,6 +61,7 @@ __all__ = [
     "DatasetSource",
     "DatasetWorkload",
     "Deployment",
+    "FindCapacity",
     "FixedLength",
     "ImagesSpec",
     "LengthDist",
@@ -74,10 +76,13 @@ __all__ = [
     "ProviderBase",
     "RateLoad",
     "Replay",
+    "Saturation",
     "Scenario",
     "SessionsSpec",
     "SimulateSpec",
     "SimulatedProvider",
+    "StopWhen",
+    "Sweep",
     "TokenizerRef",
     "ToolsSpec",
     "UniformLength",
@@ -370,7 +375,8 @@ class RateLoad(StrictModel):
 
 class Load(StrictModel):
     """Stages of load, run one after another: concurrency levels (closed loop), rates
-    (open loop), or one replay of ``workload.replay``."""
+    (open loop), stages decided while the run goes (a sweep, a capacity search:
+    docs/answers.md), or one replay of ``workload.replay``."""
 
     concurrency: list[Annotated[int, Field(le=MAX_CONCURRENCY)]] = Field(
         default_factory=list,
@@ -378,6 +384,20 @@ class Load(StrictModel):
         description="Closed loop: virtual users per stage; each value is a stage.",
     )
     rate: RateLoad | None = Field(default=None, description="Open loop: arrival rates.")
+    sweep: Sweep | None = Field(
+        default=None,
+        description=(
+            "Synchronous, throughput, then open-loop rates between them, decided while "
+            "the run goes; the report marks the knee (docs/answers.md)."
+        ),
+    )
+    find_capacity: FindCapacity | None = Field(
+        default=None,
+        description=(
+            "Search the highest rate (or concurrency) at which the SLO attainment holds, "
+            "with confidence (docs/answers.md)."
+        ),
+    )
     requests_per_level: int | None = Field(
         default=None,
         ge=1,
@@ -408,6 +428,20 @@ class Load(StrictModel):
         le=MAX_DURATION_S,
         description="End of each stage whose requests are recorded but not steady state.",
     )
+    stop_when: StopWhen | None = Field(
+        default=None,
+        description=(
+            "Stop a stage once a percentile's confidence interval is tight enough "
+            "(docs/answers.md)."
+        ),
+    )
+    saturation: Saturation | None = Field(
+        default=None,
+        description=(
+            "Over-saturation of open-loop stages: stop (the default for sweeps and "
+            "capacity searches), mark, or off (the default for fixed levels)."
+        ),
+    )
 
     @field_validator("concurrency", mode="before")
     @classmethod
@@ -424,10 +458,35 @@ class Load(StrictModel):
 
     @model_validator(mode="after")
     def _one_shape(self) -> Load:
-        if self.concurrency and self.rate is not None:
-            raise ValueError("give concurrency (closed loop) or rate (open loop), not both")
+        shapes = [
+            name
+            for name, given in (
+                ("concurrency", bool(self.concurrency)),
+                ("rate", self.rate is not None),
+                ("sweep", self.sweep is not None),
+                ("find_capacity", self.find_capacity is not None),
+            )
+            if given
+        ]
+        if len(shapes) > 1:
+            raise ValueError(
+                "give one of concurrency (closed loop), rate (open loop), sweep or "
+                f"find_capacity, not both {' and '.join(shapes)}"
+            )
+        if self.adaptive and self.requests_per_level is None:
+            # The rates of decided stages are not known up front: a request count is what
+            # bounds what each one may send (docs/security.md).
+            raise ValueError(f"{shapes[0]} needs requests_per_level (each stage's bound)")
         if self.duration_s is not None and self.warmup_s + self.cooldown_s >= self.duration_s:
             raise ValueError("warmup_s + cooldown_s must be shorter than duration_s")
+        search = self.find_capacity
+        if search is not None and (self.requests_per_level or 0) < search.requests_to_pass():
+            raise ValueError(
+                f"find_capacity: attainment {search.attainment:g} can be shown with "
+                f"{search.confidence:g} confidence only by stages of at least "
+                f"{search.requests_to_pass()} requests (all meeting the SLO); "
+                f"requests_per_level is {self.requests_per_level}"
+            )
         return self
 
     @property
@@ -435,25 +494,34 @@ class Load(StrictModel):
         """``open`` for rates (and replay), ``closed`` for concurrency levels."""
         return "closed" if self.concurrency else "open"
 
+    @property
+    def adaptive(self) -> bool:
+        """True when stages are decided while the run goes (a sweep, a capacity search)."""
+        return self.sweep is not None or self.find_capacity is not None
+
+    @property
+    def saturation_action(self) -> Literal["stop", "mark", "off"]:
+        """What over-saturation of an open-loop stage does: as configured, else ``stop``
+        for decided stages (they exist to find the limit) and ``off`` for fixed levels
+        (the user asked for exactly those)."""
+        if self.saturation is not None:
+            return self.saturation.action
+        return "stop" if self.adaptive else "off"
+
+    def max_stages(self) -> int:
+        """Stages the load runs at most (an adaptive load decides up to this many)."""
+        if self.sweep is not None:
+            return 2 + self.sweep.points
+        if self.find_capacity is not None:
+            return self.find_capacity.max_stages
+        return len(self.levels())
+
     def levels(self) -> list[float]:
-        """The stage values in order: concurrencies, or rates (rps); empty for replay."""
+        """The stage values in order: concurrencies, or rates (rps); empty for replay and
+        for decided stages (not known up front)."""
         if self.rate is not None:
             return list(self.rate.rps)
         return [float(level) for level in self.concurrency]
-
-
-class SLO(StrictModel):
-    """Per-request service-level objectives; a request meets the SLO if it meets each given."""
-
-    ttft_ms: float | None = Field(
-        default=None, gt=0, le=MAX_LATENCY_MS, description="Max time to first token."
-    )
-    tpot_ms: float | None = Field(
-        default=None, gt=0, le=MAX_LATENCY_MS, description="Max time per output token."
-    )
-    e2e_ms: float | None = Field(
-        default=None, gt=0, le=MAX_LATENCY_MS, description="Max end-to-end latency."
-    )
 
 
 class Scenario(StrictModel):
@@ -519,11 +587,22 @@ class Scenario(StrictModel):
         if sessions is None and load.sessions_per_level is not None:
             raise ValueError("load: sessions_per_level counts workload.sessions: none are set")
         if self.workload.replay is not None:
-            if load.concurrency or load.rate is not None:
-                raise ValueError("load: a replay sets its own arrivals: drop concurrency/rate")
+            if load.concurrency or load.rate is not None or load.adaptive:
+                raise ValueError(
+                    "load: a replay sets its own arrivals: drop concurrency, rate, sweep "
+                    "and find_capacity"
+                )
             return self
-        if not load.concurrency and load.rate is None:
-            raise ValueError("load: give concurrency (closed loop) or rate (open loop)")
+        if load.adaptive:
+            if sessions is not None:
+                raise ValueError(
+                    "load: a sweep or capacity search decides stages of independent "
+                    "requests: drop workload.sessions"
+                )
+        elif not load.concurrency and load.rate is None:
+            raise ValueError(
+                "load: give concurrency (closed loop), rate (open loop), sweep or find_capacity"
+            )
         if sessions is not None:
             self._check_session_providers()
             if load.requests_per_level is not None:
@@ -539,7 +618,8 @@ class Scenario(StrictModel):
         if planned is not None and planned > MAX_TOTAL_REQUESTS:
             raise ValueError(
                 f"load: the run plans {planned:,.0f} requests (levels × providers × regions × "
-                "requests_per_level, or rps × duration_s), more than the "
+                "requests_per_level, or rps × duration_s; a sweep or search: its most "
+                "stages × requests_per_level × providers × regions), more than the "
                 f"{MAX_TOTAL_REQUESTS:,} a run may send: lower requests_per_level or "
                 "duration_s, or split the run"
             )
@@ -569,6 +649,10 @@ class Scenario(StrictModel):
         load = self.load
         if self.workload.replay is not None:
             return None
+        if load.adaptive:
+            assert load.requests_per_level is not None  # required by Load
+            stages = load.max_stages() * load.requests_per_level
+            return float(stages * len(self.providers) * len(self.regions))
         units = self.units_per_level()
         per_stage: list[float] = []
         for level in load.levels():
@@ -594,6 +678,15 @@ class Scenario(StrictModel):
     def _unique_regions(cls, value: list[str]) -> list[str]:
         _reject_duplicates(value, "region")
         return value
+
+    def report_slo(self) -> SLO:
+        """The objective the report judges goodput and attainment by: ``slo``, or the
+        capacity search's when ``slo`` names no target (so both judge the same)."""
+        slo = self.slo
+        search = self.load.find_capacity
+        if search is not None and (slo.ttft_ms, slo.tpot_ms, slo.e2e_ms) == (None, None, None):
+            return search.slo
+        return slo
 
     def provider(self, name: str) -> AnyProvider:
         """The provider called ``name``."""

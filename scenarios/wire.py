@@ -64,6 +64,13 @@ def cancel_key(run_id: str) -> str:
     return f"{KEY_PREFIX}:run:{run_id}:cancelled"
 
 
+def stop_key(run_id: str, shard_id: str) -> str:
+    """Key whose presence tells the worker of a shard to stop sending: the control plane
+    ended its stage early for its provider (over-saturated, or its interval tight
+    enough; docs/answers.md). Unlike a cancel, the shard then finishes normally."""
+    return f"{KEY_PREFIX}:run:{run_id}:shard:{shard_id}:stop"
+
+
 def captures_stream(run_id: str) -> str:
     """Redis Stream carrying a shadow session's per-request capture rows (JSON)."""
     return f"{KEY_PREFIX}:run:{run_id}:captures"

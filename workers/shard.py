@@ -32,6 +32,7 @@ from scenarios.wire import (
     attempts_key,
     cancel_key,
     done_key,
+    stop_key,
 )
 from scenarios.workload_files import FileEntry, WorkloadFileError
 from workers.client.adapters import ProviderSetupError, build_adapter
@@ -142,14 +143,10 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         return 0
 
     rows = _row_context(spec, context, attempt)
-    try:
-        # Loading a dataset and counting its rows may outlast the claim's TTL: keep it.
-        entries, maker, kept = await _holding(claim, _workload_inputs(spec, context))
-        images = await _image_pool(spec)
-        load = _load(spec, entries, maker, kept, images)
-    except (WorkloadFileError, TokenizerUnavailable, ImagesUnavailable) as exc:
-        await publisher.event(EventType.FAILED, message=str(exc))
+    prepared = await _prepare_load(spec, context, claim, publisher)
+    if prepared is None:
         return 0
+    maker, load = prepared
     progress = Progress()
     health = ShardHealth()
     calibration = maker if isinstance(maker, CalibratedPrompts) else None
@@ -183,6 +180,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
                 connect_timeout_s=spec.provider.connect_timeout_s,
             ) as warmed:
                 health.prewarmed = warmed
+                await _stop_if_told(spec, context, load)
                 async with health:
                     await load.run(send, record)
         finally:
@@ -221,12 +219,7 @@ async def _finish(
         "finishing",
     )
     # The last progress, so that the live view's figures cover every request of the shard.
-    await publisher.event(
-        EventType.PROGRESS,
-        done=progress.done,
-        errors=progress.errors,
-        ttft_p50_ms=progress.ttft_p50(),
-    )
+    await publisher.event(EventType.PROGRESS, **_progress_fields(load, progress))
     await publisher.event(
         EventType.FINISHED,
         records=publisher.records_published,
@@ -237,6 +230,21 @@ async def _finish(
         **stage_window(load, spec.warmup_s, spec.cooldown_s),
         **health.summary(**rate_figures(load, _target_rps(spec))),
     )
+
+
+async def _prepare_load(
+    spec: ShardSpec, context: WorkerContext, claim: Claim, publisher: ShardPublisher
+) -> tuple[PromptMaker, LoadShape] | None:
+    """The shard's prompt maker and load, its inputs loaded; None (the shard failed,
+    with the reason published) when an input cannot be had."""
+    try:
+        # Loading a dataset and counting its rows may outlast the claim's TTL: keep it.
+        entries, maker, kept = await _holding(claim, _workload_inputs(spec, context))
+        images = await _image_pool(spec)
+        return maker, _load(spec, entries, maker, kept, images)
+    except (WorkloadFileError, TokenizerUnavailable, ImagesUnavailable) as exc:
+        await publisher.event(EventType.FAILED, message=str(exc))
+        return None
 
 
 def _load(
@@ -362,14 +370,9 @@ async def _report_progress(
         try:
             if not await claim.keep():
                 raise ClaimLost(f"attempt {publisher.attempt} lost its claim on the shard")
-            if await context.redis.exists(cancel_key(spec.run_id)):
+            if await _told_to_stop(spec, context):
                 load.stop()
-            await publisher.try_event(
-                EventType.PROGRESS,
-                done=progress.done,
-                errors=progress.errors,
-                ttft_p50_ms=progress.ttft_p50(),
-            )
+            await publisher.try_event(EventType.PROGRESS, **_progress_fields(load, progress))
             unreachable_since = None
         except ClaimLost as exc:
             load.stop()
@@ -382,6 +385,35 @@ async def _report_progress(
                 load.stop()
                 return RedisUnavailable(f"Redis unreachable for {patience:.0f} s: {exc}")
     return None
+
+
+async def _stop_if_told(spec: ShardSpec, context: WorkerContext, load: LoadShape) -> None:
+    """A shard whose stage ended early before it began (docs/answers.md) sends nothing
+    and finishes normally."""
+    patience = context.settings.control.redis_patience_s
+    if await retrying(lambda: _told_to_stop(spec, context), patience, "starting the load"):
+        load.stop()
+
+
+async def _told_to_stop(spec: ShardSpec, context: WorkerContext) -> bool:
+    """The run was cancelled, or the control plane ended this shard's stage early
+    (docs/answers.md): one round trip for both keys."""
+    keys = (cancel_key(spec.run_id), stop_key(spec.run_id, spec.shard_id))
+    return bool(await context.redis.exists(*keys))
+
+
+def _progress_fields(load: LoadShape, progress: Progress) -> dict[str, int | float]:
+    """A progress event's figures: seconds since the stage clock started, requests sent
+    and ended (their difference is what is in flight, which the control plane's
+    saturation check follows: docs/answers.md), errors, TTFT p50."""
+    elapsed = (time.perf_counter_ns() - load.start_ns) / 1e9 if load.start_ns else 0.0
+    return {
+        "elapsed_s": round(elapsed, 3),
+        "sent": len(load.intended),
+        "done": progress.done,
+        "errors": progress.errors,
+        "ttft_p50_ms": progress.ttft_p50(),
+    }
 
 
 async def _wait(event: asyncio.Event, timeout_s: float) -> bool:

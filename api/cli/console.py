@@ -20,6 +20,13 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from analytics.answers_text import (
+    CAPACITY_TITLE,
+    TextTable,
+    capacity_lines,
+    ended_table,
+    sweep_tables,
+)
 from analytics.columns import ROW_KEYS, ReportColumn, UnknownColumnError, select
 from analytics.dataset_fingerprint import dataset_line
 from analytics.failover import (
@@ -205,6 +212,9 @@ class StageProgress:
             if ttft:
                 detail += f" · TTFT p50 {ttft}"
             detail += f" · {stage.state}"
+            for end in stage.ended:
+                words = end.outcome.replace("_", " ") if end.acted else f"{end.outcome} (marked)"
+                detail += f" · {end.provider} {words}"
             task = self._tasks.get(stage.index)
             if task is None:
                 description = f"stage {stage.index} · {stage.label}"
@@ -286,6 +296,26 @@ def comparison_tables(comparison: dict[str, Any], width: int) -> list[Table | Te
         ],
         width,
     )
+
+
+def answer_tables(report: RunReport, width: int) -> list[Table | Text]:
+    """The sweep's curve per provider and region (knee marked) and the stages ended
+    early, fitted to ``width`` (analytics/answers_text.py)."""
+    tables: list[TextTable] = list(sweep_tables(report.answers))
+    ended = ended_table(report.answers)
+    if ended is not None:
+        tables.append(ended)
+    out: list[Table | Text] = []
+    for table in tables:
+        cells = [[row[i] for row in table.rows] for i in range(len(table.header))]
+        columns = [
+            Column(header, cells[i], numeric=table.numeric[i], wraps=not table.numeric[i] and i > 1)
+            for i, header in enumerate(table.header)
+        ]
+        out += fit(table.caption, columns[:1], columns[1:], width)
+    if note := report.answers.get("notes"):
+        out.append(Text(str(note)))
+    return out
 
 
 def roofline_tables(report: RunReport, width: int) -> list[Table | Text]:
@@ -411,6 +441,15 @@ def _print_titled(console: Console, title: str, notes: list[str]) -> None:
             console.print(f"  {note}", highlight=False)
 
 
+def print_capacity(console: Console, report: RunReport) -> None:
+    """A capacity search's answers, one line per provider and region (none if none)."""
+    lines = capacity_lines(report.answers)
+    if lines:
+        console.print(f"[bold]{CAPACITY_TITLE}[/bold]", highlight=False)
+        for line in lines:
+            console.print(f"  {line}", markup=False, highlight=False)
+
+
 def print_report(
     console: Console, report: RunReport, fmt: str, shown: Sequence[ReportColumn] | None = None
 ) -> None:
@@ -423,7 +462,9 @@ def print_report(
         console.file.write(document.render(report).rstrip("\n") + "\n")
         return
     width = console.width
+    print_capacity(console, report)  # the answer heads the report
     print_tables(console, report_tables(report, width, shown))
+    print_tables(console, answer_tables(report, width))
     print_tables(console, percentile_tables(report, width))
     print_tables(console, roofline_tables(report, width))
     print_tables(console, session_tables(report, width))

@@ -19,9 +19,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from analytics.adaptive_runs import RoleRow, outcome_rows, role_rows, write_roles
 from analytics.datasets import DatasetStore, UnknownDatasetError
 from analytics.runs import PlannedShard, RunStore
+from analytics.saturation import ShardSamples
 from analytics.shadow import SessionShard, activate_session, close_session, register_session
+from api.control.adaptive import (
+    AdaptiveState,
+    MonitorInput,
+    ProviderLive,
+    initial_roles,
+)
 from api.control.planner import Stage, plan_run, stored_stages
 from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import Problem, ScenarioError
@@ -41,6 +49,9 @@ from scenarios.wire import (
 # Fields of `shard_finished` that describe the lifecycle; the rest is the client's
 # self-measurement (docs/load.md), stored as the attempt's health.
 _LIFECYCLE_FIELDS = {"type", "shard_id", "attempt", "at", "records", "batches", "errors"}
+# Progress reports a shard keeps for the saturation check (one a second: ~10 minutes
+# whole, then thinned).
+MAX_SAMPLES = 600
 
 
 @dataclass
@@ -62,6 +73,24 @@ class ShardProgress:
     message: str | None = None
     last_event_at: float = field(default_factory=time.monotonic)
     stall_redispatched: bool = False  # the watchdog re-dispatched it once already
+    # (seconds since its stage clock started, requests sent, requests ended) of each
+    # progress report of its latest attempt: the saturation check's view of what is in
+    # flight (docs/answers.md).
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+
+    def add_sample(self, elapsed_s: float, sent: int, done: int) -> None:
+        """Keep a progress report; beyond MAX_SAMPLES every other one is dropped, so a
+        long stage keeps its whole span at a coarser grain in bounded memory."""
+        if elapsed_s <= 0:
+            return  # its stage clock has not started (connections being opened)
+        self.samples.append((elapsed_s, sent, done))
+        if len(self.samples) > MAX_SAMPLES:
+            self.samples = self.samples[::2]
+
+    @property
+    def elapsed_s(self) -> float | None:
+        """Seconds its stage clock ran at its last progress report (None: none yet)."""
+        return self.samples[-1][0] if self.samples else None
 
     @property
     def highest_attempt(self) -> int:
@@ -219,6 +248,7 @@ class Coordinator:
             )
             shard.done = shard.errors = 0
             shard.ttft_p50_ms = None  # the new attempt's own figure comes with its progress
+            shard.samples = []
             self.store.attempt_started(self.run_id, shard_id, attempt, shard.worker or "")
         elif attempt != shard.attempt:
             return  # from an attempt that a newer one superseded
@@ -226,6 +256,8 @@ class Coordinator:
             shard.done, shard.errors = int(event["done"]), int(event["errors"])
             ttft = float(event["ttft_p50_ms"])
             shard.ttft_p50_ms = ttft if ttft >= 0 else shard.ttft_p50_ms
+            if "elapsed_s" in event:  # workers before v11 did not report it
+                shard.add_sample(float(event["elapsed_s"]), int(event["sent"]), shard.done)
         elif kind == EventType.FINISHED:
             shard.finished_attempt, shard.expected_batches = attempt, int(event["batches"])
             shard.done, shard.errors = int(event["records"]), int(event["errors"])
@@ -346,7 +378,99 @@ class Coordinator:
 class RunCoordinator(Coordinator):
     """A planned run: stages of shards, dispatched in order. Its plan is stored when it
     is created and read back on a restart, so a change of settings (e.g.
-    ``max_streams_per_shard``) never re-splits a run already under way."""
+    ``max_streams_per_shard``) never re-splits a run already under way. An adaptive load
+    (docs/answers.md) appends the stages it decides to that plan as it goes."""
+
+    def __init__(
+        self,
+        run_id: str,
+        scenario: Scenario,
+        store: RunStore,
+        stages: list[Stage],
+        wait_for_workers: bool = False,
+        roles: list[RoleRow] | None = None,
+    ) -> None:
+        super().__init__(run_id, scenario, store, stages, wait_for_workers)
+        self.adaptive = AdaptiveState(deciding=scenario.load.adaptive)
+        self.roles: dict[tuple[int, str], str] = {}
+        self.add_roles(roles or [])
+
+    @property
+    def awaiting_decision(self) -> bool:
+        """True when every stage so far settled and the load may decide more."""
+        return (
+            self.state == RunState.RUNNING
+            and self.adaptive.deciding
+            and not self.adaptive.decided_all
+            and self.cancel_deadline is None
+            and all(s.settled for s in self.shards.values())
+        )
+
+    @property
+    def complete(self) -> bool:
+        """Every shard settled and no stage left to decide (or the run ended otherwise)."""
+        return super().complete and not self.awaiting_decision
+
+    def add_roles(self, roles: list[RoleRow]) -> None:
+        """Remember the roles of decided stages (progress labels, the checks)."""
+        for role in roles:
+            self.roles[(role.stage, role.provider)] = role.role
+
+    def add_stages(self, stages: list[Stage], roles: list[RoleRow]) -> None:
+        """Append decided stages (already stored) to the plan."""
+        for stage in stages:
+            self.stages.append(stage)
+            for spec in stage.shards:
+                self.shards[spec.shard_id] = ShardProgress(spec)
+        self.add_roles(roles)
+
+    def monitor_input(self) -> MonitorInput | None:
+        """What a check of the running stage reads, or None when nothing in it is to be
+        checked: no stop rule applies, or every provider ended or settled."""
+        index = self.current_stage
+        load = self.scenario.load
+        if self.state != RunState.RUNNING or index >= len(self.stages):
+            return None
+        stage = self.stages[index]
+        open_loop = any(s.rate is not None and not s.rate.replay for s in stage.shards)
+        checked = (
+            load.stop_when is not None
+            or load.find_capacity is not None
+            or (open_loop and load.saturation_action != "off")
+        )
+        if not checked:
+            return None
+        providers: dict[str, ProviderLive] = {}
+        attempts: list[tuple[str, int]] = []
+        by_provider: dict[str, list[ShardProgress]] = {}
+        for spec in stage.shards:
+            by_provider.setdefault(spec.provider.name, []).append(self.shards[spec.shard_id])
+        for name, shards in by_provider.items():
+            if (index, name) in self.adaptive.ended or all(s.settled for s in shards):
+                continue
+            clocks = [s.elapsed_s for s in shards if s.elapsed_s is not None]
+            if not clocks:
+                continue  # no progress yet: nothing to judge
+            attempts += [(s.spec.shard_id, s.attempt) for s in shards if s.attempt is not None]
+            regions: dict[str, list[ShardSamples]] = {}
+            for shard in shards:
+                regions.setdefault(shard.spec.region, []).append(ShardSamples(list(shard.samples)))
+            planned = [s.planned for s in shards]
+            rate = stage.rate_of(name)
+            cap = stage.level_of(name) if rate is not None else None
+            providers[name] = ProviderLive(
+                role=self.roles.get((index, name)),
+                offered_rps=rate,
+                cap=cap or None,
+                elapsed_s=max(clocks),
+                planned=None if None in planned else sum(p or 0 for p in planned),
+                done=sum(s.done for s in shards),
+                regions=regions,
+            )
+        if not providers:
+            return None
+        looks = {name: self.adaptive.looks.get((index, name), 0) for name in providers}
+        return MonitorInput(self.run_id, index, self.scenario, attempts, providers, looks)
 
     @classmethod
     def create(
@@ -366,6 +490,7 @@ class RunCoordinator(Coordinator):
             replay_times=replay_times(scenario, store),
             workers=workers,
         )
+        roles = initial_roles(scenario) if scenario.load.adaptive else []
         store.create_run(
             run_id,
             scenario,
@@ -377,14 +502,15 @@ class RunCoordinator(Coordinator):
                     s.region,
                     s.concurrency,
                     s.requests,
-                    stage_concurrency=stage.concurrency,
+                    stage_concurrency=stage.level_of(s.provider.name),
                     spec=s,
                 )
                 for stage in stages
                 for s in stage.shards
             ],
+            also=lambda con: write_roles(con, run_id, roles),
         )
-        return cls(run_id, scenario, store, stages)
+        return cls(run_id, scenario, store, stages, roles=roles)
 
     @classmethod
     def resume(cls, run_id: str, store: RunStore, max_streams_per_shard: int) -> RunCoordinator:
@@ -393,8 +519,14 @@ class RunCoordinator(Coordinator):
         ``max_streams_per_shard`` is used only for a run stored before plans were."""
         scenario = Scenario.model_validate_json(store.scenario_json(run_id))
         coordinator = cls(
-            run_id, scenario, store, run_plan(store, run_id, scenario, max_streams_per_shard)
+            run_id,
+            scenario,
+            store,
+            run_plan(store, run_id, scenario, max_streams_per_shard),
+            roles=role_rows(store.con, run_id),
         )
+        for outcome in outcome_rows(store.con, run_id):
+            coordinator.adaptive.ended[(outcome.stage, outcome.provider)] = outcome
         for row in store.shard_states(run_id):
             shard = coordinator.shards.get(row.shard_id)
             if shard is None:

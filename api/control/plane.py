@@ -42,10 +42,23 @@ from celery import Celery
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
+from analytics.adaptive_runs import write_outcome
 from analytics.datasets import DatasetStore, UnknownDatasetError, workload_datasets
 from analytics.runs import RunStore
 from analytics.shadow import ensure_shadow_schema, ingest_captures, session_ids
 from analytics.telemetry_ingest import ingest_scrapes
+from api.control.adaptive import (
+    MAX_MONITOR_INTERVAL_S,
+    MONITOR_COST_FACTOR,
+    MONITOR_INTERVAL_S,
+    Decided,
+    MonitorInput,
+    MonitorResult,
+    StopDecision,
+    decide_next,
+    monitor_stage,
+    outcome_row,
+)
 from api.control.coordinator import (
     Coordinator,
     RunCoordinator,
@@ -53,6 +66,7 @@ from api.control.coordinator import (
     ShardProgress,
     fail_unresumable,
 )
+from api.control.planner import Stage
 from api.control.record_buffer import RecordBuffer, store_due
 from api.control.redis_faults import (
     UNREACHABLE_ERRORS,
@@ -90,9 +104,12 @@ from scenarios.wire import (
     records_stream,
     region_queue,
     shard_task_id,
+    stop_key,
 )
 
 log = logging.getLogger("tokenbench.control")
+# A stop key outlives any stage: a late re-dispatch of a stopped shard must still see it.
+STOP_TTL_S = 7 * 24 * 3600
 
 GROUP = "control"
 READ_BLOCK_MS = 200
@@ -155,6 +172,8 @@ class ControlPlane:
             self.runs[run_id] = coordinator
             await self._create_groups(run_id)
             await self._reclaim(run_id)
+            if isinstance(coordinator, RunCoordinator):
+                await self._restore_stops(coordinator)
             resumed.append(run_id)
         # Runs left running, and a Redis without the marker: it lost their state.
         await self._check_state(lost_if_missing=bool(self.runs))
@@ -279,6 +298,9 @@ class ControlPlane:
                 raise
             await self._state_lost("a consumer group is gone")
             return
+        for coordinator in list(self.runs.values()):
+            if isinstance(coordinator, RunCoordinator):
+                await self._check_stage(coordinator)
         if time.monotonic() - self._last_health_check >= HEALTH_CHECK_S:
             self._last_health_check = time.monotonic()
             await self._check_state(lost_if_missing=self._state_marked)
@@ -299,12 +321,108 @@ class ControlPlane:
     async def _dispatch(self, coordinator: Coordinator) -> None:
         if coordinator.cancel_deadline is not None:
             return
+        if isinstance(coordinator, RunCoordinator) and coordinator.awaiting_decision:
+            await self._decide(coordinator)
         shards = coordinator.to_dispatch()
         if shards and not await self._publish_datasets(coordinator):
             return
         for shard in shards:
             coordinator.mark_dispatched(shard)
             await self._send_shard(shard)
+
+    # ------------------------------------------------------------------ adaptive load
+
+    async def _decide(self, coordinator: RunCoordinator) -> None:
+        """Every stage so far settled: decide (and store) the next ones, in a worker
+        thread on a cursor of its own (docs/answers.md). A decision that fails ends the
+        run as failed, with the reason in the log, rather than retrying it forever."""
+        state = coordinator.adaptive
+        if state.busy:
+            return
+        state.busy = True
+        try:
+            scenario = coordinator.scenario
+            workers = {r: await live_worker_count(self.redis, r) for r in scenario.regions}
+            decided = await asyncio.to_thread(
+                _decide_stages,
+                self.con.cursor(),
+                coordinator.run_id,
+                scenario,
+                list(coordinator.stages),
+                workers,
+                self.settings.max_streams_per_shard,
+            )
+        except Exception:
+            log.exception("run %s: deciding its next stage failed", coordinator.run_id)
+            state.decided_all = True
+            coordinator.finish(RunState.FAILED)
+            return
+        finally:
+            state.busy = False
+        coordinator.add_stages(decided.stages, decided.roles)
+        state.decided_all = decided.done
+        coordinator.last_progress_at = time.monotonic()
+        if decided.stages:
+            log.info(
+                "run %s: decided stage(s) %s",
+                coordinator.run_id,
+                ", ".join(str(stage.index) for stage in decided.stages),
+            )
+
+    async def _check_stage(self, coordinator: RunCoordinator) -> None:
+        """At a bounded cadence, check the running stage for early ends: over-saturated,
+        interval tight enough, a capacity verdict already certain."""
+        state = coordinator.adaptive
+        now = time.monotonic()
+        if state.busy or now < state.next_check or coordinator.cancel_deadline is not None:
+            return
+        inputs = coordinator.monitor_input()
+        if inputs is None:
+            state.next_check = now + MONITOR_INTERVAL_S
+            return
+        state.busy = True
+        try:
+            result = await asyncio.to_thread(_monitor_stage, self.con.cursor(), inputs)
+        finally:
+            state.busy = False
+        wait = min(
+            max(MONITOR_INTERVAL_S, MONITOR_COST_FACTOR * result.seconds), MAX_MONITOR_INTERVAL_S
+        )
+        state.next_check = time.monotonic() + wait
+        for provider, look in result.looks.items():
+            state.looks[(inputs.stage, provider)] = look
+        for decision in result.decisions:
+            await self._end_early(coordinator, inputs, decision)
+
+    async def _end_early(
+        self, coordinator: RunCoordinator, inputs: MonitorInput, decision: StopDecision
+    ) -> None:
+        """Record an early end and, when it acts, tell the provider's shards of the stage
+        (every region) to stop sending."""
+        row = outcome_row(inputs.stage, decision, inputs.providers[decision.provider])
+        write_outcome(self.con, coordinator.run_id, row)
+        coordinator.adaptive.ended[(inputs.stage, decision.provider)] = row
+        log.info(
+            "run %s: stage %d, %s %s: %s",
+            coordinator.run_id,
+            inputs.stage,
+            decision.provider,
+            decision.outcome if decision.acted else f"{decision.outcome} (marked)",
+            decision.reason,
+        )
+        if decision.acted:
+            await self._stop_shards(coordinator, inputs.stage, decision.provider)
+
+    async def _stop_shards(self, coordinator: RunCoordinator, stage: int, provider: str) -> None:
+        for spec in coordinator.stages[stage].shards:
+            if spec.provider.name == provider and not coordinator.shards[spec.shard_id].settled:
+                await self.redis.set(stop_key(spec.run_id, spec.shard_id), 1, ex=STOP_TTL_S)
+
+    async def _restore_stops(self, coordinator: RunCoordinator) -> None:
+        """After a restart: the stop keys of stages ended early (Redis may have lost them)."""
+        for (stage, provider), row in coordinator.adaptive.ended.items():
+            if row.acted and stage < len(coordinator.stages):
+                await self._stop_shards(coordinator, stage, provider)
 
     async def _send_shard(self, shard: ShardProgress) -> None:
         """Send a dispatched shard's task; kept to be sent again if Redis is unreachable."""
@@ -606,6 +724,29 @@ def _store_scrapes(con: duckdb.DuckDBPyConnection, payloads: list[bytes]) -> Non
 def _dataset_content(cursor: duckdb.DuckDBPyConnection, dataset_id: str) -> bytes:
     try:
         return DatasetStore(cursor).content(dataset_id)
+    finally:
+        cursor.close()
+
+
+def _decide_stages(
+    cursor: duckdb.DuckDBPyConnection,
+    run_id: str,
+    scenario: Scenario,
+    stages: list[Stage],
+    workers: dict[str, int],
+    max_streams_per_shard: int,
+) -> Decided:
+    """Decide a run's next stages on ``cursor`` (closed afterwards), in a worker thread."""
+    try:
+        return decide_next(cursor, run_id, scenario, stages, workers, max_streams_per_shard)
+    finally:
+        cursor.close()
+
+
+def _monitor_stage(cursor: duckdb.DuckDBPyConnection, inputs: MonitorInput) -> MonitorResult:
+    """Check a running stage on ``cursor`` (closed afterwards), in a worker thread."""
+    try:
+        return monitor_stage(cursor, inputs)
     finally:
         cursor.close()
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Literal
 
 from scenarios.limits import MAX_SHARDS_PER_RUN
 from scenarios.loader import Problem, ScenarioError
@@ -53,13 +54,25 @@ class Stage:
 
     ``concurrency`` is the closed loop's virtual users, or the open loop's
     ``max_in_flight`` cap (0: none); ``rate`` the open loop's arrivals per second per
-    provider and region (None for closed loops).
+    provider and region (None for closed loops). A stage decided while the run goes
+    (docs/answers.md) gives each provider its own level: ``levels`` and ``rates`` by
+    provider name, and ``concurrency``/``rate`` are its first provider's.
     """
 
     index: int
     concurrency: int
     shards: list[ShardSpec]
     rate: float | None = None
+    levels: dict[str, int] = field(default_factory=dict)
+    rates: dict[str, float | None] = field(default_factory=dict)
+
+    def level_of(self, provider: str) -> int:
+        """The stage's level for ``provider`` (stored as each shard's stage_concurrency)."""
+        return self.levels.get(provider, self.concurrency)
+
+    def rate_of(self, provider: str) -> float | None:
+        """The stage's open-loop rate for ``provider`` (None: closed loop)."""
+        return self.rates.get(provider, self.rate)
 
 
 def stored_stages(shards: Sequence[tuple[int, ShardSpec]]) -> list[Stage]:
@@ -70,10 +83,12 @@ def stored_stages(shards: Sequence[tuple[int, ShardSpec]]) -> list[Stage]:
     stages: dict[int, Stage] = {}
     for level, spec in shards:
         stage = stages.get(spec.stage)
+        rate = spec.rate.rps if spec.rate is not None else None
         if stage is None:
-            rate = spec.rate.rps if spec.rate is not None else None
             stage = stages[spec.stage] = Stage(spec.stage, level, [], rate)
         stage.shards.append(spec)
+        stage.levels[spec.provider.name] = level
+        stage.rates[spec.provider.name] = rate
     return [stages[index] for index in sorted(stages)]
 
 
@@ -142,6 +157,8 @@ def plan_run(
     store): no file is read here. ``workers`` is the number of live worker processes per
     region (missing: one); a stage is split over them."""
     live = {region: (workers or {}).get(region, 1) for region in scenario.regions}
+    if scenario.load.adaptive:
+        return _initial_adaptive_stages(run_id, scenario, max_streams_per_shard, live)
     if scenario.workload.replay is not None:
         return [
             _replay_stage(
@@ -190,6 +207,109 @@ def plan_run(
     ]
 
 
+def initial_levels(scenario: Scenario) -> list[int]:
+    """Closed-loop levels an adaptive load starts with, known before any result: one
+    stream (the synchronous stage), then the throughput stage's streams (a sweep, or a
+    search by rate; a search by concurrency starts from one stream alone)."""
+    load = scenario.load
+    if load.sweep is not None:
+        return [1, load.sweep.throughput_concurrency]
+    if load.find_capacity is not None and load.find_capacity.by == "rate":
+        return [1, load.find_capacity.throughput_concurrency]
+    return [1]
+
+
+def _initial_adaptive_stages(
+    run_id: str, scenario: Scenario, max_streams_per_shard: int, workers: Mapping[str, int]
+) -> list[Stage]:
+    levels = initial_levels(scenario)
+    requests = scenario.load.requests_per_level
+    parts = [
+        closed_parts(level, requests, max_streams_per_shard, n)
+        for level in levels
+        for n in workers.values()
+    ]
+    check_plan_size(scenario, sum(parts))
+    return [
+        _closed_stage(run_id, scenario, index, level, max_streams_per_shard, workers)
+        for index, level in enumerate(levels)
+    ]
+
+
+def plan_decided_stage(
+    run_id: str,
+    scenario: Scenario,
+    index: int,
+    levels: Mapping[str, float],
+    kind: Literal["open", "closed"],
+    shards_so_far: int,
+    max_streams_per_shard: int = DEFAULT_MAX_STREAMS_PER_SHARD,
+    max_rps_per_shard: float = DEFAULT_MAX_RPS_PER_SHARD,
+    workers: Mapping[str, int] | None = None,
+    durations: Mapping[str, float | None] | None = None,
+) -> Stage:
+    """A stage decided while the run goes (docs/answers.md): each provider named in
+    ``levels`` at its own level (req/s when ``kind`` is open, streams when closed), in
+    every region, split over the regions' worker processes as a planned stage is, and
+    bounded by ``durations[provider]`` instead of ``load.duration_s`` where given.
+    ScenarioError when the run would exceed MAX_SHARDS_PER_RUN with it."""
+    live = {region: (workers or {}).get(region, 1) for region in scenario.regions}
+    requests = scenario.load.requests_per_level
+    names = [p.name for p in scenario.providers]
+    chosen = [(names.index(name), level) for name, level in levels.items()]
+    if kind == "open":
+        parts = sum(
+            open_parts(level, None, requests, max_streams_per_shard, max_rps_per_shard, n)
+            for _, level in chosen
+            for n in live.values()
+        )
+    else:
+        parts = sum(
+            closed_parts(round(level), requests, max_streams_per_shard, n)
+            for _, level in chosen
+            for n in live.values()
+        )
+    if shards_so_far + parts > MAX_SHARDS_PER_RUN:
+        message = (
+            f"the next decided stage would bring the run to {shards_so_far + parts} shards, "
+            f"more than the {MAX_SHARDS_PER_RUN} a run may have"
+        )
+        raise ScenarioError([Problem("load", message)])
+    arrival = _decided_arrival(scenario)
+    stage = Stage(index, 0, [])
+    for provider_index, level in chosen:
+        if kind == "open":
+            rate = ShardRate(rps=level, arrival=arrival)
+            part = _open_stage(
+                run_id, scenario, index, rate, None, requests, max_streams_per_shard,
+                max_rps_per_shard, live, [provider_index],
+            )  # fmt: skip
+        else:
+            part = _closed_stage(
+                run_id, scenario, index, round(level), max_streams_per_shard, live,
+                [provider_index],
+            )  # fmt: skip
+        name = names[provider_index]
+        if not stage.shards:
+            stage = Stage(index, part.concurrency, [], part.rate)
+        if durations is not None and name in durations:
+            update = {"duration_s": durations[name]}
+            part.shards[:] = [spec.model_copy(update=update) for spec in part.shards]
+        stage.shards.extend(part.shards)
+        stage.levels[name] = part.concurrency
+        stage.rates[name] = part.rate
+    return stage
+
+
+def _decided_arrival(scenario: Scenario) -> Literal["poisson", "constant"]:
+    load = scenario.load
+    if load.sweep is not None:
+        return load.sweep.arrival
+    if load.find_capacity is not None:
+        return load.find_capacity.arrival
+    return "poisson"
+
+
 def _closed_stage(
     run_id: str,
     scenario: Scenario,
@@ -197,10 +317,11 @@ def _closed_stage(
     concurrency: int,
     max_streams_per_shard: int,
     workers: Mapping[str, int],
+    providers: Sequence[int] | None = None,
 ) -> Stage:
     requests = scenario.units_per_level()
     shards: list[ShardSpec] = []
-    for provider_index in range(len(scenario.providers)):
+    for provider_index in providers if providers is not None else range(len(scenario.providers)):
         for region in scenario.regions:
             parts = closed_parts(concurrency, requests, max_streams_per_shard, workers[region])
             streams = split(concurrency, parts)
@@ -231,9 +352,10 @@ def _open_stage(
     max_streams_per_shard: int,
     max_rps_per_shard: float,
     workers: Mapping[str, int],
+    providers: Sequence[int] | None = None,
 ) -> Stage:
     shards: list[ShardSpec] = []
-    for provider_index in range(len(scenario.providers)):
+    for provider_index in providers if providers is not None else range(len(scenario.providers)):
         for region in scenario.regions:
             parts = open_parts(
                 rate.rps,

@@ -6,12 +6,13 @@ import statistics
 
 import duckdb
 
+from analytics.adaptive_runs import OutcomeRow, outcome_rows, role_rows
 from analytics.datasets import DatasetStore
 from analytics.report import UnknownRunError
 from analytics.runs import RunStore
-from api.control.coordinator import Coordinator
+from api.control.coordinator import Coordinator, RunCoordinator
 from api.control.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run, stored_stages
-from api.schemas import RunPublic, ShardPublic, StagePublic
+from api.schemas import RunPublic, ShardPublic, StageEndPublic, StagePublic
 from scenarios.model import Scenario
 from scenarios.wire import SETTLED, ShardState
 
@@ -19,6 +20,8 @@ from scenarios.wire import SETTLED, ShardState
 def live_view(coordinator: Coordinator, name: str) -> RunPublic:
     """A running run, from the coordinator's in-memory state."""
     stages = []
+    roles = coordinator.roles if isinstance(coordinator, RunCoordinator) else {}
+    ended = _live_ends(coordinator) if isinstance(coordinator, RunCoordinator) else {}
     for stage in coordinator.stages:
         shards = [coordinator.shards[s.shard_id] for s in stage.shards]
         states = {s.state for s in shards}
@@ -29,6 +32,8 @@ def live_view(coordinator: Coordinator, name: str) -> RunPublic:
                 concurrency=stage.concurrency,
                 rate=stage.rate,
                 state=state,
+                role=_stage_role(roles, stage.index),
+                ended=ended.get(stage.index, []),
                 shards=[
                     ShardPublic(
                         shard_id=s.spec.shard_id,
@@ -42,12 +47,39 @@ def live_view(coordinator: Coordinator, name: str) -> RunPublic:
                         errors=s.errors,
                         ttft_p50_ms=s.ttft_p50_ms,
                         message=s.message,
+                        rate=stage.rate_of(s.spec.provider.name),
                     )
                     for s in shards
                 ],
             )
         )
-    return _summarise(coordinator.run_id, name, coordinator.state, stages)
+    view = _summarise(coordinator.run_id, name, coordinator.state, stages)
+    if isinstance(coordinator, RunCoordinator):
+        view.deciding = coordinator.adaptive.deciding and not coordinator.adaptive.decided_all
+        if view.deciding:
+            view.requests_planned = None  # the stages still to decide are not counted
+    return view
+
+
+def _stage_role(roles: dict[tuple[int, str], str], index: int) -> str | None:
+    """The stage's role (every provider of a decided stage has the same one)."""
+    return next((role for (stage, _), role in roles.items() if stage == index), None)
+
+
+def _live_ends(coordinator: RunCoordinator) -> dict[int, list[StageEndPublic]]:
+    """Early ends as decided (kept by the coordinator, as stored)."""
+    return _ends(sorted(coordinator.adaptive.ended.values(), key=lambda r: (r.stage, r.provider)))
+
+
+def _ends(rows: list[OutcomeRow]) -> dict[int, list[StageEndPublic]]:
+    ends: dict[int, list[StageEndPublic]] = {}
+    for row in rows:
+        ends.setdefault(row.stage, []).append(
+            StageEndPublic(
+                provider=row.provider, outcome=row.outcome, acted=row.acted, reason=row.reason
+            )
+        )
+    return ends
 
 
 def _stage_state(states: set[ShardState]) -> ShardState:
@@ -96,6 +128,8 @@ def stored_view(
         [run_id],
     ).fetchall()
     stages = []
+    roles = {(r.stage, r.provider): r.role for r in role_rows(con, run_id)}
+    ended = _ends(outcome_rows(con, run_id))
     for stage in _planned_stages(con, run_id, scenario, max_streams_per_shard):
         index = stage.index
         shards = [
@@ -111,6 +145,7 @@ def stored_view(
                 errors=r[9],
                 ttft_p50_ms=r[10],
                 message=r[7],
+                rate=stage.rate_of(r[2]),
             )
             for r in rows
             if r[1] == index
@@ -124,6 +159,8 @@ def stored_view(
                 rate=stage.rate,
                 state=state,
                 shards=shards,
+                role=_stage_role(roles, index),
+                ended=ended.get(index, []),
             )
         )
     view = _summarise(run_id, run[0], run[1], stages)

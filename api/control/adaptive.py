@@ -1,0 +1,598 @@
+"""Stages decided while a run goes, and stages ended early (docs/answers.md).
+
+Two kinds of decision, both made by the control plane from what the workers streamed,
+for all regions of a stage together:
+
+- **the next stages** of a sweep or a capacity search, once every stage so far settled:
+  each is planned like a stage of a fixed plan and *appended* to the stored plan, so the
+  plan stays the record of what ran and views, progress, REST and a restarted control
+  plane read it as before. The decision is a function of the stored results only
+  (``analytics/capacity_search.py``, ``analytics/sweep.py``), so a restarted control
+  plane decides exactly what the first would have;
+- **an early end** of the running stage for one provider: over-saturated (an open loop
+  whose queue grows without bound: ``analytics/saturation.py``), its percentile's
+  interval tight enough (``load.stop_when``: ``analytics/early_stop.py``), or a capacity
+  stage's verdict already certain. The provider's shards in every region are told to
+  stop sending (``scenarios.wire.stop_key``); they finish normally with what they
+  recorded, and the stage is marked with its evidence (``stage_outcomes``).
+
+The queries run on a cursor of their own in a worker thread (``stage_figures`` reads a
+running stage's stored rows), at most every ``MONITOR_INTERVAL_S``, spaced out when
+they are slow (``MONITOR_COST_FACTOR``, up to ``MAX_MONITOR_INTERVAL_S``): the control
+loop keeps serving every run meanwhile.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any, Literal, cast
+
+import duckdb
+
+from analytics.adaptive_runs import (
+    CapacityRow,
+    OutcomeRow,
+    RegionFigures,
+    RoleRow,
+    VerdictRow,
+    capacity_rows,
+    measured_rates,
+    outcome_rows,
+    role_rows,
+    stage_figures,
+    verdict_rows,
+    write_capacity,
+    write_roles,
+    write_verdict,
+)
+from analytics.capacity_search import (
+    Probe,
+    Role,
+    Verdict,
+    interim_alpha,
+    next_step,
+    provider_verdict,
+    region_verdict,
+    wilson,
+)
+from analytics.early_stop import QuantileInterval, tight_enough
+from analytics.runs import PlannedShard, RunStore, transaction
+from analytics.saturation import ShardSamples, StageSnapshot, judge
+from analytics.sweep import sweep_rates
+from api.control.planner import Stage, initial_levels, plan_decided_stage
+from scenarios.adaptive import FindCapacity
+from scenarios.limits import MAX_DURATION_S
+from scenarios.loader import ScenarioError
+from scenarios.model import Scenario
+
+__all__ = [
+    "MAX_MONITOR_INTERVAL_S",
+    "MONITOR_COST_FACTOR",
+    "MONITOR_INTERVAL_S",
+    "AdaptiveState",
+    "Decided",
+    "MonitorInput",
+    "ProviderLive",
+    "StopDecision",
+    "decide_next",
+    "initial_roles",
+    "monitor_stage",
+]
+
+MONITOR_INTERVAL_S = 2.0
+# A slow check (a large stage, a loaded machine) spaces the next one out: it waits this
+# many times as long as the last query took, up to MAX_MONITOR_INTERVAL_S, so the
+# queries take at most a fifth of a core and a stage is still looked at every few seconds.
+MONITOR_COST_FACTOR = 5
+MAX_MONITOR_INTERVAL_S = 6.0
+# A capacity stage's first early look waits for enough requests that a verdict is
+# possible at all (with every request meeting the SLO, the Wilson bound reaches a target
+# t only past n ≈ z²·t/(1 − t)); later looks come at twice as many requests each.
+_FIRST_LOOK_MIN = 20
+# A probe's stage is long enough for this many times the requests a pass needs (arrivals
+# are random, and some may still be in flight when it ends).
+PROBE_MARGIN = 1.25
+
+
+@dataclass
+class AdaptiveState:
+    """A run's decisions so far, kept by its coordinator on the control loop."""
+
+    deciding: bool  # its load decides stages while it goes
+    decided_all: bool = False  # ...and has decided its last one
+    ended: dict[tuple[int, str], OutcomeRow] = field(default_factory=dict)  # early ends
+    looks: dict[tuple[int, str], int] = field(default_factory=dict)  # early capacity looks
+    next_check: float = 0.0  # monotonic time of the next check of the running stage
+    busy: bool = False  # a decision or a check is running in a worker thread
+
+
+# ------------------------------------------------------------------ roles
+
+
+def initial_roles(scenario: Scenario) -> list[RoleRow]:
+    """The roles of the stages an adaptive load is created with."""
+    names = ("synchronous", "throughput")
+    return [
+        RoleRow(index, provider.name, names[index], "closed", float(level))
+        for index, level in enumerate(initial_levels(scenario))
+        for provider in scenario.providers
+    ]
+
+
+# ------------------------------------------------------------------ deciding stages
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What deciding produced: stages to append (already stored) with their roles, and
+    whether the load decides any more after them."""
+
+    stages: list[Stage]
+    done: bool
+    roles: list[RoleRow] = field(default_factory=list)
+
+
+def decide_next(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    scenario: Scenario,
+    stages: Sequence[Stage],
+    workers: Mapping[str, int],
+    max_streams_per_shard: int,
+) -> Decided:
+    """Judge the settled stages, decide the next ones and store them (one transaction).
+    Called when every stage so far settled."""
+    with transaction(con):
+        if scenario.load.sweep is not None:
+            decided = _decide_sweep(con, run_id, scenario, stages, workers, max_streams_per_shard)
+        elif scenario.load.find_capacity is not None:
+            decided = _decide_capacity(
+                con, run_id, scenario, stages, workers, max_streams_per_shard
+            )
+        else:
+            decided = Decided([], True)
+    return decided
+
+
+def _store_stage(
+    con: duckdb.DuckDBPyConnection, run_id: str, stage: Stage, roles: list[RoleRow]
+) -> list[RoleRow]:
+    RunStore(con).append_shards(
+        run_id,
+        [
+            PlannedShard(
+                s.shard_id,
+                s.stage,
+                s.provider.name,
+                s.region,
+                s.concurrency,
+                s.requests,
+                stage_concurrency=stage.level_of(s.provider.name),
+                spec=s,
+            )
+            for s in stage.shards
+        ],
+    )
+    write_roles(con, run_id, roles)
+    return roles
+
+
+def _shard_count(stages: Sequence[Stage]) -> int:
+    return sum(len(stage.shards) for stage in stages)
+
+
+def _decide_sweep(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    scenario: Scenario,
+    stages: Sequence[Stage],
+    workers: Mapping[str, int],
+    max_streams_per_shard: int,
+) -> Decided:
+    sweep = scenario.load.sweep
+    assert sweep is not None
+    if len(stages) != 2:
+        return Decided([], True)  # the rates were decided once, after the throughput stage
+    sync, throughput = measured_rates(con, run_id, 0), measured_rates(con, run_id, 1)
+    rates = {
+        p.name: sweep_rates(sync[p.name], throughput[p.name], sweep.points)
+        for p in scenario.providers
+        if p.name in sync and p.name in throughput
+    }
+    decided: list[Stage] = []
+    stored: list[RoleRow] = []
+    for point in range(sweep.points):
+        index = len(stages) + point
+        levels = {name: values[point] for name, values in rates.items()}
+        if not levels:
+            break
+        try:
+            stage = plan_decided_stage(
+                run_id, scenario, index, levels, "open",
+                _shard_count([*stages, *decided]), max_streams_per_shard, workers=workers,
+            )  # fmt: skip
+        except ScenarioError:
+            break  # the shard cap: the sweep ends with the points it could plan
+        roles = [
+            RoleRow(
+                index, name, "sweep", "open", level,
+                f"point {point + 1} of {sweep.points} between {sync[name]:.4g} (synchronous) "
+                f"and {throughput[name]:.4g} req/s (throughput)",
+            )
+            for name, level in levels.items()
+        ]  # fmt: skip
+        stored += _store_stage(con, run_id, stage, roles)
+        decided.append(stage)
+    return Decided(decided, True, stored)
+
+
+def _attempts(con: duckdb.DuckDBPyConnection, run_id: str, stage: int) -> list[tuple[str, int]]:
+    rows = con.execute(
+        "SELECT shard_id, accepted_attempt FROM shards "
+        "WHERE run_id = ? AND stage = ? AND accepted_attempt IS NOT NULL",
+        [run_id, stage],
+    ).fetchall()
+    return [(str(r[0]), int(r[1])) for r in rows]
+
+
+def _failed_providers(con: duckdb.DuckDBPyConnection, run_id: str, stage: int) -> dict[str, str]:
+    rows = con.execute(
+        "SELECT provider, any_value(message) FROM shards WHERE run_id = ? AND stage = ? "
+        "AND state IN ('failed', 'cancelled') GROUP BY provider",
+        [run_id, stage],
+    ).fetchall()
+    return {str(r[0]): str(r[1] or "failed") for r in rows}
+
+
+def judge_stage(
+    figures: Sequence[RegionFigures],
+    provider: str,
+    config: FindCapacity,
+    confidence: float,
+    saturated: bool,
+) -> tuple[Verdict, dict[str, Any], tuple[int, int, float | None, float | None]]:
+    """A provider's verdict on a stage from its regions' figures: the verdict, each
+    region's figures, and (requests, met, low, high) of its worst region."""
+    regions: dict[str, Any] = {}
+    verdicts: list[Verdict] = []
+    worst: tuple[int, int, float | None, float | None] = (0, 0, None, None)
+    worst_low = 2.0
+    for row in figures:
+        if row.provider != provider:
+            continue
+        low, high = wilson(row.met, row.requests, confidence)
+        verdict = region_verdict(row.met, row.requests, config.attainment, confidence)
+        verdicts.append(verdict)
+        regions[row.region] = {
+            "requests": row.requests,
+            "met": row.met,
+            "attainment": row.met / row.requests if row.requests else None,
+            "low": low,
+            "high": high,
+            "verdict": verdict,
+        }
+        if low < worst_low:
+            worst_low, worst = low, (row.requests, row.met, low, high)
+    return provider_verdict(verdicts, saturated), regions, worst
+
+
+def _judge_settled(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    scenario: Scenario,
+    stages: Sequence[Stage],
+    roles: Mapping[tuple[int, str], RoleRow],
+) -> None:
+    config = scenario.load.find_capacity
+    assert config is not None
+    judged = {(v.stage, v.provider) for v in verdict_rows(con, run_id)}
+    outcomes = {(o.stage, o.provider): o for o in outcome_rows(con, run_id)}
+    for stage in stages:
+        providers = {
+            provider
+            for (index, provider), role in roles.items()
+            if index == stage.index and role.role in ("synchronous", "probe")
+        }
+        todo = sorted(p for p in providers if (stage.index, p) not in judged)
+        if not todo:
+            continue
+        figures = stage_figures(
+            con, run_id, stage.index, _attempts(con, run_id, stage.index),
+            scenario.load.warmup_s, config.slo, None,
+        )  # fmt: skip
+        rates = measured_rates(con, run_id, stage.index)
+        for provider in todo:
+            outcome = outcomes.get((stage.index, provider))
+            saturated = outcome is not None and outcome.outcome == "saturated"
+            # The final look spends half the error; early looks spent the rest.
+            verdict, regions, worst = judge_stage(
+                figures, provider, config, 1 - (1 - config.confidence) / 2, saturated
+            )
+            early = (outcome.evidence.get("verdict") if outcome is not None else None) or None
+            if early in ("pass", "fail"):
+                verdict = early  # the early look decided; its test is the one that counts
+            requests, met, low, high = worst
+            write_verdict(
+                con,
+                run_id,
+                VerdictRow(
+                    stage.index, provider, verdict, met / requests if requests else None, low,
+                    high, requests, met, rates.get(provider), regions,
+                ),
+            )  # fmt: skip
+
+
+def _decide_capacity(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    scenario: Scenario,
+    stages: Sequence[Stage],
+    workers: Mapping[str, int],
+    max_streams_per_shard: int,
+) -> Decided:
+    config = scenario.load.find_capacity
+    assert config is not None
+    roles = {(r.stage, r.provider): r for r in role_rows(con, run_id)}
+    _judge_settled(con, run_id, scenario, stages, roles)
+    verdicts = {(v.stage, v.provider): v for v in verdict_rows(con, run_id)}
+    known = {c.provider: c for c in _capacity_by_provider(con, run_id)}
+    rates = {stage.index: measured_rates(con, run_id, stage.index) for stage in stages}
+    levels: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    for provider in scenario.providers:
+        name = provider.name
+        previous = known.get(name)
+        if previous is not None and previous.state != "searching":
+            continue  # its search ended earlier
+        failed = _provider_failure(con, run_id, stages, name)
+        probes = [
+            Probe(
+                stage.index,
+                cast(Role, roles[(stage.index, name)].role),  # as stored by this module
+                roles[(stage.index, name)].level,
+                cast(Verdict, verdicts[(stage.index, name)].verdict)
+                if (stage.index, name) in verdicts else None,
+                rates[stage.index].get(name),
+            )
+            for stage in stages
+            if (stage.index, name) in roles
+        ]  # fmt: skip
+        if failed is not None:
+            row = CapacityRow(name, config.by, "failed", None, None, None, None, len(probes),
+                              failed)  # fmt: skip
+        else:
+            state = next_step(config, probes)
+            row = CapacityRow(
+                name, config.by, state.state, state.low, state.high, state.low_stage,
+                state.high_stage, len(probes), state.message,
+            )  # fmt: skip
+            if state.next_level is not None:
+                levels[name] = state.next_level
+                reasons[name] = state.message
+        write_capacity(con, run_id, row)
+    if not levels:
+        return Decided([], True)
+    index = len(stages)
+    kind: Literal["open", "closed"] = "open" if config.by == "rate" else "closed"
+    try:
+        stage = plan_decided_stage(
+            run_id, scenario, index, levels, kind, _shard_count(stages), max_streams_per_shard,
+            workers=workers, durations=_probe_durations(scenario, levels, kind),
+        )  # fmt: skip
+    except ScenarioError as exc:
+        for name in levels:
+            row = next(c for c in _capacity_by_provider(con, run_id) if c.provider == name)
+            write_capacity(con, run_id, _ended(row, "max_stages", exc.problems[0].message))
+        return Decided([], True)
+    new_roles = [
+        RoleRow(index, name, "probe", kind, level, reasons[name]) for name, level in levels.items()
+    ]
+    return Decided([stage], False, _store_stage(con, run_id, stage, new_roles))
+
+
+def _probe_durations(
+    scenario: Scenario, levels: Mapping[str, float], kind: str
+) -> dict[str, float | None] | None:
+    """An open-loop probe runs at least long enough to send the requests a pass needs:
+    a ``duration_s`` that would end it sooner could only ever leave it undecided (its
+    requests stay bounded by ``requests_per_level``)."""
+    load, search = scenario.load, scenario.load.find_capacity
+    if kind != "open" or load.duration_s is None or search is None:
+        return None
+    needed = PROBE_MARGIN * search.requests_to_pass()
+    return {
+        name: min(MAX_DURATION_S, max(load.duration_s, load.warmup_s + needed / rate))
+        for name, rate in levels.items()
+    }
+
+
+def _ended(row: CapacityRow, state: str, message: str) -> CapacityRow:
+    return CapacityRow(
+        row.provider, row.search_by, state, row.low, row.high, row.low_stage, row.high_stage,
+        row.stages, message,
+    )  # fmt: skip
+
+
+def _capacity_by_provider(con: duckdb.DuckDBPyConnection, run_id: str) -> list[CapacityRow]:
+    return capacity_rows(con, run_id)
+
+
+def _provider_failure(
+    con: duckdb.DuckDBPyConnection, run_id: str, stages: Sequence[Stage], provider: str
+) -> str | None:
+    for stage in stages:
+        failed = _failed_providers(con, run_id, stage.index)
+        if provider in failed:
+            return f"stage {stage.index} failed: {failed[provider]}"
+    return None
+
+
+# ------------------------------------------------------------------ early ends
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderLive:
+    """One provider's shards in the running stage, as the control plane knows them."""
+
+    role: str | None  # its role when the load is adaptive
+    offered_rps: float | None  # open loop: per region
+    cap: int | None  # open loop: max_in_flight per region
+    elapsed_s: float  # its stage clock so far (the longest of its shards')
+    planned: int | None
+    done: int
+    regions: dict[str, list[ShardSamples]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorInput:
+    """What a check of the running stage reads, gathered on the control loop."""
+
+    run_id: str
+    stage: int
+    scenario: Scenario
+    attempts: list[tuple[str, int]]
+    providers: dict[str, ProviderLive]
+    looks: dict[str, int]  # capacity stages: early looks taken so far, by provider
+
+
+@dataclass(frozen=True, slots=True)
+class StopDecision:
+    """A provider's stage ends early (or is marked), with why."""
+
+    provider: str
+    outcome: Literal["saturated", "stopped_early"]
+    acted: bool
+    reason: str
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorResult:
+    """A check's decisions, the looks it took, and how long its query ran."""
+
+    decisions: list[StopDecision]
+    looks: dict[str, int]
+    seconds: float
+
+
+def monitor_stage(con: duckdb.DuckDBPyConnection, inputs: MonitorInput) -> MonitorResult:
+    """Check the running stage: which providers' shards should stop now."""
+    started = time.perf_counter()
+    load = inputs.scenario.load
+    search = load.find_capacity
+    figures = stage_figures(
+        con, inputs.run_id, inputs.stage, inputs.attempts, load.warmup_s,
+        search.slo if search is not None else None, load.stop_when,
+    )  # fmt: skip
+    decisions: list[StopDecision] = []
+    looks = dict(inputs.looks)
+    for provider, live in inputs.providers.items():
+        mine = [f for f in figures if f.provider == provider]
+        decision = (
+            _saturated(inputs.scenario, provider, live, mine)
+            or _capacity_decided(inputs.scenario, provider, live, mine, looks)
+            or _tight(inputs.scenario, provider, live, mine)
+        )
+        if decision is not None:
+            decisions.append(decision)
+    return MonitorResult(decisions, looks, time.perf_counter() - started)
+
+
+def _saturated(
+    scenario: Scenario, provider: str, live: ProviderLive, figures: Sequence[RegionFigures]
+) -> StopDecision | None:
+    action = scenario.load.saturation_action
+    if action == "off" or live.offered_rps is None:
+        return None  # a closed loop's queue is bounded by its streams
+    rule = scenario.load.saturation
+    min_s = rule.min_s if rule is not None else 5.0
+    min_requests = rule.min_requests if rule is not None else 40
+    by_region = {f.region: f for f in figures}
+    for region, shards in sorted(live.regions.items()):
+        row = by_region.get(region)
+        if row is None:
+            continue
+        snapshot = StageSnapshot(
+            live.elapsed_s, row.requests, live.offered_rps, live.cap, shards, row.ttft_quarters_ms
+        )
+        found = judge(snapshot, min_s, min_requests)
+        if found is not None:
+            reason, evidence = found
+            evidence["region"] = region
+            return StopDecision(provider, "saturated", action == "stop",
+                                f"{region}: {reason}", evidence)  # fmt: skip
+    return None
+
+
+def _capacity_decided(
+    scenario: Scenario,
+    provider: str,
+    live: ProviderLive,
+    figures: Sequence[RegionFigures],
+    looks: dict[str, int],
+) -> StopDecision | None:
+    config = scenario.load.find_capacity
+    if config is None or live.role not in ("synchronous", "probe") or not figures:
+        return None
+    smallest = min(f.requests for f in figures)
+    look = looks.get(provider, 0) + 1
+    confidence = 1 - interim_alpha(look, config.confidence)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    first = max(_FIRST_LOOK_MIN, math.ceil(z * z * config.attainment / (1 - config.attainment)))
+    if smallest < first * 2 ** (look - 1):
+        return None
+    looks[provider] = look
+    verdict, regions, worst = judge_stage(figures, provider, config, confidence, False)
+    if verdict != "fail":
+        # Only a failure ends a stage early: near the capacity an open loop's queue builds
+        # slowly, so its first requests look better than its last; a pass needs them all.
+        return None
+    requests, met, low, high = worst
+    reason = (
+        f"decided early: does not hold (attainment {met}/{requests}, interval "
+        f"{low:.3f}–{high:.3f} at {confidence:.4g} confidence vs target "
+        f"{config.attainment:g}; look {look})"
+    )
+    evidence = {"verdict": verdict, "look": look, "confidence": confidence, "regions": regions}
+    return StopDecision(provider, "stopped_early", True, reason, evidence)
+
+
+def _tight(
+    scenario: Scenario, provider: str, live: ProviderLive, figures: Sequence[RegionFigures]
+) -> StopDecision | None:
+    rule = scenario.load.stop_when
+    if rule is None or len(figures) < len(live.regions):
+        return None
+    intervals = [QuantileInterval(f.region, f.n, f.estimate, f.low, f.high) for f in figures]
+    if not tight_enough(intervals, rule.min_requests, rule.rel_ci):
+        return None
+    widest = max(intervals, key=lambda i: i.relative_half_width or 0.0)
+    label = f"{rule.metric.upper()} p{rule.quantile * 100:g}"
+    reason = (
+        f"{label} known within ±{(widest.relative_half_width or 0) * 100:.1f} % "
+        f"(stop_when.rel_ci {rule.rel_ci:g}) after {min(i.n for i in intervals)} requests"
+    )
+    evidence = {
+        "metric": rule.metric,
+        "quantile": rule.quantile,
+        "confidence": rule.confidence,
+        "rel_ci": rule.rel_ci,
+        "regions": {
+            i.region: {"n": i.n, "estimate_ms": i.estimate, "low_ms": i.low, "high_ms": i.high,
+                       "relative_half_width": i.relative_half_width}
+            for i in intervals
+        },
+    }  # fmt: skip
+    return StopDecision(provider, "stopped_early", True, reason, evidence)
+
+
+def outcome_row(stage: int, decision: StopDecision, live: ProviderLive) -> OutcomeRow:
+    """The row recording ``decision``."""
+    return OutcomeRow(
+        stage, decision.provider, decision.outcome, decision.acted, decision.reason,
+        decision.evidence, live.planned, live.done, live.elapsed_s,
+    )  # fmt: skip
