@@ -94,6 +94,10 @@ def test_bad_session_fields_name_their_path(sessions: str, fragment: str) -> Non
         (scenario(extra="  tools: {count: 1}\n"), "drop tools"),
         (scenario(extra="  images: {fraction: 0.5, width: 64, height: 64}\n"), "drop images"),
         (
+            scenario(load="{sweep: {points: 2}, requests_per_level: 40, sessions_per_level: 2}"),
+            "drop workload.sessions",
+        ),
+        (
             "name: s\nproviders:\n"
             + SIMULATED
             + "workload:\n"
