@@ -13,6 +13,7 @@ rate. The logs as a whole (``failover_logs.sql``): entries, unmatched, dropped.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -27,7 +28,9 @@ __all__ = [
     "LOGS_TITLE",
     "UPSTREAMS_HEADER",
     "UPSTREAMS_TITLE",
+    "FailoverSection",
     "failover_rows",
+    "failover_sections",
     "log_rows",
     "run_failover",
     "upstream_rows",
@@ -116,3 +119,36 @@ def log_rows(rows: Sequence[dict[str, Any]]) -> list[list[str]]:
         ]
         for r in rows
     ]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class FailoverSection:
+    """One table of the failover part of a report, as every format renders it: the
+    first ``keys`` columns name the row (provider, stage, ...), the others are figures."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: list[list[str]]
+    keys: int
+    note: str = ""
+
+    @property
+    def numeric(self) -> list[bool]:
+        """Right-aligned columns: the stage among the keys, and every figure."""
+        keys = [name == "stage" for name in self.header[: self.keys]]
+        return keys + [True] * (len(self.header) - self.keys)
+
+
+def failover_sections(
+    failover: Sequence[dict[str, Any]],
+    upstreams: Sequence[dict[str, Any]],
+    logs: Sequence[dict[str, Any]],
+) -> list[FailoverSection]:
+    """The failover tables that have rows: per stage, per upstream, and the logs (none
+    for a run without upstreams)."""
+    sections = [
+        FailoverSection(FAILOVER_TITLE, FAILOVER_HEADER, failover_rows(failover), 3, FAILOVER_NOTE),
+        FailoverSection(UPSTREAMS_TITLE, UPSTREAMS_HEADER, upstream_rows(upstreams), 4),
+        FailoverSection(LOGS_TITLE, LOGS_HEADER, log_rows(logs), 1),
+    ]
+    return [section for section in sections if section.rows]

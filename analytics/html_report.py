@@ -20,18 +20,7 @@ from analytics.answers_text import (
 )
 from analytics.charts import chart_divs, palette, plotly_js
 from analytics.columns import columns
-from analytics.failover import (
-    FAILOVER_HEADER,
-    FAILOVER_NOTE,
-    FAILOVER_TITLE,
-    LOGS_HEADER,
-    LOGS_TITLE,
-    UPSTREAMS_HEADER,
-    UPSTREAMS_TITLE,
-    failover_rows,
-    log_rows,
-    upstream_rows,
-)
+from analytics.failover import failover_sections
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
@@ -184,17 +173,11 @@ def _telemetry(report: RunReport) -> str:
 
 def _failover(report: RunReport) -> str:
     out = []
-    for title, header, rows, keys, note in (
-        (FAILOVER_TITLE, FAILOVER_HEADER, failover_rows(report.failover), 3, FAILOVER_NOTE),
-        (UPSTREAMS_TITLE, UPSTREAMS_HEADER, upstream_rows(report.upstreams), 4, ""),
-        (LOGS_TITLE, LOGS_HEADER, log_rows(report.upstream_logs), 1, ""),
-    ):
-        if not rows:
-            continue
-        numeric = [h == "stage" for h in header[:keys]] + [True] * (len(header) - keys)
-        out.append(f"<h2>{escape(title)}</h2>{_table(header, rows, numeric)}")
-        if note:
-            out.append(f'<p class="note">{escape(note)}</p>')
+    for section in failover_sections(report.failover, report.upstreams, report.upstream_logs):
+        table = _table(list(section.header), section.rows, section.numeric)
+        out.append(f"<h2>{escape(section.title)}</h2>{table}")
+        if section.note:
+            out.append(f'<p class="note">{escape(section.note)}</p>')
     return "".join(out)
 
 

@@ -15,18 +15,7 @@ from analytics.answers_text import (
 )
 from analytics.columns import columns
 from analytics.dataset_fingerprint import dataset_line
-from analytics.failover import (
-    FAILOVER_HEADER,
-    FAILOVER_NOTE,
-    FAILOVER_TITLE,
-    LOGS_HEADER,
-    LOGS_TITLE,
-    UPSTREAMS_HEADER,
-    UPSTREAMS_TITLE,
-    failover_rows,
-    log_rows,
-    upstream_rows,
-)
+from analytics.failover import failover_sections
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
@@ -90,17 +79,10 @@ def comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
 def failover_lines(report: RunReport) -> list[str]:
     """The failover sections (none without upstreams)."""
     out: list[str] = []
-    for title, header, rows, keys, note in (
-        (FAILOVER_TITLE, FAILOVER_HEADER, failover_rows(report.failover), 3, FAILOVER_NOTE),
-        (UPSTREAMS_TITLE, UPSTREAMS_HEADER, upstream_rows(report.upstreams), 4, ""),
-        (LOGS_TITLE, LOGS_HEADER, log_rows(report.upstream_logs), 1, ""),
-    ):
-        if not rows:
-            continue
-        numeric = [h == "stage" for h in header[:keys]] + [True] * (len(header) - keys)
-        out += [f"## {title}", "", table(header, rows, numeric), ""]
-        if note:
-            out += [f"_{note}_", ""]
+    for section in failover_sections(report.failover, report.upstreams, report.upstream_logs):
+        out += [f"## {section.title}", "", table(section.header, section.rows, section.numeric), ""]
+        if section.note:
+            out += [f"_{section.note}_", ""]
     return out
 
 

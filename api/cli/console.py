@@ -29,18 +29,7 @@ from analytics.answers_text import (
 )
 from analytics.columns import ROW_KEYS, ReportColumn, UnknownColumnError, select
 from analytics.dataset_fingerprint import dataset_line
-from analytics.failover import (
-    FAILOVER_HEADER,
-    FAILOVER_NOTE,
-    FAILOVER_TITLE,
-    LOGS_HEADER,
-    LOGS_TITLE,
-    UPSTREAMS_HEADER,
-    UPSTREAMS_TITLE,
-    failover_rows,
-    log_rows,
-    upstream_rows,
-)
+from analytics.failover import failover_sections
 from analytics.fitted_tables import Column, fit, print_tables
 from analytics.formatting import (
     CAPTION,
@@ -374,19 +363,12 @@ def failover_tables(report: RunReport, width: int) -> list[Table | Text]:
     """Failover through a gateway: per stage, per upstream, and the upstreams' logs
     (none if the run had no upstreams)."""
     tables: list[Table | Text] = []
-    for title, header, rows, keys, caption in (
-        (FAILOVER_TITLE, FAILOVER_HEADER, failover_rows(report.failover), 3, FAILOVER_NOTE),
-        (UPSTREAMS_TITLE, UPSTREAMS_HEADER, upstream_rows(report.upstreams), 4, ""),
-        (LOGS_TITLE, LOGS_HEADER, log_rows(report.upstream_logs), 1, ""),
-    ):
-        if not rows:
-            continue
-        cells = [[row[i] for row in rows] for i in range(len(header))]
-        key_columns = [
-            Column(header[i], cells[i], numeric=header[i] == "stage") for i in range(keys)
-        ]
+    for section in failover_sections(report.failover, report.upstreams, report.upstream_logs):
+        header, keys = section.header, section.keys
+        cells = [[row[i] for row in section.rows] for i in range(len(header))]
+        key_columns = [Column(header[i], cells[i], numeric=section.numeric[i]) for i in range(keys)]
         values = [Column(header[i], cells[i]) for i in range(keys, len(header))]
-        tables += fit(title, key_columns, values, width, caption=caption)
+        tables += fit(section.title, key_columns, values, width, caption=section.note)
     return tables
 
 

@@ -16,6 +16,7 @@ from analytics.failover import (
     FAILOVER_TITLE,
     UPSTREAMS_HEADER,
     failover_rows,
+    failover_sections,
     log_rows,
     run_failover,
     upstream_rows,
@@ -150,3 +151,12 @@ def test_a_run_without_upstreams_has_no_failover_rows(tmp_path: Path) -> None:
     report = build_report(con, "run")
     assert report.failover == [] and FAILOVER_TITLE not in render_markdown(report)
     assert failover_tables(report, 200) == []
+
+
+def test_sections_are_only_those_with_rows_and_stage_keys_are_numeric() -> None:
+    assert failover_sections([], [], []) == []
+    logs = [{"upstream": "a", "port": 9101, "entries": 7, "unmatched": 1, "missed": 0}]
+    (section,) = failover_sections([], [], logs)
+    assert section.title == "Upstream logs" and section.keys == 1
+    assert section.numeric == [False, True, True, True, True]
+    assert section.rows == log_rows(logs)
