@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from typing import Protocol, TypeVar
+
+from api.rest.errors import NotAcceptable, UnknownFormat
 
 # A media range: type, subtype (either may be "*"), quality.
 _Range = tuple[str, str, float]
@@ -75,3 +78,26 @@ def preferred(accept: str | None, offers: Mapping[str, str]) -> str | None:
         if q > chosen_q:
             chosen, chosen_q = name, q
     return chosen
+
+
+class _Format(Protocol):
+    @property
+    def media_type(self) -> str: ...
+
+
+F = TypeVar("F", bound=_Format)
+
+
+def chosen_format(name: str | None, accept: str | None, formats: Mapping[str, F]) -> F:
+    """The format named by ``?format=``, else the one ``Accept`` prefers (the first of
+    ``formats`` when it names nothing); an unknown name is a 422, an Accept header served
+    by none a 406."""
+    if name is not None:
+        if name not in formats:
+            raise UnknownFormat(name, list(formats))
+        return formats[name]
+    media = {key: fmt.media_type for key, fmt in formats.items()}
+    chosen = preferred(accept, media)
+    if chosen is None:
+        raise NotAcceptable(accept or "", media)
+    return formats[chosen]

@@ -23,8 +23,7 @@ from api.rest.deps import (
     SettingsDep,
     WriterDep,
 )
-from api.rest.errors import NotAcceptable, UnknownFormat
-from api.rest.negotiation import preferred
+from api.rest.negotiation import chosen_format
 from api.schemas import RunCreate, RunCreated, RunPublic
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_ID_CHARS, MAX_REPORT_REQUEST_BYTES, MAX_REPORT_REQUEST_ROWS
@@ -96,20 +95,12 @@ REPORT_HEADERS: dict[str, dict[str, str]] = {
     }
 }
 _FORMAT_NAMES = ", ".join(REPORT_FORMATS)
-_REPORT_MEDIA = {name: fmt.media_type for name, fmt in REPORT_FORMATS.items()}
 
 
 def report_format(name: str | None, accept: str | None) -> ReportFormat:
     """The format named by ``?format=``, else the one ``Accept`` prefers (JSON when it
     names nothing); an unknown name is a 422, an Accept header served by none a 406."""
-    if name is not None:
-        if name not in REPORT_FORMATS:
-            raise UnknownFormat(name, list(REPORT_FORMATS))
-        return REPORT_FORMATS[name]
-    chosen = preferred(accept, _REPORT_MEDIA)
-    if chosen is None:
-        raise NotAcceptable(accept or "", _REPORT_MEDIA)
-    return REPORT_FORMATS[chosen]
+    return chosen_format(name, accept, REPORT_FORMATS)
 
 
 def _provider_pair(providers: str) -> tuple[str, str]:

@@ -11,28 +11,19 @@ from analytics.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from analytics.trend_formats import TREND_FORMATS, TrendFormat
 from analytics.trends import DEFAULT_TREND_RUNS, TrendOptions, TrendSelection, build_trend
 from api.rest.deps import Authenticated, CursorDep
-from api.rest.errors import NotAcceptable, UnknownFormat, UnknownScenarioError
-from api.rest.negotiation import preferred
+from api.rest.errors import UnknownScenarioError
+from api.rest.negotiation import chosen_format
 from api.rest.routes.runs import REPORT_HEADERS
 from api.schedules.store import ScheduleStore
 from scenarios.limits import MAX_ID_CHARS, MAX_TREND_RUNS, MAX_TREND_WINDOW
 
 router = APIRouter(prefix="/v1/trends", tags=["trends"], dependencies=[Authenticated])
 
-_MEDIA = {name: fmt.media_type for name, fmt in TREND_FORMATS.items()}
-
 
 def trend_format(name: str | None, accept: str | None) -> TrendFormat:
     """The format named by ``?format=``, else the one ``Accept`` prefers (JSON when it
     names nothing); an unknown name is a 422, an Accept header served by none a 406."""
-    if name is not None:
-        if name not in TREND_FORMATS:
-            raise UnknownFormat(name, list(TREND_FORMATS))
-        return TREND_FORMATS[name]
-    chosen = preferred(accept, _MEDIA)
-    if chosen is None:
-        raise NotAcceptable(accept or "", _MEDIA)
-    return TREND_FORMATS[chosen]
+    return chosen_format(name, accept, TREND_FORMATS)
 
 
 @router.get(

@@ -3,9 +3,12 @@ specificity (RFC 9110), the route's order breaking ties; none when nothing is ac
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
-from api.rest.negotiation import preferred
+from api.rest.errors import NotAcceptable, UnknownFormat
+from api.rest.negotiation import chosen_format, preferred
 
 OFFERS = {"json": "application/json", "markdown": "text/markdown", "html": "text/html"}
 
@@ -44,3 +47,19 @@ def test_nothing_acceptable_is_none(accept: str) -> None:
 
 def test_no_offers_is_none() -> None:
     assert preferred("*/*", {}) is None
+
+
+@dataclass(frozen=True)
+class Fmt:
+    media_type: str
+
+
+def test_a_named_format_wins_and_an_unknown_name_or_accept_is_refused() -> None:
+    formats = {name: Fmt(media) for name, media in OFFERS.items()}
+    assert chosen_format("html", "application/json", formats) is formats["html"]
+    assert chosen_format(None, "text/markdown", formats) is formats["markdown"]
+    assert chosen_format(None, None, formats) is formats["json"]
+    with pytest.raises(UnknownFormat):
+        chosen_format("pdf", None, formats)
+    with pytest.raises(NotAcceptable):
+        chosen_format(None, "image/png", formats)
