@@ -120,6 +120,7 @@ async def measure_stream(
 ) -> RequestResult:
     """Send the request ``prepare`` builds and feed its body to ``parser``."""
     now = time.perf_counter_ns
+    response: httpx.Response | None = None
     try:
         async with asyncio.timeout(limits.timeout_s):
             result.sent = now()
@@ -167,7 +168,26 @@ async def measure_stream(
         # Cancellation is recorded, not propagated: the executor stops virtual users by a
         # flag, and a request cut by it must still leave its row.
         result.failure = classify_exception(exc, limits.secrets)
+    finally:
+        if response is not None:
+            release(response)
     return result
+
+
+# What a closed response's body becomes: no reference back to the response.
+_RELEASED = httpx.ByteStream(b"")
+
+
+def release(response: httpx.Response) -> None:
+    """Break the cycle a streamed httpx response makes with its body (the response holds
+    the body stream, which holds the response), once the response is closed. Without it
+    every request's response, request, headers and body buffers (about 22 objects) live
+    until the cyclic collector finds them: at 1,000 streams its young collections then
+    freed ~7,500 objects at a time in pauses of 85-95 ms, and each pause merges the token
+    writes that land in it (docs/load.md). Released, reference counting frees them when
+    the request ends."""
+    if response.is_closed:
+        response.stream = _RELEASED
 
 
 def _fixed(call: HttpCall) -> Prepare:
