@@ -221,6 +221,7 @@ async def read_json(
     response = await client.request(
         method, url, content=content, headers=headers, timeout=limits.http_timeout()
     )
+    release(response)  # read whole and closed: nothing needs its body stream again
     if response.status_code not in ok:
         raise status_failure(
             response.status_code,
