@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -82,3 +83,33 @@ def test_the_procfile_submits_to_regions_it_runs_workers_for() -> None:
     redis_port = shlex.split(processes["redis"])[2]
     urls = {url for command in processes.values() for url in re.findall(r"redis://\S+", command)}
     assert urls == {f"redis://127.0.0.1:{redis_port}/0"}
+
+
+def _requirement_name(requirement: str) -> str:
+    """The normalised distribution name of a PEP 508 requirement string."""
+    name = re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_dependency_is_pinned_in_the_constraints_file() -> None:
+    """CI and the README install with ``-c constraints.txt``: a dependency missing from it
+    would float to whatever release is newest on the day (docs/dependencies.md)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = {_requirement_name(r) for r in project["dependencies"]}
+    for extra in project["optional-dependencies"].values():
+        wanted |= {_requirement_name(r) for r in extra}
+    pinned = {
+        _requirement_name(line.split("==")[0]): line.split("==")[1]
+        for line in (REPO / "constraints.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    }
+    assert wanted - {"uvloop"} <= set(pinned), sorted(wanted - set(pinned))
+    assert all(re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", v) for v in pinned.values())
+
+
+def test_ci_and_the_readme_install_the_pinned_versions() -> None:
+    readme = (REPO / "README.md").read_text()
+    ci = (REPO / ".ci" / "run").read_text()
+    test_command = next(line for line in readme.splitlines() if "python -m pytest" in line)
+    assert "-c constraints.txt" in test_command
+    assert test_command.strip() in ci

@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from api.local.redis_server import RedisServer, start_redis_server
 from scenarios.records import ipc_to_table
