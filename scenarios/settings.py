@@ -144,6 +144,15 @@ class ControlSettings(BaseModel):
     max_streams_per_shard: int = Field(
         default=512, ge=1, description="Streams one shard drives; larger levels are split."
     )
+    max_queued_bytes: int = Field(
+        default=64 * 2**20,
+        ge=1,
+        description=(
+            "Redis bytes one run's shard messages (all stages at once) and its stored "
+            "providers and workload may take; a larger run is refused when submitted "
+            "(422). Redis runs with noeviction: a full Redis stops the whole service."
+        ),
+    )
     visibility_timeout_s: float = Field(
         default=12 * 3600.0, gt=0, description="Broker redelivery of unacknowledged tasks."
     )

@@ -2,10 +2,11 @@
 the gateway. Task names and payloads, Redis key and stream names, stream-entry encoding.
 
 A run is planned into stages (load levels, in order) and shards (provider × region ×
-stage). A shard spec is the Celery task's only argument; workers answer on two Redis
-Streams per run: lifecycle events and Arrow record batches. A shadow session (a run kind,
-docs/shadow.md) adds a third stream, the gateway's per-request captures, and its records
-come from many processes under shared shard ids.
+stage). A shard message (the shard's own fields and the digests of its provider and
+workload, stored once per run in Redis) is the Celery task's only argument; workers
+answer on two Redis Streams per run: lifecycle events and Arrow record batches. A shadow
+session (a run kind, docs/shadow.md) adds a third stream, the gateway's per-request
+captures, and its records come from many processes under shared shard ids.
 
 Every process encodes stream entries with the functions here and the control plane
 decodes them here, so the format is written once. Tasks are sent by name: the control
@@ -121,6 +122,18 @@ def done_key(run_id: str, shard_id: str) -> str:
 DATASET_TTL_S = 24 * 3600
 
 
+# A run's stored providers and workloads outlive its last dispatch or health check by
+# this long (the control plane refreshes the TTL while the run is open, deletes the hash
+# when it closes).
+RUN_SPEC_TTL_S = 24 * 3600
+
+
+def run_spec_key(run_id: str) -> str:
+    """Hash holding a run's providers and workloads (JSON), each under the SHA-256 digest
+    of its bytes: what :class:`ShardMessage` refers to."""
+    return f"{KEY_PREFIX}:run:{run_id}:spec"
+
+
 def calibration_key(run_id: str, provider: str, region: str) -> str:
     """Key holding a run's prompt-length calibration sums for one provider in one region
     (written by a shard when it finishes, read by the next stage's; docs/lengths.md)."""
@@ -167,8 +180,10 @@ class ShardRate(BaseModel):
     replay: bool = Field(default=False, description="Arrival times from workload.replay.")
 
 
-class ShardSpec(BaseModel):
-    """Everything a worker needs to execute one shard; JSON-serialisable."""
+class ShardFields(BaseModel):
+    """A shard's own fields: everything but its provider and workload, which many shards
+    of a run share (a :class:`ShardSpec` carries them, a :class:`ShardMessage` their
+    digests)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -176,8 +191,6 @@ class ShardSpec(BaseModel):
     shard_id: str
     stage: int = Field(ge=0)
     region: str
-    provider: Provider
-    workload: Workload
     seed: int
     concurrency: int = Field(ge=0, description="Closed: virtual users; open: cap, 0 = none.")
     seq_start: int = Field(
@@ -205,6 +218,25 @@ class ShardSpec(BaseModel):
             "it with its prompt hash: the run's upstreams log them (docs/failover.md)."
         ),
     )
+
+
+class ShardSpec(ShardFields):
+    """Everything a worker needs to execute one shard; JSON-serialisable."""
+
+    provider: Provider
+    workload: Workload
+
+
+class ShardMessage(ShardFields):
+    """The argument of a ``RUN_SHARD`` task: a shard's own fields and the SHA-256 digests
+    of its provider and workload, stored once per run in the hash at
+    :func:`run_spec_key` (docs/architecture.md, "shard messages"). A provider's
+    ``extra_body`` and tools may be megabytes; 300 shards sharing them would otherwise
+    queue 300 copies in Redis. The worker resolves a message into its :class:`ShardSpec`
+    (``workers/run_spec.py``)."""
+
+    provider_digest: str = Field(pattern=r"^[0-9a-f]{64}$")
+    workload_digest: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 class RunState(StrEnum):

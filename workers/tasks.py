@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from scenarios.wire import (
@@ -10,22 +11,32 @@ from scenarios.wire import (
     RUN_SHARD,
     ShadowBatch,
     ShadowTask,
-    ShardSpec,
 )
 from workers.celery_app import app
 from workers.context import get_context
 from workers.event_loop import run_in_loop
+from workers.run_spec import SpecUnavailable, resolve_shard
 from workers.shadow import execute_shadow, execute_shadow_batch
 from workers.shard import execute_shard
+
+log = logging.getLogger("tokenbench.worker")
 
 
 @app.task(name=RUN_SHARD)  # type: ignore[untyped-decorator]
 def run_shard(spec: dict[str, Any]) -> int:
-    """Execute one shard on this process's event loop; returns its record count."""
-    shard = ShardSpec.model_validate(spec)
+    """Execute one shard on this process's event loop; returns its record count. The
+    message refers to its run's stored provider and workload (``workers/run_spec.py``)."""
 
     async def execute() -> int:
-        return await execute_shard(shard, await get_context())
+        context = await get_context()
+        try:
+            shard = await resolve_shard(spec, context.redis)
+        except SpecUnavailable as exc:
+            # Not executable here; the control plane re-sends a shard that never started
+            # (after a Redis state loss, or its watchdog), with its parts stored again.
+            log.error("%s", exc)
+            return 0
+        return await execute_shard(shard, context)
 
     return run_in_loop(execute())
 

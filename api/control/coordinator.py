@@ -31,6 +31,7 @@ from api.control.adaptive import (
     initial_roles,
 )
 from api.control.planner import Stage, plan_run, stored_stages
+from api.control.run_spec import check_queued_bytes
 from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
@@ -480,9 +481,12 @@ class RunCoordinator(Coordinator):
         store: RunStore,
         max_streams_per_shard: int,
         workers: Mapping[str, int] | None = None,
+        max_queued_bytes: int | None = None,
     ) -> RunCoordinator:
         """A new run, recorded in the database with its planned shards; its stages are
-        split over ``workers``, the live worker processes of each region."""
+        split over ``workers``, the live worker processes of each region. A run whose
+        messages would take more than ``max_queued_bytes`` of Redis is refused
+        (ScenarioError) before anything is stored."""
         stages = plan_run(
             run_id,
             scenario,
@@ -490,6 +494,8 @@ class RunCoordinator(Coordinator):
             replay_times=replay_times(scenario, store),
             workers=workers,
         )
+        if max_queued_bytes is not None:
+            check_queued_bytes((s for stage in stages for s in stage.shards), max_queued_bytes)
         roles = initial_roles(scenario) if scenario.load.adaptive else []
         store.create_run(
             run_id,

@@ -67,6 +67,7 @@ from api.control.coordinator import (
     fail_unresumable,
 )
 from api.control.planner import Stage
+from api.control.queue_purge import purge_run_messages
 from api.control.record_buffer import RecordBuffer, store_due
 from api.control.redis_faults import (
     UNREACHABLE_ERRORS,
@@ -77,6 +78,7 @@ from api.control.redis_faults import (
     restore_batch_counters,
     task_queued,
 )
+from api.control.run_spec import RunSpecParts, refresh_parts
 from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
@@ -89,6 +91,7 @@ from scenarios.wire import (
     RunState,
     ShardState,
     StreamKind,
+    attempts_key,
     batch_seq_key,
     cancel_key,
     captures_stream,
@@ -103,6 +106,7 @@ from scenarios.wire import (
     parse_stream,
     records_stream,
     region_queue,
+    run_spec_key,
     shard_task_id,
     stop_key,
 )
@@ -110,6 +114,9 @@ from scenarios.wire import (
 log = logging.getLogger("tokenbench.control")
 # A stop key outlives any stage: a late re-dispatch of a stopped shard must still see it.
 STOP_TTL_S = 7 * 24 * 3600
+# A closed run's attempt counters: kept as long as its cancel key, so that a straggler
+# execution is still numbered above the stored attempts.
+ATTEMPTS_TTL_S = 24 * 3600
 
 GROUP = "control"
 READ_BLOCK_MS = 200
@@ -149,6 +156,7 @@ class ControlPlane:
         self._unsent: dict[tuple[str, str], ShardProgress] = {}  # send failed: resend
         self._state_marked = False  # the Redis state marker was seen or written
         self.records = RecordBuffer(con)  # read, stored in large parallel commits
+        self.spec_parts = RunSpecParts()  # providers/workloads the shard messages refer to
 
     # ------------------------------------------------------------------ runs
 
@@ -212,6 +220,7 @@ class ControlPlane:
             scenario,
             self.settings.max_streams_per_shard,
             workers,
+            self.settings.max_queued_bytes,
         )
         coordinator.store = self.store  # later transitions are written on the loop's connection
         coordinator.wait_for_workers = wait_for_workers
@@ -306,6 +315,8 @@ class ControlPlane:
             await self._check_state(lost_if_missing=self._state_marked)
             for coordinator in list(self.runs.values()):
                 await self._check_workers(coordinator)
+                if isinstance(coordinator, RunCoordinator):
+                    await refresh_parts(self.redis, coordinator.run_id)
 
     async def _close_completed(self) -> None:
         for coordinator in list(self.runs.values()):
@@ -455,10 +466,13 @@ class ControlPlane:
 
     async def _send(self, shard: ShardProgress) -> None:
         spec = shard.spec
+        # The message refers to the run's stored provider and workload (set again here
+        # if Redis lost them): a large extra_body is not copied into every message.
+        message = await self.spec_parts.message(self.redis, spec)
         await asyncio.to_thread(
             self.celery.send_task,
             RUN_SHARD,
-            args=[spec.model_dump(mode="json")],
+            args=[message.model_dump(mode="json")],
             queue=region_queue(spec.region),
             task_id=shard_task_id(spec.run_id, spec.shard_id),
         )
@@ -711,6 +725,32 @@ class ControlPlane:
             )
         self.runs.pop(coordinator.run_id, None)
         await self.redis.delete(*streams)
+        if isinstance(coordinator, RunCoordinator):
+            await self._release_run(coordinator)
+
+    async def _release_run(self, coordinator: RunCoordinator) -> None:
+        """Free what a closed run holds in Redis: the tasks still queued for its shards
+        (a cancelled or failed run's, e.g. in a region without a live worker) and
+        unacknowledged ones kombu would put back, its stored providers and workload, and
+        (expiring) its attempt counters. Done, cancel and stop keys expire by themselves."""
+        run_id = coordinator.run_id
+        self.spec_parts.forget(run_id)
+        if coordinator.state != RunState.FINISHED:
+            queues = {region_queue(r) for r in coordinator.scenario.regions}
+            queues |= {region_queue(s.spec.region) for s in coordinator.shards.values()}
+            purged = await purge_run_messages(self.redis, run_id, sorted(queues))
+            if purged.queued or purged.unacked:
+                log.info(
+                    "run %s: removed %d queued and %d unacknowledged task(s) from Redis",
+                    run_id,
+                    purged.queued,
+                    purged.unacked,
+                )
+        await self.redis.delete(run_spec_key(run_id))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for shard_id in coordinator.shards:
+                pipe.expire(attempts_key(run_id, shard_id), ATTEMPTS_TTL_S)
+            await pipe.execute()
 
 
 def _store_scrapes(con: duckdb.DuckDBPyConnection, payloads: list[bytes]) -> None:
@@ -757,11 +797,12 @@ def _create_run(
     scenario: Scenario,
     max_streams_per_shard: int,
     workers: dict[str, int],
+    max_queued_bytes: int,
 ) -> RunCoordinator:
     """Plan a run and record it on ``cursor`` (closed afterwards), in a worker thread."""
     try:
         return RunCoordinator.create(
-            run_id, scenario, RunStore(cursor), max_streams_per_shard, workers
+            run_id, scenario, RunStore(cursor), max_streams_per_shard, workers, max_queued_bytes
         )
     finally:
         cursor.close()
