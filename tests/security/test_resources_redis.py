@@ -19,10 +19,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 import redis
 
+from scenarios.settings import env_name
 from scenarios.wire import region_queue, run_spec_key
+from tests.conftest import API_TOKEN, start_control_plane
 from tests.security.conftest import REGION, HostileStack, scenario_with, simulated
 
 pytestmark = pytest.mark.integration
@@ -189,3 +192,50 @@ def test_a_run_with_a_large_extra_body_and_tools_still_succeeds(
     assert view["state"] == "finished", view
     assert view["requests_done"] == view["requests_planned"] == 6
     assert REGION in body["regions"]
+
+
+@pytest.fixture(scope="module")
+def bounded_plane(
+    worker_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[httpx.Client]:
+    """A control plane whose runs may queue at most 1 MiB (as an operator of a small
+    Redis would set it)."""
+    tmp = tmp_path_factory.mktemp("bounded")
+    env = {**worker_env, env_name("control.max_queued_bytes"): str(2**20)}
+    plane, base = start_control_plane(env, tmp / "api.duckdb", tmp / "api.log")
+    with httpx.Client(
+        base_url=base, headers={"authorization": f"Bearer {API_TOKEN}"}, timeout=30
+    ) as client:
+        yield client
+    plane.stop()
+
+
+def test_a_run_over_the_queued_bytes_bound_is_refused_before_anything_is_queued(
+    bounded_plane: httpx.Client, broker: redis.Redis
+) -> None:
+    regions = [f"idle-bound{i}" for i in range(10)]
+    stored = bounded_plane.post(
+        "/v1/scenarios",
+        content=anchored_body(regions),
+        headers={"content-type": "application/yaml"},
+    )
+    assert stored.status_code == 201, stored.text
+    answer = bounded_plane.post(
+        "/v1/runs", json={"scenario_id": stored.json()["id"], "wait_for_workers": True}
+    )
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]
+    assert problem["loc"] == ["scenario", "providers"]  # 32 providers of 60 KB: the weight
+    assert "more than the 1.0 MiB a run may queue" in problem["msg"]
+    assert "TOKENBENCH__CONTROL__MAX_QUEUED_BYTES" in problem["msg"]
+    assert sum(queued_lengths(broker, regions)) == 0
+    assert bounded_plane.get("/v1/runs").json() == []  # nothing was stored either
+    fine = bounded_plane.post(
+        "/v1/runs",
+        json={
+            "scenario": {**scenario_with(simulated()), "regions": regions[:1]},
+            "wait_for_workers": True,
+        },
+    )
+    assert fine.status_code == 201, fine.text  # a small run still goes
+    bounded_plane.post(f"/v1/runs/{fine.json()['id']}/cancel")
