@@ -109,6 +109,7 @@ from scenarios.wire import (
     run_spec_key,
     shard_task_id,
     stop_key,
+    token_key,
 )
 
 log = logging.getLogger("tokenbench.control")
@@ -731,8 +732,9 @@ class ControlPlane:
     async def _release_run(self, coordinator: RunCoordinator) -> None:
         """Free what a closed run holds in Redis: the tasks still queued for its shards
         (a cancelled or failed run's, e.g. in a region without a live worker) and
-        unacknowledged ones kombu would put back, its stored providers and workload, and
-        (expiring) its attempt counters. Done, cancel and stop keys expire by themselves."""
+        unacknowledged ones kombu would put back, its stored providers and workload, its
+        claim tokens and (expiring) its attempt counters. Done, cancel, stop and
+        calibration keys expire by themselves."""
         run_id = coordinator.run_id
         self.spec_parts.forget(run_id)
         if coordinator.state != RunState.FINISHED:
@@ -750,6 +752,9 @@ class ControlPlane:
         async with self.redis.pipeline(transaction=False) as pipe:
             for shard_id in coordinator.shards:
                 pipe.expire(attempts_key(run_id, shard_id), ATTEMPTS_TTL_S)
+                # Without its claim token a straggler execution cannot publish any more:
+                # it would re-create the streams just deleted, and they never expire.
+                pipe.delete(token_key(run_id, shard_id))
             await pipe.execute()
 
 

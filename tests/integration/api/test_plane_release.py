@@ -20,7 +20,7 @@ from api.local.redis_server import RedisServer
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.shard_payload import message_task_id
-from scenarios.wire import attempts_key, region_queue, run_spec_key
+from scenarios.wire import attempts_key, region_queue, run_spec_key, token_key
 from workers.broker import TRANSPORT
 
 pytestmark = pytest.mark.integration
@@ -92,14 +92,16 @@ def test_a_failed_runs_queued_tasks_and_spec_leave_redis(
             assert all(str(message_task_id(m)).startswith(f"{run_id}/") for m in queued)
             assert max(len(m) for m in queued) < 8 * 1024  # 60 KB providers by reference
             assert await redis.hlen(run_spec_key(run_id)) == 5  # 4 providers, 1 workload
-            await redis.incr(attempts_key(run_id, next(iter(coordinator.shards))))
+            first = next(iter(coordinator.shards))
+            await redis.incr(attempts_key(run_id, first))
+            await redis.set(token_key(run_id, first), "t", ex=3600)  # a straggler's claim
 
             await steps_until(plane, lambda: run_id not in plane.runs, "the run closing")
             assert plane.store_state(run_id) == "failed"
             assert await redis.llen(region_queue(region)) == 0
             assert not await redis.exists(run_spec_key(run_id))
-            ttl = await redis.ttl(attempts_key(run_id, next(iter(coordinator.shards))))
-            assert 0 < ttl <= 24 * 3600
+            assert 0 < await redis.ttl(attempts_key(run_id, first)) <= 24 * 3600
+            assert not await redis.exists(token_key(run_id, first))  # it can publish no more
             after = int((await redis.info("memory"))["used_memory"])
             assert after < baseline + 2**20
         finally:
