@@ -122,7 +122,7 @@ def hostile_stack(
     worker_env_sec = {
         **worker_env,
         **CANARIES,
-        "TOKENBENCH__WORKER__SECRET_HOSTS": json.dumps({"BOUND_TEST_KEY": ["127.0.0.1"]}),
+        "TOKENBENCH__WORKER__SECRET_HOSTS": json.dumps({"BOUND_TEST_KEY": ["http://127.0.0.1:*"]}),
     }
     worker = start_worker(REGION, worker_env_sec, tmp / "worker-sec.log", redis_server.url)
     plane, base = start_control_plane(worker_env, tmp / "api.duckdb", tmp / "api.log")
