@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from scenarios.host_rules import host_matches
 from scenarios.model import Scenario
 from workers.client.adapters import AdapterContext, ProviderSetupError, build_adapter
 from workers.client.adapters.replicate import ReplicateAdapter
-from scenarios.host_rules import host_matches
 from workers.client.errors import ProtocolFailure
 from workers.secrets import (
     SecretRefused,
