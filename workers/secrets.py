@@ -180,7 +180,12 @@ def _hosts(endpoints: Iterable[Any]) -> list[str]:
             scheme, host, port = url_host(endpoint.url)
         except EgressDenied:
             continue  # not a URL the worker would connect to
-        hosts.append(_rule_text(scheme, normalise_host(host), port or DEFAULT_PORTS[scheme]))
+        rule = _rule_text(scheme, normalise_host(host), port or DEFAULT_PORTS[scheme])
+        try:
+            parse_rule(rule)
+        except InvalidHostRule:
+            continue  # a host no rule can name (the workers' settings would refuse it)
+        hosts.append(rule)
     return hosts
 
 
