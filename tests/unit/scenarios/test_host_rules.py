@@ -9,9 +9,11 @@ against look-alikes that other tenants of the same domain can own.
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from scenarios.host_rules import HostRule, InvalidHostRule, host_matches, parse_rule
 from scenarios.presets import load_presets, preset_secret_hosts
+from scenarios.settings import WorkerSettings
 
 
 @pytest.mark.parametrize(
@@ -169,3 +171,11 @@ def test_every_preset_rule_parses_and_no_pattern_spans_labels() -> None:
             # A label that is only `*` must sit under the provider's own domain name.
             labels = rule.host.split(".")
             assert "*" not in labels[-3:], entry
+
+
+def test_the_operators_bindings_are_checked_when_the_settings_load() -> None:
+    # A rule that does not parse stops the worker at start, naming it.
+    ok = WorkerSettings(secret_hosts={"K": ["http://vllm.internal:8000", "api.example"]})
+    assert ok.secret_hosts["K"] == ["http://vllm.internal:8000", "api.example"]
+    with pytest.raises(ValidationError, match=r"ftp://vllm\.internal"):
+        WorkerSettings(secret_hosts={"K": ["ftp://vllm.internal"]})
