@@ -11,6 +11,16 @@ Two layers, so that one mistake does not open the file system:
    extension install/load), extension auto-install/auto-load and community extensions
    off, persistent secrets off, ``max_memory`` and ``threads`` capped. A SELECT that
    calls ``read_csv('/etc/passwd')`` is stopped here.
+3. The names: functions that show the server's files or settings, which the locked
+   connection still answers (``duckdb_settings()``, ``current_setting(...)``,
+   ``duckdb_databases()``, ``pragma_database_list``, ``duckdb_extensions()``...: see
+   :data:`DENIED_FUNCTIONS`), and those that run SQL given as a string (``query(...)``,
+   ``query_table(...)``, which would hide a name from this check), are refused by name,
+   found among the statement's identifiers by DuckDB's own tokenizer.
+
+Errors are reported as a class (``kind``) and DuckDB's first line, with any server path
+in it replaced by ``<path>``; an answer that cannot be encoded in the asked format is a
+classified error too, never a Python exception's text.
 
 A timer interrupts a statement that runs longer than the timeout; the result is streamed
 as Arrow record batches and cut after ``max_rows`` rows (``truncated`` says so, and
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -51,6 +62,19 @@ from scenarios.limits import SQL_PROCESS_DATA_BYTES
 from scenarios.settings import env_name
 
 ALLOWED_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
+# Functions (and table functions) whose answer shows the server: file paths of the
+# database, its temporary files, extensions and secrets, the home directory, settings.
+DENIED_FUNCTIONS = frozenset({
+    "current_setting", "duckdb_settings", "duckdb_databases", "pragma_database_list",
+    "duckdb_extensions", "duckdb_extension_repositories", "duckdb_temporary_files",
+    "duckdb_external_file_cache", "duckdb_secrets", "which_secret", "duckdb_logs",
+    "duckdb_log_contexts",
+})  # fmt: skip
+# Table functions that run a query given as a string: the names in it escape the check.
+STRING_QUERIES = frozenset({"query", "query_table"})
+# An absolute path in an error message (two segments at least, so that an operator such
+# as '/' or a ratio stays): the server's files are nobody's business.
+_PATH = re.compile(r"(?<![\w.:/])(?:/[\w.@~+-]+){2,}/?|\b[A-Za-z]:\\[^\s\"']+")
 OUTPUT_FORMATS = ("csv", "json", "parquet", "arrow")
 
 
@@ -185,6 +209,35 @@ def check_statement(con: duckdb.DuckDBPyConnection, sql: str) -> None:
             f"only SELECT queries are allowed; {kind.name} statements are refused "
             "(results are read-only: no COPY, ATTACH, INSTALL/LOAD, SET, PRAGMA or CALL)"
         )
+    check_names(sql)
+
+
+def check_names(sql: str) -> None:
+    """Refuse a query naming a function of :data:`DENIED_FUNCTIONS` anywhere as an
+    identifier (quoted or not, qualified or not), or calling one of
+    :data:`STRING_QUERIES`."""
+    try:
+        tokens = duckdb.tokenize(sql)
+    except duckdb.Error as exc:
+        raise SqlError(_first_line(exc)) from None
+    ends = [start for start, _ in tokens[1:]] + [len(sql)]
+    texts = [
+        (sql[start:end].strip(), kind) for (start, kind), end in zip(tokens, ends, strict=True)
+    ]
+    for index, (text, kind) in enumerate(texts):
+        if kind != duckdb.token_type.identifier:
+            continue
+        name = text.strip('"').lower()
+        if name in DENIED_FUNCTIONS:
+            raise SqlRefused(
+                f"{name} is not available to user SQL: it shows the server's settings and "
+                "files; query the results' tables and views instead"
+            )
+        following = texts[index + 1][0] if index + 1 < len(texts) else ""
+        if name in STRING_QUERIES and following.startswith("("):
+            raise SqlRefused(
+                f"{name}() is not available to user SQL: write the query itself instead"
+            )
 
 
 def run_query(
@@ -309,6 +362,26 @@ def _guarded(con: duckdb.DuckDBPyConnection, limits: SqlLimits) -> Iterator[None
         timer.cancel()
 
 
+# What converting a value for a format raises when the value does not fit it.
+ENCODING_ERRORS = (
+    OverflowError, ArithmeticError, ValueError, TypeError,
+    pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError,
+)  # fmt: skip
+
+
+@contextmanager
+def encodable(fmt: str) -> Iterator[None]:
+    """Encoding errors as a SqlError that says what to do: a value Python's or the
+    format's types cannot hold (``test_all_types()``'s extreme dates and intervals, an
+    interval in Parquet) is the user's to fix, said without the library's internals."""
+    try:
+        yield
+    except SqlError:
+        raise
+    except ENCODING_ERRORS:
+        raise SqlError(UNENCODABLE.format(fmt=fmt)) from None
+
+
 class BatchEncoder:
     """Record batches of one schema written to a binary sink as CSV, JSON (one array of
     objects, as :func:`encode` writes it), Parquet or an Arrow IPC stream, one batch at a
@@ -319,6 +392,11 @@ class BatchEncoder:
         self._fmt = fmt
         self._first = True
         self._writer: Any = None
+        with encodable(fmt):
+            self._open(schema)
+
+    def _open(self, schema: pa.Schema) -> None:
+        fmt, sink = self._fmt, self._sink
         if fmt == "csv":
             self._writer = pa_csv.CSVWriter(sink, schema)
         elif fmt == "parquet":
@@ -331,13 +409,14 @@ class BatchEncoder:
             raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(OUTPUT_FORMATS)}")
 
     def write(self, batch: pa.RecordBatch) -> None:
-        """Append one batch."""
-        if self._writer is not None:
-            self._writer.write_batch(batch)
-        elif batch.num_rows:
-            rows = json.dumps(batch.to_pylist(), default=str)[1:-1]
-            self._sink.write((rows if self._first else ", " + rows).encode())
-            self._first = False
+        """Append one batch; SqlError when a value cannot be written in the format."""
+        with encodable(self._fmt):
+            if self._writer is not None:
+                self._writer.write_batch(batch)
+            elif batch.num_rows:
+                rows = json.dumps(batch.to_pylist(), default=str)[1:-1]
+                self._sink.write((rows if self._first else ", " + rows).encode())
+                self._first = False
 
     def close(self) -> None:
         """End the document (the sink itself stays open)."""
@@ -356,7 +435,17 @@ class BatchEncoder:
 
 
 def encode(table: pa.Table, fmt: str) -> bytes:
-    """The table as CSV, JSON (an array of objects), Parquet or Arrow IPC stream bytes."""
+    """The table as CSV, JSON (an array of objects), Parquet or Arrow IPC stream bytes;
+    SqlError when a value cannot be written in ``fmt``."""
+    if fmt not in OUTPUT_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(OUTPUT_FORMATS)}")
+    try:
+        return _encode(table, fmt)
+    except ENCODING_ERRORS:
+        raise SqlError(UNENCODABLE.format(fmt=fmt)) from None
+
+
+def _encode(table: pa.Table, fmt: str) -> bytes:
     if fmt == "csv":
         sink = io.BytesIO()
         pa_csv.write_csv(table, sink)
@@ -412,4 +501,18 @@ def encode_capped(table: pa.Table, fmt: str, max_bytes: int | None) -> bytes:
 
 
 def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    """DuckDB's (or Arrow's) first line of ``exc``, server paths replaced by ``<path>``."""
+    text = str(exc).splitlines()[0] if str(exc) else "the query failed"
+    return public_message(text)
+
+
+def public_message(text: str) -> str:
+    """``text`` with every absolute path in it replaced by ``<path>``."""
+    return _PATH.sub("<path>", text)
+
+
+UNENCODABLE = (
+    "the answer holds a value the {fmt} format cannot represent (such as a date or "
+    "interval beyond the years 1 to 9999, or an interval in Parquet): cast that column "
+    "to VARCHAR, or ask for the arrow format, which holds every type"
+)

@@ -9,6 +9,12 @@ while ingestion goes on), detaches it and renames it over the previous copy. A q
 process opens the copy read-only; one that has the old copy open keeps reading that
 inode. Queries see the data as of the copy: ``age_s`` says how old it is, and a copy
 older than the caller accepts is refreshed before the query runs.
+
+The copy is what untrusted SQL reads, so what only the control plane may read is
+rewritten in it before it is renamed into place (:func:`scrub_copy`): a schedule's
+``webhook_url`` is a credential (user:password, query token, a hook's secret path) and
+the copy holds only its public form (scenarios/redaction.py, ``public_url``), in a table
+written anew, so that no page of the copy's live tables holds the original.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+
+from scenarios.redaction import public_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +88,7 @@ class SqlSnapshot:
             try:
                 quoted = '"' + str(source[0]).replace('"', '""') + '"'
                 cursor.execute(f"COPY FROM DATABASE {quoted} TO {alias}")
+                scrub_copy(cursor, alias)
             finally:
                 cursor.execute(f"DETACH {alias}")
             os.replace(partial, self.path)
@@ -89,3 +98,28 @@ class SqlSnapshot:
                 partial.unlink()
         self._taken_at = taken_at
         return SnapshotInfo(self.path, taken_at, time.time() - taken_at)
+
+
+def scrub_copy(cursor: duckdb.DuckDBPyConnection, alias: str) -> None:
+    """Replace, in the attached copy ``alias``, every schedule's ``webhook_url`` by its
+    public form (the table is rewritten, not updated in place)."""
+    found = cursor.execute(
+        "SELECT 1 FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' "
+        "AND table_name = 'schedules' AND column_name = 'webhook_url'",
+        [alias],
+    ).fetchone()
+    if found is None:
+        return  # not a database with schedules (or one older than them)
+    # The alias is ours (sql_snapshot_<hex>), never a user's text.
+    table = f"{alias}.main.schedules"
+    query = f"SELECT DISTINCT webhook_url FROM {table} WHERE webhook_url NOT NULL"  # noqa: S608
+    urls = [str(row[0]) for row in cursor.execute(query).fetchall()]
+    if not urls:
+        return
+    shown = [public_url(url) for url in urls]
+    rewrite = (
+        f"CREATE OR REPLACE TABLE {table} AS SELECT * REPLACE "  # noqa: S608
+        "(map_extract_value(MAP(?::VARCHAR[], ?::VARCHAR[]), webhook_url) AS webhook_url) "
+        f"FROM {table}"
+    )
+    cursor.execute(rewrite, [urls, shown])

@@ -19,8 +19,9 @@ statement timeout is killed, whatever it is doing.
 
 Protocol: the request is one JSON object on stdin; the answer is one JSON line on stdout
 (``{"ok": true, "rows": …, "truncated": …, "elapsed_s": …, "columns": […], "bytes": N}``
-or ``{"ok": false, "kind": "refused" | "timeout" | "invalid" | "busy" | "too_large",
-"message": …}``), followed on success by exactly N bytes: the answer in the requested
+or ``{"ok": false, "kind": "refused" | "timeout" | "invalid" | "busy" | "too_large" |
+"failed", "message": …}``: a class and a sentence, no Python names, no server
+paths), followed on success by exactly N bytes: the answer in the requested
 format (for JSON, the array of row objects).
 """
 
@@ -29,8 +30,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +50,7 @@ from analytics.safe_sql import (
     SqlTooLarge,
     encode,
     encode_capped,
+    public_message,
     run_query,
     too_large_message,
 )
@@ -64,6 +68,9 @@ GRACE_S = 10.0
 MAX_HEADER_BYTES = 1024 * 1024
 # What the parent keeps of a child's stderr (the last lines name a crash).
 MAX_STDERR_BYTES = 16 * 1024
+# What a user reads when the child failed on a fault of ours (its traceback is logged).
+FAILED_MESSAGE = "the query process failed on an internal error (logged on the server)"
+_log = logging.getLogger(__name__)
 # Kinds of refusal the child answers with, and the error each becomes in the parent.
 _ERRORS: dict[str, type[SqlError]] = {
     error.sql_kind: error for error in (SqlRefused, SqlTimeout, SqlTooLarge, SqlError)
@@ -140,7 +147,14 @@ def main() -> int:
         _answer(out, {"ok": False, "kind": "too_large", "message": message})
         return 0
     except (DatabaseBusyError, duckdb.IOException, FileNotFoundError) as exc:
-        _answer(out, {"ok": False, "kind": "busy", "message": str(exc).splitlines()[0]})
+        message = public_message(str(exc).splitlines()[0] if str(exc) else "busy")
+        _answer(out, {"ok": False, "kind": "busy", "message": message})
+        return 0
+    except Exception:
+        # A fault of ours, not of the query: the traceback goes to stderr (the server's
+        # log); the user reads a class and a sentence, no Python names or paths.
+        traceback.print_exc()
+        _answer(out, {"ok": False, "kind": "failed", "message": FAILED_MESSAGE})
         return 0
     header = {
         "ok": True,
@@ -199,7 +213,11 @@ async def run_in_child(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(drain), 2.0)  # the crash's last words
         tail = stderr_tail.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise SqlUnavailable(f"the query process failed: {tail[0]}") from None
+        # The crash's own words are the server's (Python names, paths): logged, not shown.
+        _log.warning("query process exited %s without an answer: %s", child.returncode, tail[0])
+        raise SqlUnavailable(
+            f"the query process failed without an answer (exit status {child.returncode})"
+        ) from None
     finally:
         if child.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -234,7 +252,7 @@ async def _exchange(
         raise _NoAnswer from None
     if not header["ok"]:
         kind, message = header["kind"], header["message"]
-        if kind == "busy":
+        if kind in ("busy", "failed"):
             raise SqlUnavailable(message)
         raise _ERRORS.get(kind, SqlError)(message)
     size = int(header["bytes"])

@@ -293,7 +293,12 @@ class SchedulePublic(BaseModel):
     timezone: str
     overrides: dict[str, Any] | None
     wait_for_workers: bool
-    webhook_url: str | None
+    webhook_url: str | None = Field(
+        description=(
+            "Where the webhook goes, scheme://host[:port]/ only: its user, password, path "
+            "and query (where webhooks carry credentials) show as [redacted]."
+        )
+    )
     trend_window: int
     min_change: float
     state: str = Field(description="active or paused.")

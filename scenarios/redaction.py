@@ -23,13 +23,19 @@ more. The rules, in order (docs/security.md, "Error messages"):
    whitespace become one space, and the length is capped at :data:`MAX_MESSAGE_CHARS`.
 
 The rules are idempotent: redacting a redacted message changes nothing.
+
+A URL a user gave to be called back (a schedule's ``webhook_url``) is shown by
+:func:`public_url`: its scheme, host and port only, because webhooks carry their
+credentials in every other part (``user:password@``, ``?token=``, and Slack's, Discord's
+or Teams' hooks in the path itself).
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
-__all__ = ["MAX_MESSAGE_CHARS", "REDACTED", "redact"]
+__all__ = ["MAX_MESSAGE_CHARS", "REDACTED", "public_url", "redact"]
 
 MAX_MESSAGE_CHARS = 300
 REDACTED = "[redacted]"
@@ -104,3 +110,25 @@ def redact(message: str, secrets: tuple[str, ...] = ()) -> str:
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[: MAX_MESSAGE_CHARS - 1] + "…"
     return message
+
+
+def public_url(url: str) -> str:
+    """``url`` as a reader may see it: ``scheme://host[:port]/``, followed by
+    ``[redacted]`` when it had anything else (user and password, path, query or
+    fragment), and a user part shown as ``[redacted]@``. Idempotent."""
+    masked = f"{REDACTED}@"
+    had_user = masked in url
+    try:
+        parts = urlsplit(url.strip().replace(masked, "", 1))
+        port = parts.port
+    except ValueError:
+        return REDACTED
+    host = parts.hostname or ""
+    if not parts.scheme or not host:
+        return REDACTED
+    shown_host = f"[{host}]" if ":" in host else host
+    authority = shown_host if port is None else f"{shown_host}:{port}"
+    if had_user or parts.username is not None or parts.password is not None:
+        authority = f"{REDACTED}@{authority}"
+    rest = (parts.path not in ("", "/")) or parts.query or parts.fragment
+    return f"{parts.scheme.lower()}://{authority}/{REDACTED if rest else ''}"

@@ -10,9 +10,10 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from scenarios.host_rules import parse_rule
 from scenarios.limits import (
     DEFAULT_SQL_MAX_BYTES,
     MAX_WEBHOOK_ATTEMPTS,
@@ -71,11 +72,24 @@ class WorkerSettings(BaseModel):
     secret_hosts: dict[str, list[str]] = Field(
         default_factory=dict,
         description=(
-            "JSON object binding a key variable to the host patterns its value may be sent "
-            'to, e.g. {"MY_VLLM_KEY": ["vllm.internal.example"]}; presets bind their own '
-            "(docs/security.md). Unbound variables and TOKENBENCH* variables are refused."
+            "JSON object binding a key variable to the places its value may be sent, each "
+            "[scheme://]host[:port] (https and port 443 unless written; * is one DNS label, "
+            'a port of * any port), e.g. {"MY_VLLM_KEY": ["http://vllm.internal.example:8000"]}; '
+            "presets bind their own (docs/security.md). Unbound variables and TOKENBENCH* "
+            "variables are refused."
         ),
     )
+
+    @field_validator("secret_hosts")
+    @classmethod
+    def _secret_rules(cls, bindings: dict[str, list[str]]) -> dict[str, list[str]]:
+        # A rule that does not parse stops the worker at start, naming it (not a key
+        # silently sent nowhere, or somewhere unexpected).
+        for rules in bindings.values():
+            for rule in rules:
+                parse_rule(rule)
+        return bindings
+
     prewarm: bool = Field(
         default=True,
         description=(

@@ -91,7 +91,7 @@ def eu_worker(
         **worker_env,
         "TEST_PROVIDER_KEY": "sk-test-secret-0123456789abcdef",
         # The test endpoints live on loopback: the key may be sent there, nowhere else.
-        "TOKENBENCH__WORKER__SECRET_HOSTS": '{"TEST_PROVIDER_KEY": ["127.0.0.1"]}',
+        "TOKENBENCH__WORKER__SECRET_HOSTS": '{"TEST_PROVIDER_KEY": ["http://127.0.0.1:*"]}',
     }
     proc = _spawn(["worker", "--processes", "1", "--region", "eu"], log, env)
     client = redis.Redis.from_url(redis_server.url)

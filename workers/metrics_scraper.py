@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from scenarios.egress import EgressDenied, check_url, url_host
+from scenarios.egress import EgressDenied, check_url
 from scenarios.limits import MAX_METRICS_BODY_BYTES, MAX_METRICS_SCRAPE_S
 from scenarios.server_metrics import KNOWN_NAMES, ScrapeStatus, scrapes_to_ipc
 from scenarios.wire import STREAM_MAXLEN, MetricsBatch, ShardSpec, metrics_stream
@@ -239,8 +239,7 @@ class MetricsScraper:
                 await asyncio.to_thread(check_url, self.url, policy, True)
             headers = {"accept": _ACCEPT, "accept-encoding": "identity"}
             if self.token_env is not None:
-                host = url_host(self.url)[1]
-                token = self.context.secrets.get(self.token_env, host, self.spec.provider.name)
+                token = self.context.secrets.get(self.token_env, self.url, self.spec.provider.name)
                 headers["authorization"] = f"Bearer {token}"
         except EgressDenied as exc:
             self._record(started, 0, error=ScrapeFailed(f"refused by the egress policy: {exc}"))

@@ -28,6 +28,7 @@ from api.cli.rest_client import TokenOption, get_json, raise_for, remote
 from api.cli.submit import region_list, upload_dataset
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_TREND_WINDOW
+from scenarios.redaction import public_url
 from scenarios.settings import get_settings
 
 schedule_app = typer.Typer(
@@ -109,7 +110,7 @@ def _print_show(schedule: dict[str, Any], fires: list[dict[str, Any]]) -> None:
         f"  next fire  {_when(schedule['next_fire_at'])} UTC",
         f"  verdict    latest vs {schedule['trend_window']} earlier runs, "
         f"changes from {100 * schedule['min_change']:g} %",
-        f"  webhook    {schedule['webhook_url'] or '–'}",
+        f"  webhook    {public_url(schedule['webhook_url']) if schedule['webhook_url'] else '–'}",
     ]
     webhook = schedule.get("last_webhook")
     if webhook:

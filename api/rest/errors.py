@@ -136,13 +136,14 @@ class NotAcceptable(BadInput):
 class ProviderEgressDenied(BadInput):
     """A provider's URL is refused by the egress policy: a problem of the scenario."""
 
-    def __init__(self, index: int, reason: EgressDenied) -> None:
+    def __init__(self, index: int, reason: EgressDenied, root: str = "scenario") -> None:
         super().__init__(str(reason))
+        self.root = root
         self.path: list[str | int] = ["providers", index, "base_url"]
 
     def public_detail(self) -> object:
-        """One problem at the provider's ``base_url``."""
-        return [_detail(["scenario", *self.path], str(self))]
+        """One problem at the provider's URL field, under the request's ``root`` field."""
+        return [_detail([self.root, *self.path], str(self))]
 
 
 def _detail(loc: list[str | int], msg: str, line: int | None = None) -> dict[str, object]:

@@ -8,6 +8,7 @@ from analytics.datasets import DatasetStore, dataset_problems
 from api.rest.errors import ProviderEgressDenied
 from api.schemas import RunOverrides
 from scenarios.egress import EgressDenied, check_url, metrics_endpoints, provider_endpoints
+from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import MAX_DURATION_S, MAX_TOTAL_REQUESTS
 from scenarios.loader import Problem, ScenarioError, parse_scenario, validate_scenario
 from scenarios.model import Scenario, SimulatedProvider
@@ -48,6 +49,25 @@ def _check_overridable(data: dict[str, Any]) -> None:
     for path, value in (("load", load), ("load.rate", rate)):
         if value is not None and not isinstance(value, dict):
             raise ScenarioError([Problem(path, "Input should be a valid dictionary")])
+
+
+def check_gateway_egress(config: GatewayConfig, policy: EgressSettings) -> None:
+    """Refuse a shadow session's config naming a URL the egress policy forbids, as a 422
+    at the field under ``config``: ``primary.base_url``, ``shadows.N.base_url`` or
+    ``fallbacks.N.base_url`` (each provider's every URL field, as for a scenario). The
+    fallbacks are providers the gateway forwards to like the primary, so they are held
+    to the same policy (no DNS here either: the transport checks what it connects to)."""
+    groups: list[tuple[list[str | int], Any]] = [(["primary"], config.primary)]
+    groups += [(["shadows", index], shadow) for index, shadow in enumerate(config.shadows)]
+    groups += [(["fallbacks", index], spare) for index, spare in enumerate(config.fallbacks)]
+    for position, provider in groups:
+        for endpoint in [*provider_endpoints(provider), *metrics_endpoints(provider)]:
+            try:
+                check_url(endpoint.url, policy, resolve=False)
+            except EgressDenied as exc:
+                denied = ProviderEgressDenied(0, exc, root="config")
+                denied.path = [*position, endpoint.field]
+                raise denied from None
 
 
 def check_scenario_egress(scenario: Scenario, policy: EgressSettings) -> None:

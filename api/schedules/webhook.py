@@ -8,6 +8,12 @@ checked address (Host header and TLS server name stay the URL's), so a name that
 resolves elsewhere the second time (DNS rebinding) cannot move it. Redirects are never
 followed (a 3xx is a failed delivery), each try has a bounded deadline, tries are
 bounded, and the body carries no secret: ids, provider names and figures only.
+
+The URL itself is a credential (``user:password@``, ``?token=``, a hook's secret path):
+it is sent as given (user and password as Basic auth, as httpx does), but every read
+path shows only :func:`scenarios.redaction.public_url` of it: the REST schedule views
+(and so the CLI), each delivery's message (:func:`shown`), and the SQL API's copy of the
+database (analytics/snapshot.py rewrites the column there).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 import httpx
 
 from scenarios.egress import EgressDenied, EgressGuard, check_url, url_host
+from scenarios.redaction import public_url, redact
 from scenarios.settings import EgressSettings
 
 EVENT = "tokenbench.regression"
@@ -55,6 +62,19 @@ class Delivery:
 def check_webhook_url(url: str, policy: EgressSettings) -> None:
     """Raise EgressDenied if the egress policy refuses ``url`` (no DNS lookup)."""
     check_url(url, policy, resolve=False)
+
+
+def shown(message: str, url: str) -> str:
+    """A delivery's message as stored and shown with the schedule: the webhook URL (and
+    its password, if any) in its public form, then the usual redaction (no secrets, no
+    URL query or user part; scenarios/redaction.py)."""
+    if not url:
+        return redact(message)
+    try:
+        password = httpx.URL(url).password or ""
+    except httpx.InvalidURL:
+        password = ""
+    return redact(message.replace(url, public_url(url)), (password,))
 
 
 def regression_body(
@@ -125,9 +145,9 @@ async def deliver(
                     response = await client.send(request, stream=True)
                     await response.aclose()
             except EgressDenied as exc:
-                return Delivery(attempt, None, DeliveryOutcome.REFUSED, str(exc))
+                return Delivery(attempt, None, DeliveryOutcome.REFUSED, shown(str(exc), url))
             except (httpx.HTTPError, OSError, socket.gaierror, TimeoutError) as exc:
-                status, message = None, f"{type(exc).__name__}: {exc}"[:500]
+                status, message = None, shown(f"{type(exc).__name__}: {exc}", url)
             else:
                 status = response.status_code
                 if 200 <= status < 300:

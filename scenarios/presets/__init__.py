@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from scenarios.base import StrictModel
+from scenarios.host_rules import parse_rule
 
 __all__ = [
     "Preset",
@@ -66,13 +67,23 @@ class Preset(StrictModel):
         description="Provider keys filled in when the scenario does not give them."
     )
     hosts: list[str] = Field(
-        description="Hosts (``*`` = one DNS label) the key variables are bound to on workers."
+        description=(
+            "Hosts the key variables are bound to on workers (https, port 443; ``*`` = one "
+            "DNS label, ``{aws-region}`` = one AWS region label)."
+        )
     )
     key_variables: list[str] | None = Field(
         default=None,
         description="Variables bound to ``hosts``; default: the ``api_key_env`` of defaults.",
     )
     prices: PriceTable
+
+    @field_validator("hosts")
+    @classmethod
+    def _rules(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            parse_rule(host)  # InvalidHostRule is a ValueError: reported with its path
+        return hosts
 
     def bound_variables(self) -> list[str]:
         """The key variables this preset binds to its hosts."""

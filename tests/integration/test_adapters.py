@@ -65,7 +65,7 @@ def provider(**fields: Any) -> Any:
 # The fake lives on loopback: these variables may be sent there (and nowhere else).
 BOUND = dict.fromkeys(
     ("FAKE_KEY", "FAKE_AWS_ID", "FAKE_AWS_SECRET", "WRONG_KEY", "UNSET_VARIABLE_XYZ"),
-    ("127.0.0.1",),
+    ("http://127.0.0.1:*",),
 )
 
 

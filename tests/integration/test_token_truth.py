@@ -209,7 +209,7 @@ def test_dialects_through_a_run_against_recorded_wire_bytes(
     env = {
         "FAKE_KEY": KEY,
         # The fake lives on loopback: the key may be sent there, nowhere else.
-        "TOKENBENCH__WORKER__SECRET_HOSTS": '{"FAKE_KEY": ["127.0.0.1"]}',
+        "TOKENBENCH__WORKER__SECRET_HOSTS": '{"FAKE_KEY": ["http://127.0.0.1:*"]}',
         "TOKENBENCH__EGRESS__ALLOW_LOOPBACK": "true",
     }
     before = len(fake.requests)

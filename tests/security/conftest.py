@@ -39,6 +39,16 @@ CANARIES = {
     "CANARY_SECRET": "canary-unbound-secret-0a1b2c",
     # Bound on the worker to the loopback test endpoint (a legitimate binding).
     "BOUND_TEST_KEY": "sk-canary-bound-test-66aa",
+    # Bound to the loopback host only as a bare name (so over https, port 443), and to
+    # another port: a plain-http server on a free port must not get them.
+    "HOST_ONLY_TEST_KEY": "sk-canary-host-only-4e1d",
+    "OTHER_PORT_TEST_KEY": "sk-canary-other-port-93c2",
+}
+# The worker's bindings: loopback servers are bound explicitly, scheme and port.
+SECRET_BINDINGS = {
+    "BOUND_TEST_KEY": ["http://127.0.0.1:*"],
+    "HOST_ONLY_TEST_KEY": ["127.0.0.1"],
+    "OTHER_PORT_TEST_KEY": ["http://127.0.0.1:1"],
 }
 
 
@@ -122,7 +132,7 @@ def hostile_stack(
     worker_env_sec = {
         **worker_env,
         **CANARIES,
-        "TOKENBENCH__WORKER__SECRET_HOSTS": json.dumps({"BOUND_TEST_KEY": ["127.0.0.1"]}),
+        "TOKENBENCH__WORKER__SECRET_HOSTS": json.dumps(SECRET_BINDINGS),
     }
     worker = start_worker(REGION, worker_env_sec, tmp / "worker-sec.log", redis_server.url)
     plane, base = start_control_plane(worker_env, tmp / "api.duckdb", tmp / "api.log")

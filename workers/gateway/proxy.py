@@ -17,7 +17,7 @@ import orjson
 from scenarios.gateway_config import GatewayConfig
 from scenarios.providers import AnyProvider, OpenAIProvider
 from workers.provider_setup import ProviderSetupError
-from workers.secrets import Secrets, host_of, owner_bindings
+from workers.secrets import Secrets, owner_bindings
 
 # Upstream headers worth passing back: what the body is, and what rate limiting says.
 _PASSED_HEADERS = re.compile(r"^(content-type|retry-after(-ms)?|x-ratelimit-.*|x-request-id)$")
@@ -41,7 +41,7 @@ def provider_key(provider: AnyProvider) -> str | None:
     # settings are never sent).
     secrets = Secrets(owner_bindings([provider]), os.environ, "this gateway")
     try:
-        return secrets.get(provider.api_key_env, host_of(provider.base_url), provider.name)
+        return secrets.get(provider.api_key_env, provider.base_url, provider.name)
     except ProviderSetupError as exc:
         raise RuntimeError(str(exc)) from None
 

@@ -30,6 +30,7 @@ from api.schemas import (
 from scenarios.egress import EgressDenied
 from scenarios.errors import Conflict
 from scenarios.limits import MAX_SCHEDULE_FIRES_KEPT, MAX_SCHEDULES
+from scenarios.redaction import public_url
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"], dependencies=[Authenticated])
 
@@ -46,7 +47,9 @@ def public(service: ScheduleService, schedule: StoredSchedule) -> SchedulePublic
         timezone=schedule.timezone,
         overrides=schedule.overrides,
         wait_for_workers=schedule.wait_for_workers,
-        webhook_url=schedule.webhook_url,
+        # Its credentials (user:password, query, a hook's secret path) stay stored for
+        # delivery and are never shown: only where it goes.
+        webhook_url=None if schedule.webhook_url is None else public_url(schedule.webhook_url),
         trend_window=schedule.trend_window,
         min_change=schedule.min_change,
         state=schedule.state,

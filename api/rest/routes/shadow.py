@@ -18,7 +18,7 @@ from analytics.shadow_replay import replay_jsonl
 from api.control.plane import live_worker_count
 from api.rest.deps import Authenticated, CursorDep, PlaneDep, RedisDep, SettingsDep
 from api.rest.errors import BodyProblems, RegionUnavailable, UnknownShadowSessionError
-from api.rest.validation import check_scenario_egress
+from api.rest.validation import check_gateway_egress
 from api.schemas import GatewayConfigBody
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.loader import ScenarioError
@@ -62,7 +62,7 @@ async def open_session(
         config = await asyncio.to_thread(parse_gateway_config, body.config, "config")
     except ScenarioError as exc:
         raise BodyProblems.of_document(exc, "config") from None
-    check_scenario_egress(config.session_scenario(), settings.egress)
+    check_gateway_egress(config, settings.egress)
     missing = [r for r in config.regions if await live_worker_count(redis, r) == 0]
     if missing and not body.wait_for_workers:
         raise RegionUnavailable(missing)

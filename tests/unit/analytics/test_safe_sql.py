@@ -22,6 +22,7 @@ from analytics.safe_sql import (
     encode_capped,
     export_query,
     open_locked,
+    public_message,
     run_query,
 )
 
@@ -156,3 +157,68 @@ def test_encodings_round_trip(db: Path, tmp_path: Path) -> None:
     (tmp_path / "t.parquet").write_bytes(encode(table, "parquet"))
     assert pq.read_table(tmp_path / "t.parquet").equals(table)
     assert pa.ipc.open_stream(encode(table, "arrow")).read_all().equals(table)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM duckdb_settings()",
+        "SELECT value FROM duckdb_settings() WHERE name = 'temp_directory'",
+        "SELECT path FROM duckdb_databases()",
+        "FROM pragma_database_list",
+        "SELECT * FROM duckdb_extensions()",
+        "SELECT current_setting('temp_directory')",
+        "SELECT CURRENT_SETTING('home_directory')",
+        'SELECT * FROM "duckdb_databases"()',
+        "SELECT * FROM system.main.duckdb_settings()",
+        "SELECT * FROM duckdb_temporary_files()",
+        "SELECT * FROM duckdb_secrets()",
+        "EXPLAIN SELECT current_setting('secret_directory')",
+        "WITH s AS (SELECT * FROM duckdb_settings()) SELECT * FROM s",
+        "SELECT * FROM query('SELECT * FROM duckdb_' || 'settings()')",
+        "SELECT * FROM query_table('runs')",
+    ],
+)
+def test_functions_showing_server_paths_are_refused_by_name(db: Path, sql: str) -> None:
+    with pytest.raises(SqlRefused, match="not available to user SQL"):
+        run_query(db, sql)
+
+
+def test_names_in_strings_comments_and_columns_are_not_refused(db: Path) -> None:
+    result = run_query(
+        db, "SELECT 'duckdb_settings()' AS query, 1 AS current_setting_x -- current_setting"
+    )
+    assert result.table.to_pylist() == [{"query": "duckdb_settings()", "current_setting_x": 1}]
+
+
+def test_the_locked_connection_still_answers_those_functions_so_the_names_are_needed(
+    db: Path,
+) -> None:
+    # Why the name check exists: the configuration lock does not hide them.
+    con = open_locked(db)
+    try:
+        (path,) = con.execute("SELECT path FROM duckdb_databases() WHERE NOT internal").fetchone()
+    finally:
+        con.close()
+    assert str(db) == path
+
+
+def test_server_paths_in_error_messages_are_replaced(db: Path) -> None:
+    with pytest.raises(SqlRefused) as caught:
+        run_query(db, "SELECT * FROM read_text('/etc/ssh/sshd_config')")
+    assert "/etc/ssh" not in str(caught.value) and "<path>" in str(caught.value)
+    assert public_message("Cannot open /root/.duckdb/extensions/x, 4 / 2") == (
+        "Cannot open <path>, 4 / 2"
+    )
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
+def test_an_answer_the_format_cannot_hold_is_a_classified_error(db: Path, fmt: str) -> None:
+    table = run_query(db, "SELECT * FROM test_all_types()").table
+    for call in (lambda: encode(table, fmt), lambda: encode_capped(table, fmt, 10**8)):
+        with pytest.raises(SqlError) as caught:
+            call()
+        message = str(caught.value)
+        assert f"the {fmt} format cannot represent" in message
+        assert "Error" not in message and "days=" not in message and "pyarrow" not in message
+    assert encode(table, "arrow")  # arrow holds every type

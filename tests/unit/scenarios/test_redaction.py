@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scenarios.redaction import MAX_MESSAGE_CHARS, redact
+from scenarios.redaction import MAX_MESSAGE_CHARS, public_url, redact
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THs"
@@ -110,3 +110,25 @@ def test_control_characters_whitespace_and_length() -> None:
 def test_redacting_twice_changes_nothing(message: str) -> None:
     once = redact(message)
     assert redact(once) == once
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://hooks.example.com", "https://hooks.example.com/"),
+        ("https://hooks.example.com/", "https://hooks.example.com/"),
+        ("HTTPS://Hooks.Example.com:8443", "https://hooks.example.com:8443/"),
+        # Slack-, Discord- and Teams-style hooks keep their secret in the path.
+        ("https://hooks.slack.com/services/T0/B0/XyZ", "https://hooks.slack.com/[redacted]"),
+        ("https://h.example/notify?token=abc", "https://h.example/[redacted]"),
+        ("https://h.example/#frag", "https://h.example/[redacted]"),
+        ("https://u:pw@h.example:9/p?q=1", "https://[redacted]@h.example:9/[redacted]"),
+        ("https://u@h.example", "https://[redacted]@h.example/"),
+        ("http://[::1]:8000/x", "http://[::1]:8000/[redacted]"),
+        ("not a url", "[redacted]"),
+        ("https://h.example:99999/", "[redacted]"),
+    ],
+)
+def test_a_public_url_shows_where_it_goes_and_nothing_else(url: str, shown: str) -> None:
+    assert public_url(url) == shown
+    assert public_url(shown) == shown  # idempotent

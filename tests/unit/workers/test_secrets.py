@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from scenarios.host_rules import host_matches
 from scenarios.model import Scenario
 from workers.client.adapters import AdapterContext, ProviderSetupError, build_adapter
 from workers.client.adapters.replicate import ReplicateAdapter
@@ -21,7 +22,6 @@ from workers.client.errors import ProtocolFailure
 from workers.secrets import (
     SecretRefused,
     Secrets,
-    host_matches,
     merge_bindings,
     owner_bindings,
     worker_secrets,
@@ -75,7 +75,7 @@ def test_host_patterns_match_label_by_label(host: str, pattern: str, matches: bo
 def test_presets_bind_their_keys_to_their_hosts_only() -> None:
     secrets = worker_secrets({}, "worker w")
     assert secrets.bound_hosts("GROQ_API_KEY") == ("api.groq.com",)
-    assert "bedrock-runtime.*.amazonaws.com" in secrets.bound_hosts("AWS_ACCESS_KEY_ID")
+    assert "bedrock-runtime.{aws-region}.amazonaws.com" in secrets.bound_hosts("AWS_ACCESS_KEY_ID")
     assert "stream.replicate.com" in secrets.bound_hosts("REPLICATE_API_TOKEN")
     # No preset is OpenAI's own API, and Azure resources are per organisation.
     assert secrets.bound_hosts("OPENAI_API_KEY") == ()
@@ -84,14 +84,14 @@ def test_presets_bind_their_keys_to_their_hosts_only() -> None:
 
 def test_a_bound_variable_is_released_for_its_host() -> None:
     secrets = Secrets({"MY_KEY": ("vllm.internal.example",)}, {"MY_KEY": "sk-1"}, "worker w")
-    assert secrets.get("MY_KEY", "VLLM.internal.example", "p") == "sk-1"
-    assert secrets.get(None, "anything", "p") is None
+    assert secrets.get("MY_KEY", "https://VLLM.internal.example/v1", "p") == "sk-1"
+    assert secrets.get(None, "https://anything/", "p") is None
 
 
 def test_an_unbound_host_is_refused_with_everything_needed_to_fix_it() -> None:
     secrets = Secrets({"MY_KEY": ("vllm.internal.example",)}, Untouchable(), "worker w-1")
     with pytest.raises(SecretRefused) as caught:
-        secrets.get("MY_KEY", "evil.example", "vllm")
+        secrets.get("MY_KEY", "https://evil.example/v1", "vllm")
     message = str(caught.value)
     assert "provider 'vllm'" in message
     assert "MY_KEY may not be sent to host 'evil.example'" in message
@@ -102,17 +102,17 @@ def test_an_unbound_host_is_refused_with_everything_needed_to_fix_it() -> None:
 
 def test_an_unknown_variable_is_bound_to_no_host() -> None:
     with pytest.raises(SecretRefused, match=r"CANARY_SECRET may not be sent .* bound to no host"):
-        Secrets({}, Untouchable()).get("CANARY_SECRET", "127.0.0.1", "p")
+        Secrets({}, Untouchable()).get("CANARY_SECRET", "http://127.0.0.1:9/", "p")
 
 
 @pytest.mark.parametrize(
     "variable", ["TOKENBENCH__REDIS__URL", "TOKENBENCH__API__TOKENS", "tokenbench_token"]
 )
 def test_tokenbench_variables_are_refused_even_when_bound(variable: str) -> None:
-    secrets = Secrets({variable: ("*", "127.0.0.1")}, Untouchable())
+    secrets = Secrets({variable: ("*", "http://127.0.0.1:*")}, Untouchable())
     assert secrets.bound_hosts(variable) == ()
     with pytest.raises(SecretRefused, match="tokenbench setting"):
-        secrets.get(variable, "127.0.0.1", "p")
+        secrets.get(variable, "http://127.0.0.1:9/", "p")
 
 
 def test_operator_bindings_add_to_the_presets() -> None:
@@ -138,7 +138,7 @@ def test_the_owner_of_a_scenario_binds_each_key_to_its_own_providers_hosts() -> 
         )
     )  # fmt: skip
     assert found == {
-        "MY_KEY": ("10.0.0.5",),
+        "MY_KEY": ("http://10.0.0.5:8000",),
         "GROQ_API_KEY": ("api.groq.com",),
         "MY_AWS_ID": ("bedrock-runtime.eu-west-1.amazonaws.com",),
         "MY_AWS_SECRET": ("bedrock-runtime.eu-west-1.amazonaws.com",),
@@ -177,11 +177,12 @@ def build(spec: dict[str, Any], secrets: Secrets) -> Any:
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_every_variable_field_of_every_kind_goes_through_the_lookup(kind: str) -> None:
-    secrets = Secrets({"BOUND": ("127.0.0.1",)}, {"BOUND": "b", "CANARY": "c"}, "worker w")
+    secrets = Secrets({"BOUND": ("http://127.0.0.1:9",)}, {"BOUND": "b", "CANARY": "c"}, "worker w")
     with pytest.raises(ProviderSetupError, match=r"CANARY may not be sent to host .127\.0\.0\.1."):
         build(KINDS[kind], secrets)
     bound = Secrets(
-        {"BOUND": ("127.0.0.1",), "CANARY": ("127.0.0.1",)}, {"BOUND": "b", "CANARY": "c"}
+        {"BOUND": ("http://127.0.0.1:9",), "CANARY": ("http://127.0.0.1:9",)},
+        {"BOUND": "b", "CANARY": "c"},
     )
     assert build(KINDS[kind], bound) is not None
 
@@ -213,7 +214,12 @@ def test_a_metrics_token_is_bound_to_the_metrics_host_only() -> None:
             "api_key_env": "API", "metrics_url": "http://10.0.0.6:9400/metrics",
             "metrics_api_key_env": "METRICS"}  # fmt: skip
     same = {**vllm, "name": "w", "metrics_api_key_env": "API"}
-    assert owner_bindings(providers(vllm)) == {"API": ("10.0.0.5",), "METRICS": ("10.0.0.6",)}
-    assert owner_bindings(providers(same)) == {"API": ("10.0.0.5", "10.0.0.6")}
+    assert owner_bindings(providers(vllm)) == {
+        "API": ("http://10.0.0.5:8000",),
+        "METRICS": ("http://10.0.0.6:9400",),
+    }
+    assert owner_bindings(providers(same)) == {
+        "API": ("http://10.0.0.5:8000", "http://10.0.0.6:9400")
+    }
     (provider,) = providers(vllm)
     assert provider.secret_env_vars() == ["API", "METRICS"]

@@ -22,7 +22,7 @@ from scenarios.model import AnyProvider, ProviderBase
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest
 from workers.provider_setup import ProviderSetupError
-from workers.secrets import Secrets, host_of
+from workers.secrets import Secrets
 
 __all__ = [
     "Adapter",
@@ -83,6 +83,7 @@ def read_secret(
     variable: str | None, url: str, provider: str, context: AdapterContext
 ) -> str | None:
     """Value of a credential variable for requests to ``url`` (None if none is named),
-    released by the context's secret lookup only if the variable is bound to that host.
+    released by the context's secret lookup only if the variable is bound to that URL's
+    scheme, host and port.
     Read at each shard start and kept only in the adapter's memory."""
-    return context.secrets.get(variable, host_of(url), provider)
+    return context.secrets.get(variable, url, provider)

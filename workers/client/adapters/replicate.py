@@ -142,7 +142,7 @@ class ReplicateAdapter:
         if scheme != "https" and url_host(self.base_url)[0] == "https":
             raise ProtocolFailure(f"{what} URL on {host!r} is not https: the key stays unsent")
         try:
-            self.secrets.check(self.variable, host, self.provider)
+            self.secrets.check(self.variable, url, self.provider)
         except ProviderSetupError as exc:
             raise ProtocolFailure(redact(f"{what} URL refused: {exc}")) from None
         return url

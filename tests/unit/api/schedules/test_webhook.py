@@ -12,7 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from api.schedules.webhook import EVENT, Delivery, DeliveryOutcome, deliver, regression_body
+from api.schedules.webhook import (
+    EVENT,
+    Delivery,
+    DeliveryOutcome,
+    deliver,
+    regression_body,
+    shown,
+)
 from scenarios.egress import EgressGuard
 from scenarios.settings import EgressSettings
 from tests.fakes.catcher import Catcher
@@ -145,3 +152,21 @@ def test_an_unreachable_receiver_fails_after_its_tries() -> None:
     delivery = _send(f"http://127.0.0.1:{port}/hook", attempts=2)
     assert delivery.outcome == DeliveryOutcome.FAILED and delivery.attempts == 2
     assert delivery.status is None and "Connect" in str(delivery.message)
+
+
+def test_a_url_with_credentials_is_delivered_with_them(catcher: Catcher) -> None:
+    # The URL is a credential: user and password go as Basic auth, the token in the
+    # query and the hook's path as given; only the views redact it (shown()).
+    url = catcher.url.replace("http://", "http://hook:pa55word@") + "/hooks/T1/s3cret?token=tk9"
+    assert _send(url).outcome == DeliveryOutcome.DELIVERED
+    (request,) = catcher.requests
+    assert request.path == "/hooks/T1/s3cret?token=tk9"
+    assert request.headers["Authorization"] == "Basic aG9vazpwYTU1d29yZA=="  # hook:pa55word
+
+
+def test_a_delivery_message_never_holds_the_url_credentials() -> None:
+    url = "https://hook:pa55word@hooks.example/T1/s3cret?token=tk9"
+    message = shown(f"ConnectError: cannot reach {url} (pa55word)", url)
+    assert message == (
+        "ConnectError: cannot reach https://[redacted]@hooks.example/[redacted] ([redacted])"
+    )
