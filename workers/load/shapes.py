@@ -102,13 +102,19 @@ _MAX_OPEN_PREWARM = 1024
 
 def connections_needed(spec: ShardSpec) -> int:
     """Connections the shard's stage will hold open at once, to pre-warm
-    (``workers/client/prewarm.py``): a closed loop's streams; an open loop's cap, or
-    one second of its arrivals (its concurrency depends on the server's latency)."""
+    (``workers/client/prewarm.py``) and to check against the worker's descriptor budget
+    (``workers/fd_budget.py``): a closed loop's streams; an open loop's cap, or one
+    second of its arrivals (its concurrency depends on the server's latency). Never
+    more than the shard's requests (or sessions): a stream or slot beyond them never
+    sends, so a connection opened for it would only sit idle (a plan made before the
+    planner clamped streams could still ask for 50,000 streams for one request)."""
     if spec.rate is None:
-        return spec.concurrency
-    share = math.ceil(spec.rate.rps / spec.rate.parts)
-    cap = spec.rate.max_in_flight
-    return min(share if cap is None else min(cap, share), _MAX_OPEN_PREWARM)
+        needed = spec.concurrency
+    else:
+        share = math.ceil(spec.rate.rps / spec.rate.parts)
+        cap = spec.rate.max_in_flight
+        needed = min(share if cap is None else min(cap, share), _MAX_OPEN_PREWARM)
+    return needed if spec.requests is None else min(needed, spec.requests)
 
 
 def rate_figures(load: LoadShape, target_rps: float | None) -> dict[str, Any]:
