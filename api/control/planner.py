@@ -213,14 +213,14 @@ def plan_run(
                 )
                 for n in live.values()
             ]
-            check_level_size(scenario, f"load.rate.rps[{index}]", sum(level), max_streams_per_shard)
+            check_level_size(scenario, f"load.rate.rps.{index}", sum(level), max_streams_per_shard)
             parts += level
     else:
         for index, concurrency in enumerate(scenario.load.concurrency):
             level = [
                 closed_parts(concurrency, requests, max_streams_per_shard, n) for n in live.values()
             ]
-            path = f"load.concurrency[{index}]"
+            path = f"load.concurrency.{index}"
             check_level_size(scenario, path, sum(level), max_streams_per_shard)
             parts += level
     check_plan_size(scenario, sum(parts))

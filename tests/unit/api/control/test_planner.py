@@ -298,6 +298,6 @@ def test_a_level_too_large_to_split_is_refused_at_its_field() -> None:
     with pytest.raises(ScenarioError) as caught:
         plan_run("r", scenario, max_streams_per_shard=8)
     (problem,) = caught.value.problems
-    assert problem.path == "load.concurrency[1]"
+    assert problem.path == "load.concurrency.1"
     assert "at most 8 streams" in problem.message
     assert str(MAX_SHARDS_PER_RUN) in problem.message
