@@ -11,8 +11,6 @@ a normal run still succeeds on it.
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,34 +18,13 @@ import pytest
 
 from scenarios import limits
 from tests.security.conftest import REGION, HostileStack, scenario_with, simulated
+from tests.support.descriptors import settle
 
 pytestmark = pytest.mark.integration
 
 # Sockets a worker may hold beyond its baseline once a run is over: its Redis pool may
 # grow by a connection or two under load.
 SLACK = 16
-
-
-def sockets_of(pid: int) -> int:
-    """Sockets the process holds (its /proc fd table)."""
-    count = 0
-    for name in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            count += os.readlink(f"/proc/{pid}/fd/{name}").startswith("socket:")
-        except OSError:
-            continue  # closed meanwhile
-    return count
-
-
-def settle(pid: int, at_most: int, timeout_s: float = 90) -> int:
-    """The process's socket count once it is at most ``at_most`` (polled), else the
-    last count seen after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    count = sockets_of(pid)
-    while count > at_most and time.monotonic() < deadline:
-        time.sleep(0.5)
-        count = sockets_of(pid)
-    return count
 
 
 @pytest.fixture
