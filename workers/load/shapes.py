@@ -88,7 +88,9 @@ def build_load(
     ``entries`` are the replay dataset's (for its arrival times)."""
     if spec.rate is None:
         source = RequestSource(plan, spec.seq_start, spec.requests, spec.duration_s)
-        return ClosedLoop(spec.concurrency, source, spec.duration_s)
+        # A user beyond the requests would never send: none is started for it.
+        users = spec.concurrency if spec.requests is None else min(spec.concurrency, spec.requests)
+        return ClosedLoop(max(users, 1), source, spec.duration_s)
     duration_ns = None if spec.duration_s is None else round(spec.duration_s * NS_PER_S)
     arrivals = part_arrivals(
         stage_offsets(spec, entries), spec.rate.part, spec.rate.parts, spec.requests, duration_ns

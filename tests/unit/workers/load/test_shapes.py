@@ -5,7 +5,9 @@ from __future__ import annotations
 from api.control.planner import plan_run
 from scenarios.loader import validate_scenario
 from scenarios.wire import ShardRate, ShardSpec
-from workers.load.shapes import connections_needed
+from workers.executor import ClosedLoop
+from workers.load.shapes import build_load, connections_needed
+from workers.prompts import PlannedRequest
 
 
 def spec(concurrency: int, requests: int | None, rate: ShardRate | None = None) -> ShardSpec:
@@ -41,3 +43,13 @@ def test_an_open_loop_needs_its_cap_or_a_second_of_arrivals_within_its_requests(
     assert connections_needed(spec(0, None, ShardRate(rps=10_000))) == 1024
     assert connections_needed(spec(64, None, ShardRate(rps=300, max_in_flight=64))) == 64
     assert connections_needed(spec(0, 5, ShardRate(rps=10_000))) == 5
+
+
+def test_a_closed_loop_starts_no_user_beyond_its_requests() -> None:
+    def plan(seq: int) -> PlannedRequest:
+        raise AssertionError("nothing is planned by building the load")
+
+    load = build_load(spec(50_000, 1), plan)
+    assert isinstance(load, ClosedLoop) and load.concurrency == 1
+    load = build_load(spec(500, None), plan)
+    assert isinstance(load, ClosedLoop) and load.concurrency == 500
