@@ -35,13 +35,14 @@ from scenarios.wire import (
     stop_key,
 )
 from scenarios.workload_files import FileEntry, WorkloadFileError
-from workers.client.adapters import ProviderSetupError, build_adapter
-from workers.client.prewarm import prewarmed
+from workers.client.adapters import Adapter, AdapterContext, ProviderSetupError, build_adapter
+from workers.client.prewarm import arrival_transport, prewarmed
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
 from workers.dataset_requests import DatasetRows
 from workers.datasets import dataset_cache
 from workers.event_loop import shutting_down
+from workers.fd_budget import DESCRIPTORS, DescriptorBudgetExceeded
 from workers.health import ShardHealth
 from workers.images import ImagePool, prepared_image_pool
 from workers.load.sessions import build_session_load
@@ -141,7 +142,30 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
     except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
+    # A shard this process cannot serve within its descriptors is refused now, with
+    # its need and the budget, rather than failing it and later shards with EMFILE.
+    pool = arrival_transport(context.http)
+    try:
+        held = DESCRIPTORS.claim(connections_needed(spec), pool.open_connections if pool else 0)
+    except DescriptorBudgetExceeded as exc:
+        log.warning("shard %s/%s refused: %s", spec.run_id, spec.shard_id, exc)
+        await publisher.event(EventType.FAILED, message=str(exc))
+        return 0
+    with held:
+        return await _run_shard(spec, context, claim, publisher, adapter, adapter_context, attempt)
 
+
+async def _run_shard(
+    spec: ShardSpec,
+    context: WorkerContext,
+    claim: Claim,
+    publisher: ShardPublisher,
+    adapter: Adapter,
+    adapter_context: AdapterContext,
+    attempt: int,
+) -> int:
+    """The shard's load, run and published, its adapter built and its connections
+    within the budget."""
     rows = _row_context(spec, context, attempt)
     prepared = await _prepare_load(spec, context, claim, publisher)
     if prepared is None:
@@ -176,8 +200,9 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
             async with prewarmed(
                 context.http,
                 warm_url,
-                connections_needed(spec) if context.settings.worker.prewarm else 0,
+                connections_needed(spec),
                 connect_timeout_s=spec.provider.connect_timeout_s,
+                warm=context.settings.worker.prewarm,
             ) as warmed:
                 health.prewarmed = warmed
                 await _stop_if_told(spec, context, load)

@@ -98,11 +98,21 @@ def split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def closed_streams(concurrency: int, requests: int | None) -> int:
+    """Streams a closed-loop stage of ``requests`` requests (or sessions) runs at once:
+    its ``concurrency``, but never more than it has requests to send. A stream beyond
+    the requests would never send one, yet each costs a pre-warmed connection and a
+    slot of a shard (``concurrency: [100000]`` with 2 requests was two shards of 50,000
+    streams, whose pre-warm exhausted a worker's descriptors; docs/scaling.md)."""
+    return concurrency if requests is None else max(1, min(concurrency, requests))
+
+
 def closed_parts(
     concurrency: int, requests: int | None, max_streams_per_shard: int, workers: int = 1
 ) -> int:
     """Shards one provider and region of a closed-loop stage is split into, with
     ``workers`` live worker processes in the region."""
+    concurrency = closed_streams(concurrency, requests)
     parts = math.ceil(concurrency / max_streams_per_shard)
     parts = max(parts, min(workers, concurrency // MIN_STREAMS_PER_PART))
     if requests is not None:
@@ -123,11 +133,34 @@ def open_parts(
     parts = math.ceil(rps / max_rps_per_shard)
     parts = max(parts, min(workers, math.floor(rps / MIN_RPS_PER_PART)))
     if max_in_flight is not None:
+        max_in_flight = open_cap(max_in_flight, requests)
         parts = max(parts, math.ceil(max_in_flight / max_streams_per_shard))
         parts = min(parts, max_in_flight)  # every part needs a slot of the cap
     if requests is not None:
         parts = min(parts, requests)  # never a shard with nothing to send
     return max(parts, 1)
+
+
+def open_cap(max_in_flight: int, requests: int | None) -> int:
+    """An open loop's in-flight cap, never above the requests it sends (a request
+    beyond them never needs a slot or a connection)."""
+    return max_in_flight if requests is None else max(1, min(max_in_flight, requests))
+
+
+def check_level_size(scenario: Scenario, path: str, parts: int, max_streams: int) -> None:
+    """Refuse one load level that alone needs more than MAX_SHARDS_PER_RUN shards of at
+    most ``max_streams`` streams (``parts`` summed over its regions, for one provider),
+    naming the level's field path: planning it as fewer, larger shards would hand one
+    worker process more streams (and connections) than it can serve."""
+    shards = parts * len(scenario.providers)
+    if shards > MAX_SHARDS_PER_RUN:
+        message = (
+            f"this level needs {shards} shards of at most {max_streams} streams (the "
+            f"per-shard stream bound, max_streams_per_shard) over its providers and "
+            f"regions, more than the {MAX_SHARDS_PER_RUN} a run may have: lower it, or "
+            "bound it with fewer requests_per_level"
+        )
+        raise ScenarioError([Problem(path, message)])
 
 
 def check_plan_size(scenario: Scenario, parts: int) -> None:
@@ -171,20 +204,25 @@ def plan_run(
     requests = scenario.units_per_level()
     # The plan's size is checked before any shard is built: a scenario within every
     # field's bound can still multiply into too many shards (levels × parts × ...).
+    parts: list[int] = []
     if rate is not None:
-        parts = [
-            open_parts(
-                rps, rate.max_in_flight, requests, max_streams_per_shard, max_rps_per_shard, n
-            )
-            for rps in rate.rps
-            for n in live.values()
-        ]
+        for index, rps in enumerate(rate.rps):
+            level = [
+                open_parts(
+                    rps, rate.max_in_flight, requests, max_streams_per_shard, max_rps_per_shard, n
+                )
+                for n in live.values()
+            ]
+            check_level_size(scenario, f"load.rate.rps.{index}", sum(level), max_streams_per_shard)
+            parts += level
     else:
-        parts = [
-            closed_parts(level, requests, max_streams_per_shard, n)
-            for level in scenario.load.concurrency
-            for n in live.values()
-        ]
+        for index, concurrency in enumerate(scenario.load.concurrency):
+            level = [
+                closed_parts(concurrency, requests, max_streams_per_shard, n) for n in live.values()
+            ]
+            path = f"load.concurrency.{index}"
+            check_level_size(scenario, path, sum(level), max_streams_per_shard)
+            parts += level
     check_plan_size(scenario, sum(parts))
     if rate is not None:
         return [
@@ -324,7 +362,7 @@ def _closed_stage(
     for provider_index in providers if providers is not None else range(len(scenario.providers)):
         for region in scenario.regions:
             parts = closed_parts(concurrency, requests, max_streams_per_shard, workers[region])
-            streams = split(concurrency, parts)
+            streams = split(closed_streams(concurrency, requests), parts)
             counts = split(requests, parts) if requests is not None else [None] * parts
             # Running sums, linear in the parts (each part's requests start where the
             # last ended).
@@ -365,7 +403,11 @@ def _open_stage(
                 max_rps_per_shard,
                 workers[region],
             )
-            caps = split(max_in_flight, parts) if max_in_flight is not None else [0] * parts
+            caps = (
+                split(open_cap(max_in_flight, requests), parts)
+                if max_in_flight is not None
+                else [0] * parts
+            )
             # Arrivals are dealt round-robin, so part p sends seqs p, p + P, ...: with N
             # requests that is split(N, P)[p] of them.
             counts = split(requests, parts) if requests is not None else [None] * parts

@@ -17,6 +17,13 @@ the two shards of a 1,000-stream stage warm 512 + 488 connections, not 512 each,
 hidden: ``prewarmed_connections`` and ``prewarm_ms`` are in the shard's client health
 (docs/load.md). A connect that fails stops the warm-up quietly: the stage's own
 requests then meet the same failure and record it as their error.
+
+The count is registered even when nothing is opened (pre-warm off), and when the stage
+ends its registration is withdrawn and the origin's idle connections beyond what the
+stages still running there can use are closed (``ArrivalTransport.trim``): a finished
+stage leaves no connections behind on the worker (``concurrency: [3000]`` left 3,000
+sockets open for as long as the worker lived), while connections stay reused across
+the requests of a stage and shared with the stages running beside it.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import httpx
 
 from workers.client.transport import ArrivalTransport
 
-__all__ = ["BATCH", "MAX_PREWARM_S", "Prewarmed", "prewarmed"]
+__all__ = ["BATCH", "MAX_PREWARM_S", "Prewarmed", "arrival_transport", "prewarmed"]
 
 # Connections opened at once: enough to warm 1,000 streams in a few batches, few enough
 # that a server's accept backlog and this loop never see a burst.
@@ -61,23 +68,36 @@ async def prewarmed(
     *,
     connect_timeout_s: float | None = None,
     batch: int = BATCH,
+    warm: bool = True,
 ) -> AsyncIterator[Prewarmed]:
     """For the stage run inside: ``count`` connections to ``url``'s origin open in
-    ``http``'s pool, the missing ones opened first, ``batch`` at a time. Only the
-    arrival transport pools this way; with any other client, a ``url`` of None or a
-    ``count`` of 0, nothing is opened."""
-    transport = getattr(http, "_transport", None)  # httpx keeps its transport private
-    if not isinstance(transport, ArrivalTransport) or url is None or count <= 0:
+    ``http``'s pool, the missing ones opened first, ``batch`` at a time (none when
+    ``warm`` is False: the count is only registered). Afterwards the idle connections
+    to the origin that no running stage wants are closed. Only the arrival transport
+    pools this way; with any other client, a ``url`` of None or a ``count`` of 0,
+    nothing is opened or closed."""
+    transport = arrival_transport(http)
+    if transport is None or url is None or count <= 0:
         yield Prewarmed(0, 0.0)
         return
     target = httpx.URL(url)
     start = perf_counter_ns()
     missing = transport.want(target, count)
     try:
+        if not warm:
+            transport.opened_or_given_up(target, missing)
+            missing = 0
         opened = await _open(transport, target, missing, connect_timeout_s, batch)
         yield Prewarmed(opened, (perf_counter_ns() - start) / 1e6)
     finally:
         transport.want(target, -count)
+        transport.trim(target)
+
+
+def arrival_transport(http: httpx.AsyncClient) -> ArrivalTransport | None:
+    """``http``'s arrival transport, if it has one (the pool pre-warm and trim work on)."""
+    transport = getattr(http, "_transport", None)  # httpx keeps its transport private
+    return transport if isinstance(transport, ArrivalTransport) else None
 
 
 async def _open(

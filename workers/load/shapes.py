@@ -88,7 +88,9 @@ def build_load(
     ``entries`` are the replay dataset's (for its arrival times)."""
     if spec.rate is None:
         source = RequestSource(plan, spec.seq_start, spec.requests, spec.duration_s)
-        return ClosedLoop(spec.concurrency, source, spec.duration_s)
+        # A user beyond the requests would never send: none is started for it.
+        users = spec.concurrency if spec.requests is None else min(spec.concurrency, spec.requests)
+        return ClosedLoop(max(users, 1), source, spec.duration_s)
     duration_ns = None if spec.duration_s is None else round(spec.duration_s * NS_PER_S)
     arrivals = part_arrivals(
         stage_offsets(spec, entries), spec.rate.part, spec.rate.parts, spec.requests, duration_ns
@@ -102,13 +104,19 @@ _MAX_OPEN_PREWARM = 1024
 
 def connections_needed(spec: ShardSpec) -> int:
     """Connections the shard's stage will hold open at once, to pre-warm
-    (``workers/client/prewarm.py``): a closed loop's streams; an open loop's cap, or
-    one second of its arrivals (its concurrency depends on the server's latency)."""
+    (``workers/client/prewarm.py``) and to check against the worker's descriptor budget
+    (``workers/fd_budget.py``): a closed loop's streams; an open loop's cap, or one
+    second of its arrivals (its concurrency depends on the server's latency). Never
+    more than the shard's requests (or sessions): a stream or slot beyond them never
+    sends, so a connection opened for it would only sit idle (a plan made before the
+    planner clamped streams could still ask for 50,000 streams for one request)."""
     if spec.rate is None:
-        return spec.concurrency
-    share = math.ceil(spec.rate.rps / spec.rate.parts)
-    cap = spec.rate.max_in_flight
-    return min(share if cap is None else min(cap, share), _MAX_OPEN_PREWARM)
+        needed = spec.concurrency
+    else:
+        share = math.ceil(spec.rate.rps / spec.rate.parts)
+        cap = spec.rate.max_in_flight
+        needed = min(share if cap is None else min(cap, share), _MAX_OPEN_PREWARM)
+    return needed if spec.requests is None else min(needed, spec.requests)
 
 
 def rate_figures(load: LoadShape, target_rps: float | None) -> dict[str, Any]:

@@ -239,8 +239,9 @@ def test_a_billion_users_is_refused_by_the_shard_cap_before_any_shard_is_built()
     with pytest.raises(ScenarioError) as caught:
         plan_run("r", scenario)
     (problem,) = caught.value.problems
-    assert problem.path == "load"
+    assert problem.path == "load.concurrency.0"  # the level that alone is too large
     assert f"more than the {limits.MAX_SHARDS_PER_RUN}" in problem.message
+    assert "at most 512 streams" in problem.message
 
 
 def test_a_valid_scenario_can_still_be_too_many_shards() -> None:

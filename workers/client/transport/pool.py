@@ -46,8 +46,11 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
     """HTTP/1.1 on sockets read with arrival stamps, for ``httpx.AsyncClient(transport=)``.
 
     Connections are pooled per origin without a cap and reused most-recent first;
-    ``keepalive_expiry`` drops idle ones before a server would. Responses carry their
-    :class:`ArrivalStream` in ``response.extensions[ARRIVAL_EXTENSION]``.
+    ``keepalive_expiry`` drops idle ones before a server would: a timer closes every
+    connection idle for that long, requests or not (an idle socket costs the worker a
+    descriptor and the server a connection), and :meth:`trim` closes at a stage's end
+    the idle ones no running stage wants (docs/load.md, "Connections"). Responses carry
+    their :class:`ArrivalStream` in ``response.extensions[ARRIVAL_EXTENSION]``.
     """
 
     def __init__(
@@ -72,6 +75,8 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         self._poller: Any = None
         self._watched: dict[int, Connection] = {}
         self._next_sweep = 0
+        # The idle timer (keepalive_expiry), armed while any connection is idle.
+        self._reaper: asyncio.TimerHandle | None = None
 
     def sweep(self, *, force: bool = False) -> None:
         """Read every socket with bytes waiting, if no sweep ran for _SWEEP_NS (or ``force``).
@@ -260,6 +265,57 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         """A connection finished an exchange and may serve the next one."""
         connection.idle_since = connection.loop.time()
         self._idle.setdefault(connection.origin, {})[connection] = None
+        if self._reaper is None and self._keepalive_expiry is not None:
+            self._reaper = connection.loop.call_later(self._keepalive_expiry, self._reap)
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open now, idle or busy (each holds a descriptor)."""
+        return len(self._open)
+
+    def idle_count(self, url: httpx.URL) -> int:
+        """Idle connections to ``url``'s origin."""
+        return sum(1 for c in self._idle.get(_origin_of(url), {}) if not c.closed)
+
+    def trim(self, url: httpx.URL) -> int:
+        """Close the idle connections to ``url``'s origin beyond what the stages still
+        registered (:meth:`want`) can use: their wanted count less the connections they
+        have busy. Called when a stage ends, so that the connections it opened do not
+        outlive it while another stage on the same origin keeps its own. Oldest first;
+        returns how many were closed."""
+        origin = _origin_of(url)
+        idle = self._idle.get(origin)
+        if not idle:
+            return 0
+        busy = sum(1 for c in self._open if c.origin == origin and c.busy and not c.closed)
+        keep = max(0, self._wanted.get(origin, 0) - busy)
+        surplus = [c for c in idle if not c.closed][: max(0, len(idle) - keep)]
+        for connection in surplus:  # the dict is in release order: oldest first
+            connection.close()
+        return len(surplus)
+
+    def _reap(self) -> None:
+        """The idle timer: close connections idle for keepalive_expiry, re-arm while
+        any stay idle."""
+        self._reaper = None
+        expiry = self._keepalive_expiry
+        if expiry is None:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        next_due: float | None = None
+        for idle in list(self._idle.values()):
+            for connection in list(idle):  # release order: the oldest first
+                if connection.closed:
+                    idle.pop(connection, None)
+                elif now - connection.idle_since >= expiry:
+                    connection.close()
+                else:
+                    due = connection.idle_since + expiry
+                    next_due = due if next_due is None else min(next_due, due)
+                    break
+        if next_due is not None:
+            self._reaper = loop.call_at(next_due, self._reap)
 
     def forget(self, connection: Connection) -> None:
         """A connection closed: drop it from the pool."""
@@ -275,6 +331,9 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
                 connection.fail(httpx.ReadError("transport closed"))
             connection.close()
         self._idle.clear()
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
         if self._poller is not None:
             self._poller.close()
             self._poller = None

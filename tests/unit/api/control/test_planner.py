@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from analytics.db import connect
 from analytics.runs import RunStore
 from api.control.coordinator import RunCoordinator
-from api.control.planner import plan_run, scrapes_metrics, split, stored_stages
+from api.control.planner import (
+    closed_parts,
+    closed_streams,
+    open_cap,
+    open_parts,
+    plan_run,
+    scrapes_metrics,
+    split,
+    stored_stages,
+)
 from api.control.run_views import stored_view
-from scenarios.loader import parse_scenario
+from scenarios.limits import MAX_SHARDS_PER_RUN
+from scenarios.loader import ScenarioError, parse_scenario
 from scenarios.model import Scenario
 from tests.support.builders import VALID_SCENARIO
 
@@ -215,6 +227,7 @@ def test_a_session_stage_is_split_into_disjoint_ranges_of_whole_sessions() -> No
 def test_one_part_scrapes_a_server_but_every_simulated_part_its_own() -> None:
     scenario = parse_scenario(
         VALID_SCENARIO.replace("concurrency: [1, 8]", "concurrency: [600]")
+        .replace("requests_per_level: 50", "requests_per_level: 600")
         .replace("api_key_env: MY_KEY", "api_key_env: MY_KEY\n    metrics_url: http://h/metrics")
         .replace("simulate: {ttft_ms: 100, itl_ms: 10}", "simulate: {ttft_ms: 100, itl_ms: 10}\n"
                  "    metrics_url: /metrics")
@@ -229,3 +242,62 @@ def test_one_part_scrapes_a_server_but_every_simulated_part_its_own() -> None:
     assert all(v for (name, _), v in marked.items() if name == "sim-fast")
     plain = parse_scenario(VALID_SCENARIO)
     assert not any(scrapes_metrics(p, 0) for p in plain.providers)
+
+
+# --------------------------------------------------------------------------- bounded shards
+
+
+def closed(concurrency: str, requests: str) -> Scenario:
+    return parse_scenario(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", f"concurrency: {concurrency}").replace(
+            "requests_per_level: 50", requests
+        )
+    )
+
+
+def test_a_closed_loop_never_runs_more_streams_than_it_has_requests() -> None:
+    assert closed_streams(100_000, 2) == 2
+    assert closed_streams(8, 50) == 8
+    assert closed_streams(100_000, None) == 100_000  # bounded by duration: all of them
+    assert closed_parts(100_000, 2, 512) == 1
+
+
+def test_the_hostile_level_is_one_small_shard_not_two_huge_ones() -> None:
+    """concurrency 100000 with 2 requests was two shards of 50,000 streams (each
+    pre-warming 50,000 connections); the two requests need two streams."""
+    (stage,) = plan_run("r", closed("[100000]", "requests_per_level: 2"))
+    sim = [s for s in stage.shards if s.provider.name == "sim-fast"]
+    assert [(s.concurrency, s.requests) for s in sim] == [(2, 2)]
+    assert stage.concurrency == 100_000  # the report still shows the level asked for
+
+
+def test_every_shard_of_a_large_closed_level_is_within_the_stream_bound() -> None:
+    for concurrency, requests in [(3000, 10), (3000, 5000), (100_000, 1_000_000), (513, 513)]:
+        (stage,) = plan_run("r", closed(f"[{concurrency}]", f"requests_per_level: {requests}"))
+        sim = [s for s in stage.shards if s.provider.name == "sim-fast"]
+        assert max(s.concurrency for s in sim) <= 512
+        assert sum(s.concurrency for s in sim) == min(concurrency, requests)
+        assert sum(s.requests or 0 for s in sim) == requests
+
+
+def test_an_open_loop_cap_is_never_above_its_requests() -> None:
+    assert open_cap(100_000, 2) == 2
+    assert open_cap(64, None) == 64
+    assert open_parts(100_000, 100_000, 2, 512, 200.0) == 2
+    data = OPEN.replace("duration_s: 30", "requests_per_level: 3").replace("  warmup_s: 5\n", "")
+    data = data.replace("burstiness: 0.5}", "burstiness: 0.5, max_in_flight: 100000}")
+    stage = plan_run("r", parse_scenario(data))[1]
+    caps = [s.rate.max_in_flight for s in stage.shards if s.rate is not None]
+    assert caps and all(cap is not None and cap <= 3 for cap in caps)
+
+
+def test_a_level_too_large_to_split_is_refused_at_its_field() -> None:
+    """With a small per-shard bound, 100,000 streams bounded by duration need more
+    shards than a run may have: refused naming the level, not planned as huge shards."""
+    scenario = closed("[8, 100000]", "duration_s: 60")
+    with pytest.raises(ScenarioError) as caught:
+        plan_run("r", scenario, max_streams_per_shard=8)
+    (problem,) = caught.value.problems
+    assert problem.path == "load.concurrency.1"
+    assert "at most 8 streams" in problem.message
+    assert str(MAX_SHARDS_PER_RUN) in problem.message

@@ -8,7 +8,7 @@ import socket
 import httpx
 
 from workers.client.http import make_client
-from workers.client.prewarm import prewarmed
+from workers.client.prewarm import arrival_transport, prewarmed
 from workers.event_loop import new_loop
 
 
@@ -30,6 +30,9 @@ def test_prewarm_opens_the_missing_connections_in_batches_and_requests_reuse_the
     async def main() -> None:
         server, accepted, url = await _serve()
         http = make_client()
+        transport = arrival_transport(http)
+        assert transport is not None
+        target = httpx.URL(url)
         try:
             async with prewarmed(http, url, 10, batch=4) as first:
                 await asyncio.sleep(0.05)  # let the server's accept callbacks run
@@ -39,11 +42,15 @@ def test_prewarm_opens_the_missing_connections_in_batches_and_requests_reuse_the
                 # shared per origin, so only its 12 are opened, the first's stay its own.
                 async with prewarmed(http, url + "/other", 12, batch=4) as second:
                     assert second.connections == 12
-                answers = await asyncio.gather(*(http.get(url) for _ in range(22)))
-                assert all(answer.status_code == 200 for answer in answers)
-                assert len(accepted) == 22  # every request found a warm connection
-            # Two stages warming at the same time: between them they open what the 22
-            # open connections leave uncovered of their 35, none of it twice.
+                    answers = await asyncio.gather(*(http.get(url) for _ in range(22)))
+                    assert all(answer.status_code == 200 for answer in answers)
+                    assert len(accepted) == 22  # every request found a warm connection
+                # The second stage ended: what it opened is closed, the first keeps its 10.
+                assert transport.idle_count(target) == 10
+            # Both ended: nothing stays open for stages that no longer run.
+            assert transport.idle_count(target) == 0 and transport.open_connections == 0
+            # Two stages warming at the same time: between them they open their 35,
+            # none of it twice.
             release = asyncio.Event()
             opened: list[int] = []
 
@@ -55,12 +62,30 @@ def test_prewarm_opens_the_missing_connections_in_batches_and_requests_reuse_the
             tasks = [asyncio.create_task(stage(30)), asyncio.create_task(stage(5))]
             while len(opened) < 2:
                 await asyncio.sleep(0.01)
+            assert sum(opened) == 35 and transport.idle_count(target) == 35
             release.set()
             await asyncio.gather(*tasks)
-            assert sum(opened) == 35 - 22
-            # A later stage finds them open (idle): nothing more to open.
-            async with prewarmed(http, url, 20) as later:
-                assert later.connections == 0
+            assert transport.open_connections == 0
+        finally:
+            await http.aclose()
+            server.close()
+
+    asyncio.Runner(loop_factory=new_loop).run(main())
+
+
+def test_without_warming_the_count_is_registered_and_the_stage_leaves_nothing_open() -> None:
+    async def main() -> None:
+        server, accepted, url = await _serve()
+        http = make_client()
+        transport = arrival_transport(http)
+        assert transport is not None
+        try:
+            async with prewarmed(http, url, 8, warm=False) as result:
+                assert result.connections == 0 and not accepted
+                answers = await asyncio.gather(*(http.get(url) for _ in range(8)))
+                assert all(answer.status_code == 200 for answer in answers)
+                assert transport.idle_count(httpx.URL(url)) == 8  # reused within the stage
+            assert transport.open_connections == 0
         finally:
             await http.aclose()
             server.close()
