@@ -35,7 +35,7 @@ from scenarios.wire import (
     stop_key,
 )
 from scenarios.workload_files import FileEntry, WorkloadFileError
-from workers.client.adapters import ProviderSetupError, build_adapter
+from workers.client.adapters import Adapter, AdapterContext, ProviderSetupError, build_adapter
 from workers.client.prewarm import prewarmed
 from workers.client.result import RequestResult
 from workers.context import WorkerContext
@@ -136,12 +136,33 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         # refused endpoint fails the shard with its reason; the HTTP client's egress
         # guard still checks every connection at the address it connects to.
         await asyncio.to_thread(check_provider_egress, spec.provider, context.settings.egress, True)
-        adapter_context = await context.adapter_context(spec.provider)
-        adapter = await build_adapter(spec.provider, adapter_context)
-    except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
+    except (EgressDenied, OSError) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
+    # The shard holds its simulated endpoint (if any) until it ends: the worker stops an
+    # endpoint only when no shard holds it (workers/simulator/pool.py).
+    async with contextlib.AsyncExitStack() as held:
+        try:
+            adapter_context = await held.enter_async_context(context.adapter_lease(spec.provider))
+            adapter = await build_adapter(spec.provider, adapter_context)
+        except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
+            await publisher.event(EventType.FAILED, message=str(exc))
+            return 0
+        return await _execute_adapted(
+            spec, context, claim, attempt, publisher, adapter_context, adapter
+        )
 
+
+async def _execute_adapted(
+    spec: ShardSpec,
+    context: WorkerContext,
+    claim: Claim,
+    attempt: int,
+    publisher: ShardPublisher,
+    adapter_context: AdapterContext,
+    adapter: Adapter,
+) -> int:
+    """The shard's load, its adapter built: prepare, run, publish, finish."""
     rows = _row_context(spec, context, attempt)
     prepared = await _prepare_load(spec, context, claim, publisher)
     if prepared is None:
