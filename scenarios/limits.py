@@ -186,6 +186,12 @@ DATASET_PROCESS_DATA_BYTES: Final = 2048 * 1024 * 1024
 # Seconds a conversion may take before its process is killed: a 64 MiB file converts in
 # a few seconds; a file that takes minutes is hostile or broken.
 DATASET_CONVERSION_TIMEOUT_S: Final = 300.0
+# Seconds an uploaded (or used) tokenizer.json may take to load and encode the probe
+# text in its check process (scenarios/tokenizer_probe.py) before it is killed and the
+# tokenizer refused: a 10 MB tokenizer loads and encodes it in about a second.
+TOKENIZER_PROBE_TIMEOUT_S: Final = 20.0
+# Address space of that process (RLIMIT_DATA): a large vocabulary and its merges.
+TOKENIZER_PROBE_DATA_BYTES: Final = 2048 * 1024 * 1024
 # --------------------------------------------------------------------------- server telemetry
 
 # Seconds between scrapes of a provider's metrics_url: faster than 4 Hz the scrapes
