@@ -1,7 +1,7 @@
 """A tokenizer.json whose pre-tokenizer regex backtracks catastrophically (built, not
 downloaded), and a well-behaved one to compare with.
 
-``(?:\\w|\\w|\\s){1,24}$``: at every position of a text of words the regex engine
+``(?:\\w|\\w|\\s){1,23}\\d``: at every position of a text of words the regex engine
 (Oniguruma, in the tokenizers library) tries every way of matching up to 23 characters
 with two identical alternatives, millions of steps a position; that stays under
 Oniguruma's retry limit per match (so the library does not panic) and costs tens of
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-HOSTILE_REGEX = r"(?:\w|\w|\s){1,23}$"
+HOSTILE_REGEX = r"(?:\w|\w|\s){1,23}\d"
 WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "hello", "world")
 
 
@@ -38,14 +38,19 @@ def tokenizer_json(pre_tokenizer: dict[str, object], tag: str = "") -> bytes:
 
 
 def hostile_tokenizer(tag: str = "") -> bytes:
-    """A tokenizer.json whose Split pre-tokenizer backtracks catastrophically."""
+    """A tokenizer.json whose Split pre-tokenizer backtracks catastrophically on text of
+    words without a digit (every prompt a worker makes), then splits on whitespace: its
+    one-token words look right, so on its own it would pass as a tokenizer and hang the
+    worker while it makes prompts."""
     split = {
         "type": "Split",
         "pattern": {"Regex": HOSTILE_REGEX},
         "behavior": "Isolated",
         "invert": False,
     }
-    return tokenizer_json(split, tag)
+    return tokenizer_json(
+        {"type": "Sequence", "pretokenizers": [split, {"type": "WhitespaceSplit"}]}, tag
+    )
 
 
 def benign_tokenizer(tag: str = "") -> bytes:
