@@ -184,6 +184,7 @@ async def _execute_adapted(
 
     # Server telemetry around the load, if the planner marked this shard (docs/telemetry.md).
     scraper = MetricsScraper.for_shard(spec, context, attempt, claim, adapter_context.endpoint)
+    broken: TokenizerUnavailable | None = None
     async with publisher, scraper or contextlib.nullcontext():
         # Stopped by an event, not task.cancel(): a cancellation landing inside a Redis
         # call can be swallowed by the client library and leave the task running.
@@ -203,12 +204,21 @@ async def _execute_adapted(
                 health.prewarmed = warmed
                 await _stop_if_told(spec, context, load)
                 async with health:
-                    await load.run(send, record)
+                    try:
+                        await load.run(send, record)
+                    except TokenizerUnavailable as exc:
+                        # The workload's tokenizer failed on a prompt it was making (it
+                        # passed its probe): the shard fails with the reason, published
+                        # with what it recorded, rather than escaping as a crash.
+                        broken = exc
         finally:
             stop_reporting.set()
             stopped = await reporter
         if isinstance(stopped, Exception):
             raise stopped  # claim lost or Redis gone: the publisher flushes nothing more
+    if broken is not None:
+        await publisher.event(EventType.FAILED, message=str(broken))
+        return publisher.records_published
     if stopped == _SHUTDOWN:
         # Published what it recorded (kept as this attempt's records); no `finished`: the
         # control plane sees the worker gone and runs the shard again as a new attempt.
