@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from scenarios.model import SimulatedProvider
 from scenarios.providers import ProviderBase
 from scenarios.settings import env_name
-from workers.simulator.process import HOST, READY_PREFIX
+from workers.simulator.process import FAILED_PREFIX, HOST, READY_PREFIX
 
 __all__ = [
     "DEFAULT_IDLE_S",
@@ -248,6 +248,10 @@ async def _await_ready(process: asyncio.subprocess.Process) -> int:
             f"simulated endpoint did not start within {START_TIMEOUT_S:.0f} s"
         ) from None
     text = line.decode().strip()
+    if text.startswith(FAILED_PREFIX):
+        raise RuntimeError(
+            f"simulated endpoint failed to start: {text.removeprefix(FAILED_PREFIX)}"
+        )
     if not text.startswith(READY_PREFIX):
         raise RuntimeError(f"simulated endpoint failed to start (said {text!r})")
     return int(text.removeprefix(READY_PREFIX))

@@ -14,9 +14,13 @@ import contextlib
 import os
 
 from scenarios.model import SimulateSpec
+from scenarios.tokenizer_files import TokenizerUnavailable
 from workers.simulator.server import SimulatorApp, start_server
 
 READY_PREFIX = "TOKENBENCH_SIMULATOR_READY port="
+# Said instead of the ready line when the endpoint cannot be built (e.g. its
+# prompt_tokenizer is refused), so that the shard fails with the reason.
+FAILED_PREFIX = "TOKENBENCH_SIMULATOR_FAILED "
 HOST = "127.0.0.1"
 
 
@@ -27,8 +31,14 @@ async def serve(
     port: int = 0,
     parent_pid: int | None = None,
 ) -> None:
-    """Serve until cancelled (or until ``parent_pid`` is gone); prints the ready line."""
-    server = await start_server(SimulatorApp(spec, model), host, port)
+    """Serve until cancelled (or until ``parent_pid`` is gone); prints the ready line,
+    or the failed line with the reason when the endpoint cannot be built."""
+    try:
+        app = SimulatorApp(spec, model)
+    except TokenizerUnavailable as exc:
+        print(f"{FAILED_PREFIX}{' '.join(str(exc).split())}", flush=True)
+        return
+    server = await start_server(app, host, port)
     bound = server.sockets[0].getsockname()[1]
     print(f"{READY_PREFIX}{bound}", flush=True)
     async with server:

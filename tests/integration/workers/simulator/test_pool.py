@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 
 from scenarios.model import OpenAIProvider, SimulatedProvider
+from tests.support.hostile_tokenizer import hostile_tokenizer
 from workers.simulator.pool import SimulatorCapReached, SimulatorPool
 
 pytestmark = pytest.mark.integration
@@ -144,3 +146,29 @@ def test_other_providers_hold_nothing() -> None:
         await pool.close()
 
     run(scenario)
+
+
+def test_a_refused_prompt_tokenizer_fails_the_start_with_its_reason(tmp_path: Path) -> None:
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(hostile_tokenizer("simulator"))
+    hostile = SimulatedProvider.model_validate(
+        {
+            "name": "sim",
+            "kind": "simulated",
+            "simulate": {"ttft_ms": 5, "prompt_tokenizer": {"path": str(path)}},
+        }
+    )
+
+    async def scenario() -> None:
+        pool = SimulatorPool()
+        try:
+            with pytest.raises(RuntimeError, match=r"failed to start: .*refused") as failed:
+                async with pool.lease(hostile):
+                    pass
+            assert str(path) in str(failed.value)
+            assert pool.running == 0
+        finally:
+            await pool.close()
+
+    run(scenario)
+    assert children() == []
