@@ -11,8 +11,15 @@ workers send). The child is killed when it outlives ``TOKENIZER_PROBE_TIMEOUT_S`
 panic in the tokenizer library is a refusal too. A tokenizer that passed is remembered
 by its content hash for the life of the process.
 
-Protocol: the tokenizer's bytes on the child's stdin; one JSON line on its stdout,
-``{"ok": true, "vocab": N}`` or ``{"ok": false, "message": ...}``.
+A worker counts a dataset's rows with an uploaded tokenizer the same way
+(:func:`count_in_child`): those rows are the submitter's own text, which the probe
+cannot anticipate, so the count runs in a child too, killed after the probe's limit
+plus a second per ``MIN_COUNT_CHARS_PER_S`` characters.
+
+Protocol: a mode line (``probe`` or ``count``) then the tokenizer's bytes (``probe``)
+or ``{"tokenizer": ..., "texts": [...]}`` (``count``) on the child's stdin; one JSON
+line on its stdout, ``{"ok": true, "vocab": N}`` / ``{"ok": true, "counts": [...]}`` or
+``{"ok": false, "message": ...}``.
 """
 
 from __future__ import annotations
@@ -23,12 +30,16 @@ import os
 import subprocess
 import sys
 from collections import OrderedDict
-from typing import Final
+from typing import Any, Final
 
-from scenarios.limits import TOKENIZER_PROBE_DATA_BYTES, TOKENIZER_PROBE_TIMEOUT_S
+from scenarios.limits import (
+    MIN_COUNT_CHARS_PER_S,
+    TOKENIZER_PROBE_DATA_BYTES,
+    TOKENIZER_PROBE_TIMEOUT_S,
+)
 from scenarios.tokenizer_files import TokenizerUnavailable, tokenizer_from_bytes, tokenizers_module
 
-__all__ = ["check_tokenizer", "main", "probe_texts"]
+__all__ = ["check_tokenizer", "count_in_child", "main", "probe_texts"]
 
 _PROSE: Final = (
     "The quick brown fox jumps over the lazy dog while seven wizards box quietly; "
@@ -70,34 +81,64 @@ def check_tokenizer(data: bytes, source: str, timeout_s: float = TOKENIZER_PROBE
     if known is not None:
         _passed.move_to_end(digest)
         return known
+    answer = _in_child(
+        b"probe\n" + data,
+        timeout_s,
+        f"{source}: the tokenizer did not finish encoding a {_probe_size()}-character probe "
+        f"within {timeout_s:.0f} s (a normalizer or pre-tokenizer regex that backtracks "
+        "catastrophically?): refused",
+        source,
+    )
+    vocab = int(answer["vocab"])
+    _passed[digest] = vocab
+    while len(_passed) > _KEPT_PASSES:
+        _passed.popitem(last=False)
+    return vocab
+
+
+def count_in_child(tokenizer_json: str, texts: list[str], source: str) -> list[int]:
+    """Tokens of each text (no special tokens), counted in a child process killed after
+    the probe's time limit plus a second per ``MIN_COUNT_CHARS_PER_S`` characters: a
+    submitter's dataset rows, counted with a submitter's tokenizer, may hold exactly the
+    text its regex backtracks on. Raises TokenizerUnavailable naming ``source``."""
+    chars = sum(len(text) for text in texts)
+    timeout_s = TOKENIZER_PROBE_TIMEOUT_S + chars / MIN_COUNT_CHARS_PER_S
+    payload = json.dumps({"tokenizer": tokenizer_json, "texts": texts}).encode()
+    answer = _in_child(
+        b"count\n" + payload,
+        timeout_s,
+        f"{source}: the tokenizer did not finish counting {len(texts)} rows ({chars} "
+        f"characters) within {timeout_s:.0f} s (a regex that backtracks on this text?)",
+        source,
+    )
+    counts: list[int] = [int(n) for n in answer["counts"]]
+    return counts
+
+
+def _in_child(request: bytes, timeout_s: float, too_slow: str, source: str) -> dict[str, Any]:
+    """Run ``python -m scenarios.tokenizer_probe`` on ``request``; its answer, or
+    TokenizerUnavailable (``too_slow`` when it was killed at ``timeout_s``)."""
+    # One thread: the check costs one core, never all of them.
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     try:
         child = subprocess.run(
             [sys.executable, "-m", "scenarios.tokenizer_probe"],
-            input=data,
+            input=request,
             capture_output=True,
             timeout=timeout_s,
             check=False,
             env=env,
         )
     except subprocess.TimeoutExpired:  # run() has killed and reaped the child
-        raise TokenizerUnavailable(
-            f"{source}: the tokenizer did not finish encoding a {_probe_size()}-character "
-            f"probe within {timeout_s:.0f} s (a normalizer or pre-tokenizer regex that "
-            "backtracks catastrophically?): refused"
-        ) from None
+        raise TokenizerUnavailable(too_slow) from None
     line = child.stdout.partition(b"\n")[0]
     try:
-        answer = json.loads(line)
+        answer: dict[str, Any] = json.loads(line)
     except ValueError:
         answer = {"ok": False, "message": f"the check process failed ({child.returncode})"}
     if not answer.get("ok"):
         raise TokenizerUnavailable(f"{source}: {answer.get('message', 'refused')}")
-    vocab = int(answer["vocab"])
-    _passed[digest] = vocab
-    while len(_passed) > _KEPT_PASSES:
-        _passed.popitem(last=False)
-    return vocab
+    return answer
 
 
 def _probe_size() -> int:
@@ -126,19 +167,28 @@ def _probe(data: bytes) -> dict[str, object]:
     return {"ok": True, "vocab": tokenizer.get_vocab_size()}
 
 
+def _count(payload: bytes) -> dict[str, Any]:
+    request = json.loads(payload)
+    tokenizer = tokenizer_from_bytes(request["tokenizer"].encode(), "the tokenizer")
+    encoded = tokenizer.encode_batch(request["texts"], add_special_tokens=False)
+    return {"ok": True, "counts": [len(encoding.ids) for encoding in encoded]}
+
+
 def main() -> int:
-    """Child side: check the tokenizer on stdin, answer one JSON line on stdout."""
+    """Child side: check the tokenizer (``probe``) or count texts with it (``count``),
+    as the first line on stdin says; answer one JSON line on stdout."""
     _cap_memory(TOKENIZER_PROBE_DATA_BYTES)
-    data = sys.stdin.buffer.read()
+    mode, _, data = sys.stdin.buffer.read().partition(b"\n")
     try:
-        answer = _probe(data)
+        answer = _count(data) if mode == b"count" else _probe(data)
     except TokenizerUnavailable as exc:
         answer = {"ok": False, "message": str(exc).removeprefix("the file: ")}
     except BaseException as exc:  # the Rust side panics with a BaseException
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             raise
         reason = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        answer = {"ok": False, "message": f"encoding the probe failed ({reason}): refused"}
+        what = "counting the rows" if mode == b"count" else "encoding the probe"
+        answer = {"ok": False, "message": f"{what} failed ({reason}): refused"}
     sys.stdout.write(json.dumps(answer) + "\n")
     sys.stdout.flush()
     return 0

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from scenarios.tokenizer_files import TokenizerUnavailable
+from scenarios.tokenizer_probe import count_in_child
 from workers.prompts import PromptText
 
 if TYPE_CHECKING:
@@ -34,8 +35,12 @@ _KEEP = 4_000
 class ExactPrompts:
     """Makes and counts prompts with one tokenizer."""
 
-    def __init__(self, tokenizer: Tokenizer, seed_words: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, seed_words: tuple[str, ...] = (), name: str = "tokenizer"
+    ) -> None:
+        """``name``: how errors name the tokenizer (``TokenizerRef.describe()``)."""
         self.tokenizer = tokenizer
+        self.name = name
         self.pieces = _one_token_words(tokenizer, seed_words)
         if not self.pieces:
             raise TokenizerUnavailable(
@@ -50,11 +55,13 @@ class ExactPrompts:
             return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def count_many(self, texts: list[str]) -> list[int]:
-        """Tokens of each text, as :meth:`count`, encoded as one batch (a dataset's rows:
-        the library encodes a batch in parallel, without a Python call per text)."""
-        with encoding_errors():
-            encoded = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [len(encoding.ids) for encoding in encoded]
+        """Tokens of each text, as :meth:`count` (a dataset's rows: the submitter's own
+        text, counted in a child process under a time limit, ``count_in_child``, so that a
+        regex that backtracks on exactly that text fails the shard instead of hanging
+        it). Blocking: call it off the event loop."""
+        if not texts:
+            return []
+        return count_in_child(self.tokenizer.to_str(), texts, self.name)
 
     def prompt(self, tokens: int, rng: random.Random, prefix: str = "") -> PromptText:
         """A prompt of exactly ``tokens`` tokens, counted by the tokenizer."""

@@ -20,11 +20,16 @@ import redis
 from tokenizers import Tokenizer
 
 from scenarios.tokenizer_files import TokenizerUnavailable
-from scenarios.tokenizer_probe import check_tokenizer
+from scenarios.tokenizer_probe import check_tokenizer, count_in_child
 from scenarios.tokenizer_ref import TokenizerRef
 from scenarios.wire import dataset_key
 from tests.security.conftest import HostileStack, scenario_with, simulated
-from tests.support.hostile_tokenizer import benign_tokenizer, hostile_tokenizer
+from tests.support.hostile_tokenizer import (
+    TARGETED_TEXT,
+    benign_tokenizer,
+    hostile_tokenizer,
+    targeted_tokenizer,
+)
 from workers.tokenizer import load_local_tokenizer
 
 pytestmark = pytest.mark.integration
@@ -126,6 +131,49 @@ def test_a_hostile_tokenizer_forced_in_fails_the_shard_not_hangs_it(
     # The worker is not wedged: a normal run on it still finishes.
     normal = hostile_stack.client.post("/v1/runs", json={"scenario": scenario_with(simulated())})
     assert hostile_stack.wait_for_run(normal.json()["id"])["state"] == "finished"
+
+
+def test_rows_counted_with_a_tokenizer_aimed_at_them_fail_not_hang() -> None:
+    # The tokenizer passes its check (the probe holds no '§') but backtracks on the rows
+    # a submitter wrote for it: the count runs in a child too, killed at its limit.
+    data = targeted_tokenizer("rows")
+    assert check_tokenizer(data, "file targeted.json") > 0
+    tokenizer_json = Tokenizer.from_str(data.decode()).to_str()
+    assert count_in_child(tokenizer_json, ["hello world"], "t") == [2]
+    with pytest.raises(TokenizerUnavailable, match="did not finish counting 4 rows"):
+        count_in_child(tokenizer_json, [TARGETED_TEXT] * 4, "file targeted.json")
+    assert no_probe_left()
+
+
+def test_a_dataset_aimed_at_its_tokenizer_fails_the_shard_over_rest(
+    hostile_stack: HostileStack,
+) -> None:
+    tokenizer = upload(hostile_stack, targeted_tokenizer("rest"))
+    assert tokenizer.status_code in (200, 201), tokenizer.text  # it passes the probe
+    rows = b"".join(
+        json.dumps({"prompt": f"{TARGETED_TEXT} {i}"}).encode() + b"\n" for i in range(4)
+    )
+    dataset = hostile_stack.client.post(
+        "/v1/datasets", content=rows, headers={"content-type": "application/x-ndjson"}
+    )
+    assert dataset.status_code in (200, 201), dataset.text
+    workload = {
+        "mix": MIX,
+        "dataset": {"dataset": dataset.json()["id"]},
+        "tokenizer": {"dataset": tokenizer.json()["id"]},
+    }
+    answer = hostile_stack.client.post(
+        "/v1/runs", json={"scenario": scenario_with(simulated(), workload=workload)}
+    )
+    assert answer.status_code == 201, answer.text
+    view = hostile_stack.wait_for_run(answer.json()["id"], timeout_s=300)
+    shards = [shard for stage in view["stages"] for shard in stage["shards"]]
+    assert view["state"] == "failed", json.dumps(view)[:2000]
+    for shard in shards:
+        assert "did not finish counting" in (shard["message"] or ""), shard
+        assert tokenizer.json()["id"] in shard["message"], shard
+    assert no_probe_left()
+    hostile_stack.assert_healthy()
 
 
 @pytest.mark.parametrize("revision", ["..", "main/../../../etc", ".git", "a//b"])

@@ -56,3 +56,23 @@ def hostile_tokenizer(tag: str = "") -> bytes:
 def benign_tokenizer(tag: str = "") -> bytes:
     """The same tokenizer with a whitespace pre-tokenizer: encodes anything at once."""
     return tokenizer_json({"type": "WhitespaceSplit"}, tag)
+
+
+# Backtracks only on runs of '§' (which no probe holds): a tokenizer that passes its
+# check yet hangs on a dataset written for it.
+TARGETED_REGEX = r"(?:§|[§]){1,22}\d"
+TARGETED_TEXT = ("§" * 25 + " ") * 80
+
+
+def targeted_tokenizer(tag: str = "") -> bytes:
+    """A tokenizer.json that encodes ordinary text at once but backtracks
+    catastrophically on ``TARGETED_TEXT`` (tens of milliseconds a character)."""
+    split = {
+        "type": "Split",
+        "pattern": {"Regex": TARGETED_REGEX},
+        "behavior": "Isolated",
+        "invert": False,
+    }
+    return tokenizer_json(
+        {"type": "Sequence", "pretokenizers": [split, {"type": "WhitespaceSplit"}]}, tag
+    )
