@@ -200,7 +200,8 @@ class SimulatorPool:
         endpoint = self._endpoints.pop(key)
         if self._on_stop is not None:
             self._on_stop(HOST, endpoint.port)
-        await _terminate(endpoint.process)
+        # Shielded: a cancelled reaper (the pool closing) still sees the process reaped.
+        await asyncio.shield(_terminate(endpoint.process))
 
 
 async def _start(provider: SimulatedProvider) -> _Endpoint:
