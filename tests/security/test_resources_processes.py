@@ -147,3 +147,28 @@ def test_a_run_asking_for_more_simulators_than_the_cap_cannot_exceed_it(
         assert not message or "TOKENBENCH__WORKER__MAX_SIMULATORS" in message, message
     poll(lambda: not simulators(sim_worker), 60, "idle simulators still running")
     assert sim_worker.process.poll() is None
+
+
+def test_worker_shutdown_stops_its_simulators(
+    hostile_stack: HostileStack,
+    worker_env: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    region = "simstop"
+    env = {**worker_env, "TOKENBENCH__WORKER__SIMULATOR_IDLE_S": "600"}
+    log = tmp_path_factory.mktemp("simstop") / "worker-simstop.log"
+    worker = start_worker(region, env, log, hostile_stack.redis_url)
+    try:
+        scenario = {**scenario_with(*distinct_simulators(2, 500)), "regions": [region]}
+        answer = hostile_stack.client.post("/v1/runs", json={"scenario": scenario})
+        assert answer.status_code == 201, answer.text
+        assert hostile_stack.wait_for_run(answer.json()["id"])["state"] == "finished"
+        kept = simulators(worker)
+        assert len(kept) == 2  # idle, kept for the (long) idle timeout
+        worker.stop()  # SIGTERM: warm shutdown
+        assert worker.process.returncode is not None
+        # Stopped by the worker before it exited (a simulator left alone would poll for
+        # its parent and still be running at this instant).
+        assert not [p for p in kept if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        worker.stop(9)
