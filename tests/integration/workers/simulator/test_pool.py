@@ -26,7 +26,15 @@ def provider(ttft_ms: int, name: str = "sim") -> SimulatedProvider:
 
 
 def children() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+    """This process's own simulators (a session's workers run theirs one level down)."""
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if child.is_running() and "workers.simulator" in child.cmdline():
+                found.append(child)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 async def until(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
