@@ -33,9 +33,9 @@ from scenarios.model import Workload
 from scenarios.tokenizer_files import (
     TokenizerUnavailable,
     looks_like_tokenizer,
-    tokenizer_from_bytes,
     tokenizers_module,
 )
+from scenarios.tokenizer_probe import check_tokenizer
 from scenarios.workload_files import DatasetSummary, WorkloadFileError, inspect_dataset
 
 __all__ = [
@@ -138,8 +138,9 @@ TOKENIZER_KIND = "tokenizer"
 
 
 def inspect_content(content: bytes, max_lines: int, source: str = "") -> DatasetSummary:
-    """What ``content`` is good for: a tokenizer.json (checked by loading it when the
-    tokenizers library is installed here), else JSONL prompts or a traffic log."""
+    """What ``content`` is good for: a tokenizer.json (checked when the tokenizers library
+    is installed here: loaded and made to encode a probe within a time limit,
+    ``scenarios/tokenizer_probe.py``), else JSONL prompts or a traffic log."""
     if not looks_like_tokenizer(content):
         return inspect_dataset(content, max_lines, source)
     try:
@@ -147,7 +148,9 @@ def inspect_content(content: bytes, max_lines: int, source: str = "") -> Dataset
     except TokenizerUnavailable:
         return DatasetSummary(0, None, None, kinds_override=(TOKENIZER_KIND,))  # shape only
     try:
-        vocab = tokenizer_from_bytes(content, source or "upload").get_vocab_size()
+        # Loaded and made to encode a probe in a child process under a time limit: a
+        # regex that backtracks catastrophically is refused here, not found by a shard.
+        vocab = check_tokenizer(content, source or "upload")
     except TokenizerUnavailable as exc:
         raise WorkloadFileError(str(exc)) from None
     return DatasetSummary(vocab, None, None, kinds_override=(TOKENIZER_KIND,))

@@ -19,7 +19,7 @@ from pydantic import Field, model_validator
 
 from scenarios.base import StrictModel
 from scenarios.limits import MAX_ID_CHARS, MAX_TOKENS
-from scenarios.tokenizer_ref import HUB_NAME_PATTERN
+from scenarios.tokenizer_ref import HUB_NAME_PATTERN, HUB_REVISION_PATTERN
 
 __all__ = [
     "COLUMN_NAME_PATTERN",
@@ -124,7 +124,7 @@ class DatasetWorkload(StrictModel):
         default=None,
         min_length=1,
         max_length=MAX_ID_CHARS,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]*$",
+        pattern=HUB_REVISION_PATTERN,
         description="Branch, tag or commit of the hub repository (default main).",
     )
     split: str | None = Field(

@@ -280,6 +280,11 @@ class EgressGuard:
         started itself, e.g. a simulated provider on loopback)."""
         self._trusted.add((str(ipaddress.ip_address(address)), port))
 
+    def distrust(self, address: str, port: int) -> None:
+        """Withdraw :meth:`trust` of ``address``:``port`` (the endpoint stopped: another
+        process may bind that port next, and the policy decides for it again)."""
+        self._trusted.discard((str(ipaddress.ip_address(address)), port))
+
     async def addresses(self, host: str, port: int) -> list[SockAddr]:
         """The addresses to connect to for ``host``:``port``, every one checked; raises
         EgressDenied if the host or any address it resolves to is refused."""

@@ -186,6 +186,17 @@ DATASET_PROCESS_DATA_BYTES: Final = 2048 * 1024 * 1024
 # Seconds a conversion may take before its process is killed: a 64 MiB file converts in
 # a few seconds; a file that takes minutes is hostile or broken.
 DATASET_CONVERSION_TIMEOUT_S: Final = 300.0
+# Seconds an uploaded (or used) tokenizer.json may take to load and encode the probe
+# text in its check process (scenarios/tokenizer_probe.py) before it is killed and the
+# tokenizer refused: a 10 MB tokenizer loads and encodes it in about a second.
+TOKENIZER_PROBE_TIMEOUT_S: Final = 20.0
+# Slowest counting of a dataset's rows a worker waits for, in characters a second, on
+# top of TOKENIZER_PROBE_TIMEOUT_S (the count runs in such a process too): real
+# tokenizers count millions of characters a second on one core; 64 MiB of rows at this
+# rate is about 11 minutes, after which the shard fails instead of waiting for hours.
+MIN_COUNT_CHARS_PER_S: Final = 100_000
+# Address space of that process (RLIMIT_DATA): a large vocabulary and its merges.
+TOKENIZER_PROBE_DATA_BYTES: Final = 2048 * 1024 * 1024
 # --------------------------------------------------------------------------- server telemetry
 
 # Seconds between scrapes of a provider's metrics_url: faster than 4 Hz the scrapes

@@ -97,6 +97,23 @@ class WorkerSettings(BaseModel):
             "its client health as prewarmed_connections and prewarm_ms)."
         ),
     )
+    simulator_idle_s: float = Field(
+        default=60.0,
+        gt=0,
+        description=(
+            "A simulated endpoint (a ~95 MB process) that no running shard has used for "
+            "this long is stopped; it starts again on its next use."
+        ),
+    )
+    max_simulators: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description=(
+            "Simulated endpoints one worker process runs at once; a shard that needs one "
+            "more while all are in use fails, naming this setting."
+        ),
+    )
     gc_tuning: bool = Field(
         default=True,
         description=(

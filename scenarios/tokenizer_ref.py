@@ -14,11 +14,18 @@ from pydantic import Field, model_validator
 from scenarios.base import StrictModel
 from scenarios.limits import MAX_ID_CHARS
 
-__all__ = ["HUB_NAME_PATTERN", "TokenizerRef"]
+__all__ = ["HUB_NAME_PATTERN", "HUB_REVISION_PATTERN", "TokenizerRef"]
 
 # A Hugging Face repository id: an optional owner and a name of letters, digits, '-',
 # '_' and '.', never starting with '.' or '-' (so never a relative or absolute path).
 HUB_NAME_PATTERN = r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$"
+# A Hugging Face revision: a branch, tag (refs/pr/1, v1.2.3) or commit hash. Components
+# joined by '/', each of letters, digits, '_' and '-' with single dots inside: never
+# '..', a component starting or ending with '.', an empty component, a leading '/' or '-'
+# (git refuses those as ref names, and a revision becomes part of a cache path).
+HUB_REVISION_PATTERN = (
+    r"^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*(?:/[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)*$"
+)
 _DATASET_ID_PATTERN = r"^ds-[0-9a-f]{64}$"
 
 
@@ -37,7 +44,7 @@ class TokenizerRef(StrictModel):
         default=None,
         min_length=1,
         max_length=MAX_ID_CHARS,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9_./-]*$",
+        pattern=HUB_REVISION_PATTERN,
         description="Branch, tag or commit of the hub repository (default main).",
     )
     path: str | None = Field(

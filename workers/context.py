@@ -9,8 +9,10 @@ exact address and port. Adapters read keys only through ``secrets``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import httpx
@@ -22,8 +24,9 @@ from scenarios.settings import Settings, env_name, get_settings
 from workers.broker import CLIENT_OPTIONS
 from workers.client.adapters import AdapterContext
 from workers.client.http import make_client
+from workers.event_loop import run_in_loop
 from workers.secrets import Secrets, worker_secrets
-from workers.simulator.process import SimulatorPool
+from workers.simulator.pool import SimulatorPool
 
 
 @dataclass
@@ -41,11 +44,14 @@ class WorkerContext:
     # own, so that they never take a measurement connection; None: ``http``.
     metrics_http: httpx.AsyncClient | None = None
 
-    async def adapter_context(self, provider: ProviderBase) -> AdapterContext:
-        """The narrow context an adapter of ``provider`` is built with: this worker's
-        HTTP client and secrets, and its simulated endpoint if the provider is one."""
-        endpoint = await self.simulators.endpoint_of(provider)
-        return AdapterContext(self.http, self.secrets, endpoint)
+    @contextlib.asynccontextmanager
+    async def adapter_lease(self, provider: ProviderBase) -> AsyncIterator[AdapterContext]:
+        """The narrow context an adapter of ``provider`` is built with, for the block:
+        this worker's HTTP client and secrets, and its simulated endpoint if the provider
+        is one (held until the block ends; raises SimulatorCapReached, a RuntimeError,
+        when the worker runs as many simulators as it may, all in use)."""
+        async with self.simulators.lease(provider) as endpoint:
+            yield AdapterContext(self.http, self.secrets, endpoint)
 
 
 _context: tuple[int, WorkerContext] | None = None
@@ -70,7 +76,12 @@ async def get_context() -> WorkerContext:
             settings=settings,
             redis=Redis.from_url(settings.redis.url, **CLIENT_OPTIONS),  # survives restarts
             http=make_client(guard=guard),
-            simulators=SimulatorPool(on_endpoint=guard.trust),
+            simulators=SimulatorPool(
+                on_start=guard.trust,
+                on_stop=guard.distrust,
+                idle_s=settings.worker.simulator_idle_s,
+                max_processes=settings.worker.max_simulators,
+            ),
             worker_name=name,
             region=settings.worker.region,
             secrets=worker_secrets(settings.worker.secret_hosts, f"worker {name}"),
@@ -78,3 +89,12 @@ async def get_context() -> WorkerContext:
         )
         _context = (os.getpid(), context)
     return _context[1]
+
+
+def stop_simulators(timeout_s: float = 30.0) -> None:
+    """At worker shutdown: stop the simulated endpoints this process's context started
+    (they would also exit by themselves once the process is gone); a no-op without one."""
+    if _context is None or _context[0] != os.getpid():
+        return
+    with contextlib.suppress(Exception):  # shutting down: nothing more to do about it
+        run_in_loop(_context[1].simulators.close(), timeout_s)

@@ -10,10 +10,13 @@ Deterministic for a given tokenizer and random generator.
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from scenarios.tokenizer_files import TokenizerUnavailable
+from scenarios.tokenizer_probe import count_in_child
 from workers.prompts import PromptText
 
 if TYPE_CHECKING:
@@ -32,8 +35,12 @@ _KEEP = 4_000
 class ExactPrompts:
     """Makes and counts prompts with one tokenizer."""
 
-    def __init__(self, tokenizer: Tokenizer, seed_words: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, seed_words: tuple[str, ...] = (), name: str = "tokenizer"
+    ) -> None:
+        """``name``: how errors name the tokenizer (``TokenizerRef.describe()``)."""
         self.tokenizer = tokenizer
+        self.name = name
         self.pieces = _one_token_words(tokenizer, seed_words)
         if not self.pieces:
             raise TokenizerUnavailable(
@@ -44,13 +51,17 @@ class ExactPrompts:
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` alone (no special tokens, no chat template)."""
-        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+        with encoding_errors():
+            return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
     def count_many(self, texts: list[str]) -> list[int]:
-        """Tokens of each text, as :meth:`count`, encoded as one batch (a dataset's rows:
-        the library encodes a batch in parallel, without a Python call per text)."""
-        encoded = self.tokenizer.encode_batch(texts, add_special_tokens=False)
-        return [len(encoding.ids) for encoding in encoded]
+        """Tokens of each text, as :meth:`count` (a dataset's rows: the submitter's own
+        text, counted in a child process under a time limit, ``count_in_child``, so that a
+        regex that backtracks on exactly that text fails the shard instead of hanging
+        it). Blocking: call it off the event loop."""
+        if not texts:
+            return []
+        return count_in_child(self.tokenizer.to_str(), texts, self.name)
 
     def prompt(self, tokens: int, rng: random.Random, prefix: str = "") -> PromptText:
         """A prompt of exactly ``tokens`` tokens, counted by the tokenizer."""
@@ -101,8 +112,9 @@ def _one_token_words(tokenizer: Tokenizer, seed_words: tuple[str, ...]) -> tuple
     candidates = [w for w in candidates if w.isascii() and w.isalpha() and 1 < len(w) <= 16]
     if not candidates:
         candidates = [chr(c) for c in range(ord("a"), ord("z") + 1)]
-    alone = tokenizer.encode_batch(candidates, add_special_tokens=False)
-    pairs = tokenizer.encode_batch([f"{w} {w}" for w in candidates], add_special_tokens=False)
+    with encoding_errors():
+        alone = tokenizer.encode_batch(candidates, add_special_tokens=False)
+        pairs = tokenizer.encode_batch([f"{w} {w}" for w in candidates], add_special_tokens=False)
     unknown = getattr(tokenizer.model, "unk_token", None)  # never a word of the prompt
     kept = [
         word
@@ -110,3 +122,21 @@ def _one_token_words(tokenizer: Tokenizer, seed_words: tuple[str, ...]) -> tuple
         if len(one.ids) == 1 and len(two.ids) == 2 and unknown not in one.tokens
     ]
     return tuple(kept[:_KEEP])
+
+
+@contextlib.contextmanager
+def encoding_errors() -> Iterator[None]:
+    """Turn the tokenizer library's failures into TokenizerUnavailable: its Rust side
+    raises plain exceptions, and a panic (e.g. a regex over Oniguruma's retry limit)
+    arrives as ``PanicException``, a BaseException that would escape ``except Exception``."""
+    try:
+        yield
+    except TokenizerUnavailable:
+        raise
+    except Exception as exc:
+        raise TokenizerUnavailable(f"the tokenizer failed to encode a text ({exc})") from None
+    except BaseException as exc:
+        if type(exc).__name__ != "PanicException":
+            raise
+        reason = str(exc).splitlines()[0][:300] if str(exc) else "a panic"
+        raise TokenizerUnavailable(f"the tokenizer failed to encode a text ({reason})") from None

@@ -33,7 +33,7 @@ async def prompt_maker(
         known = _exact.get(key)
         if known is None:
             tokenizer = await workload_tokenizer(redis, workload.tokenizer, max_bytes)
-            known = await asyncio.to_thread(ExactPrompts, tokenizer, tuple(WORDS))
+            known = await asyncio.to_thread(ExactPrompts, tokenizer, tuple(WORDS), key)
             _exact[key] = known
             while len(_exact) > _EXACT_KEPT:
                 _exact.popitem(last=False)

@@ -22,6 +22,7 @@ all of them. Every session record has attempt 1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -42,7 +43,7 @@ from scenarios.wire import (
     records_stream,
     shadow_shard_id,
 )
-from workers.client.adapters import ProviderSetupError, build_adapter
+from workers.client.adapters import Adapter, ProviderSetupError, build_adapter
 from workers.client.adapters.openai_chat import ChatParser
 from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import ErrorClass, RequestFailure, redact
@@ -153,18 +154,28 @@ async def _execute(task: ShadowTask, context: WorkerContext, intended_start: int
 async def _measure(
     provider: Any, task: ShadowTask, context: WorkerContext, intended_start: int
 ) -> RequestResult:
-    try:
-        # Checked on the machine that connects, after DNS, as for shards.
-        await asyncio.to_thread(check_provider_egress, provider, context.settings.egress, True)
-        adapter = await build_adapter(provider, await context.adapter_context(provider))
-    except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
-        # The request could not be sent at all; it still leaves a row, so a shadow that
-        # is misconfigured on a worker shows up as errors rather than as missing pairs.
-        now = time.perf_counter_ns()
-        result = RequestResult(intended_start=intended_start, sent=now, end=now)
-        result.failure = RequestFailure(ErrorClass.CONNECT, redact(f"setup: {exc}"))
-        log.warning("shadow %s on %s: %s", provider.name, context.worker_name, result.failure)
-        return result
+    # A simulated shadow's endpoint is held while its request runs (workers/simulator/pool.py).
+    async with contextlib.AsyncExitStack() as held:
+        try:
+            # Checked on the machine that connects, after DNS, as for shards.
+            await asyncio.to_thread(check_provider_egress, provider, context.settings.egress, True)
+            adapter_context = await held.enter_async_context(context.adapter_lease(provider))
+            adapter = await build_adapter(provider, adapter_context)
+        except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
+            # The request could not be sent at all; it still leaves a row, so a shadow that
+            # is misconfigured on a worker shows up as errors rather than as missing pairs.
+            now = time.perf_counter_ns()
+            result = RequestResult(intended_start=intended_start, sent=now, end=now)
+            result.failure = RequestFailure(ErrorClass.CONNECT, redact(f"setup: {exc}"))
+            log.warning("shadow %s on %s: %s", provider.name, context.worker_name, result.failure)
+            return result
+        return await _send_shadow(adapter, task, context, intended_start)
+
+
+async def _send_shadow(
+    adapter: Adapter, task: ShadowTask, context: WorkerContext, intended_start: int
+) -> RequestResult:
+    """Send ``task`` through a shadow provider's built adapter."""
     if isinstance(adapter, PostStreamAdapter) and adapter.parser is ChatParser and adapter.model:
         # Chat-completions dialects get the conversation and sampling parameters exactly
         # as the client sent them.

@@ -137,9 +137,7 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         # refused endpoint fails the shard with its reason; the HTTP client's egress
         # guard still checks every connection at the address it connects to.
         await asyncio.to_thread(check_provider_egress, spec.provider, context.settings.egress, True)
-        adapter_context = await context.adapter_context(spec.provider)
-        adapter = await build_adapter(spec.provider, adapter_context)
-    except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
+    except (EgressDenied, OSError) as exc:
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
     # A shard this process cannot serve within its descriptors is refused now, with
@@ -151,8 +149,21 @@ async def _execute_owned(spec: ShardSpec, context: WorkerContext, claim: Claim) 
         log.warning("shard %s/%s refused: %s", spec.run_id, spec.shard_id, exc)
         await publisher.event(EventType.FAILED, message=str(exc))
         return 0
+    # The shard holds its simulated endpoint (if any) until it ends: the worker stops an
+    # endpoint only when no shard holds it (workers/simulator/pool.py).
     with held:
-        return await _run_shard(spec, context, claim, publisher, adapter, adapter_context, attempt)
+        async with contextlib.AsyncExitStack() as lease:
+            try:
+                adapter_context = await lease.enter_async_context(
+                    context.adapter_lease(spec.provider)
+                )
+                adapter = await build_adapter(spec.provider, adapter_context)
+            except (ProviderSetupError, EgressDenied, RuntimeError, OSError) as exc:
+                await publisher.event(EventType.FAILED, message=str(exc))
+                return 0
+            return await _run_shard(
+                spec, context, claim, publisher, adapter, adapter_context, attempt
+            )
 
 
 async def _run_shard(
@@ -164,8 +175,8 @@ async def _run_shard(
     adapter_context: AdapterContext,
     attempt: int,
 ) -> int:
-    """The shard's load, run and published, its adapter built and its connections
-    within the budget."""
+    """The shard's load, run and published, its adapter built (its simulated endpoint
+    leased) and its connections within the budget."""
     rows = _row_context(spec, context, attempt)
     prepared = await _prepare_load(spec, context, claim, publisher)
     if prepared is None:
@@ -187,6 +198,7 @@ async def _run_shard(
 
     # Server telemetry around the load, if the planner marked this shard (docs/telemetry.md).
     scraper = MetricsScraper.for_shard(spec, context, attempt, claim, adapter_context.endpoint)
+    broken: TokenizerUnavailable | None = None
     async with publisher, scraper or contextlib.nullcontext():
         # Stopped by an event, not task.cancel(): a cancellation landing inside a Redis
         # call can be swallowed by the client library and leave the task running.
@@ -207,12 +219,21 @@ async def _run_shard(
                 health.prewarmed = warmed
                 await _stop_if_told(spec, context, load)
                 async with health:
-                    await load.run(send, record)
+                    try:
+                        await load.run(send, record)
+                    except TokenizerUnavailable as exc:
+                        # The workload's tokenizer failed on a prompt it was making (it
+                        # passed its probe): the shard fails with the reason, published
+                        # with what it recorded, rather than escaping as a crash.
+                        broken = exc
         finally:
             stop_reporting.set()
             stopped = await reporter
         if isinstance(stopped, Exception):
             raise stopped  # claim lost or Redis gone: the publisher flushes nothing more
+    if broken is not None:
+        await publisher.event(EventType.FAILED, message=str(broken))
+        return publisher.records_published
     if stopped == _SHUTDOWN:
         # Published what it recorded (kept as this attempt's records); no `finished`: the
         # control plane sees the worker gone and runs the shard again as a new attempt.

@@ -6,7 +6,10 @@ worker never reads a path a scenario names. A hub name is looked up in the worke
 Hugging Face cache (``HF_HOME``/``HF_HUB_CACHE``) first and downloaded only when it is
 not there and the hub is reachable (never with ``HF_HUB_OFFLINE=1``); a gated model
 needs ``HF_TOKEN`` in the worker's environment; a file larger than the dataset cap is
-refused before it is fetched. Loading and parsing run off the event loop.
+refused before it is fetched. Loading and parsing run off the event loop, after a child
+process has loaded the tokenizer and encoded a probe text within a time limit
+(``scenarios/tokenizer_probe.py``): a tokenizer whose regex backtracks catastrophically
+fails the shard with its name instead of hanging it.
 """
 
 from __future__ import annotations
@@ -26,13 +29,19 @@ from scenarios.tokenizer_files import (
     tokenizer_from_bytes,
     tokenizers_module,
 )
+from scenarios.tokenizer_probe import check_tokenizer
 from scenarios.tokenizer_ref import TokenizerRef
 from workers.datasets import dataset_bytes
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-__all__ = ["hub_tokenizer_file", "load_local_tokenizer", "workload_tokenizer"]
+__all__ = [
+    "checked_tokenizer",
+    "hub_tokenizer_file",
+    "load_local_tokenizer",
+    "workload_tokenizer",
+]
 
 # Seconds to wait for the hub before a download is given up (an unreachable hub must
 # fail the shard quickly, with the reason).
@@ -51,24 +60,39 @@ async def workload_tokenizer(redis: Redis, ref: TokenizerRef, max_bytes: int) ->
         data = await dataset_bytes(
             redis, ref.dataset, max_bytes, TokenizerUnavailable, "tokenizer dataset"
         )
-        return await asyncio.to_thread(tokenizer_from_bytes, data, f"dataset {ref.dataset}")
+        return await asyncio.to_thread(checked_tokenizer, data, f"dataset {ref.dataset}")
     return await asyncio.to_thread(load_local_tokenizer, ref, max_bytes)
+
+
+def checked_tokenizer(data: bytes, source: str) -> Tokenizer:
+    """The tokenizer in ``data``, once a child process has loaded it and encoded the
+    probe within the time limit (``scenarios/tokenizer_probe.py``; remembered by content
+    hash): a tokenizer that would hang this process's encoding fails here, naming
+    ``source``, instead. Blocking: call it off the event loop."""
+    check_tokenizer(data, source)
+    return tokenizer_from_bytes(data, source)
 
 
 def load_local_tokenizer(ref: TokenizerRef, max_bytes: int = DEFAULT_MAX_BYTES) -> Tokenizer:
     """A tokenizer from this machine: a local path (the local user's own file) or a hub
-    name (cache, else download). Blocking: call it off the event loop."""
-    module = tokenizers_module()
+    name (cache, else download), checked as :func:`checked_tokenizer`. Blocking: call it
+    off the event loop."""
+    tokenizers_module()
     path = (
         local_tokenizer_file(ref.path)
         if ref.path is not None
         else hub_tokenizer_file(ref.hub or "", ref.revision, max_bytes)
     )
     try:
-        tokenizer: Tokenizer = module.Tokenizer.from_file(str(path))
-    except Exception as exc:  # the Rust side raises plain Exception
-        raise TokenizerUnavailable(f"{ref.describe()}: not a tokenizer.json ({exc})") from None
-    return tokenizer
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise TokenizerUnavailable(
+                f"{ref.describe()}: {size} bytes, more than this machine accepts ({max_bytes})"
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TokenizerUnavailable(f"{ref.describe()}: cannot read {path} ({exc})") from None
+    return checked_tokenizer(data, ref.describe())
 
 
 @functools.lru_cache(maxsize=64)

@@ -31,6 +31,7 @@ from scenarios.settings import env_name, get_settings
 from scenarios.wire import heartbeat_key, heartbeat_pattern, region_queue
 from workers.broker import CLIENT_OPTIONS
 from workers.celery_app import app
+from workers.context import stop_simulators
 from workers.event_loop import shutting_down
 
 
@@ -98,6 +99,7 @@ def start_worker(region: str, concurrency: int = 8, loglevel: str = "WARNING") -
     @worker_shutdown.connect(weak=False)  # type: ignore[untyped-decorator]
     def _shutdown(**_: Any) -> None:
         beat.stop()
+        stop_simulators()
 
     app.worker_main(
         [

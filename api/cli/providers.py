@@ -17,6 +17,7 @@ Exit codes: 0 every provider passed, 1 at least one failed, 2 bad scenario file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -39,7 +40,7 @@ from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest
 from workers.secrets import Secrets, owner_bindings, worker_secrets
-from workers.simulator.process import SimulatorPool
+from workers.simulator.pool import SimulatorPool
 
 providers_app = typer.Typer(
     help="Check providers before a run.", no_args_is_help=True, add_completion=False
@@ -119,13 +120,15 @@ async def _probe(
         check.keys = False
         check.message = f"environment variable {', '.join(missing)} is not set"
         return check
-    try:
-        context = AdapterContext(http, secrets, await simulators.endpoint_of(provider))
-        adapter = await build_adapter(provider, context)  # type: ignore[arg-type]
-    except (ProviderSetupError, RuntimeError, OSError) as exc:
-        check.message = str(exc)
-        return check
-    return judge(check, await adapter.measure(http, PROBE, 0))
+    async with contextlib.AsyncExitStack() as held:
+        try:
+            endpoint = await held.enter_async_context(simulators.lease(provider))
+            context = AdapterContext(http, secrets, endpoint)
+            adapter = await build_adapter(provider, context)  # type: ignore[arg-type]
+        except (ProviderSetupError, RuntimeError, OSError) as exc:
+            check.message = str(exc)
+            return check
+        return judge(check, await adapter.measure(http, PROBE, 0))
 
 
 async def run_checks(providers: list[ProviderBase]) -> list[Check]:
@@ -133,7 +136,7 @@ async def run_checks(providers: list[ProviderBase]) -> list[Check]:
     settings = get_settings()
     policy = settings.egress.model_copy(update={"allow_loopback": True, "allow_private": True})
     guard = EgressGuard(policy)
-    simulators = SimulatorPool(on_endpoint=guard.trust)
+    simulators = SimulatorPool(on_start=guard.trust, on_stop=guard.distrust)
     secrets = worker_secrets(settings.worker.secret_hosts, "this machine").with_bindings(
         owner_bindings(providers)
     )

@@ -36,7 +36,7 @@ from workers.context import WorkerContext
 from workers.datasets import DatasetCache
 from workers.event_loop import new_loop
 from workers.shard import execute_shard
-from workers.simulator.process import SimulatorPool
+from workers.simulator.pool import SimulatorPool
 
 pytestmark = pytest.mark.integration
 

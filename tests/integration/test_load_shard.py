@@ -25,7 +25,7 @@ from workers.context import WorkerContext
 from workers.event_loop import new_loop
 from workers.prompts import request_planner
 from workers.shard import execute_shard
-from workers.simulator.process import SimulatorPool
+from workers.simulator.pool import SimulatorPool
 
 pytestmark = pytest.mark.integration
 

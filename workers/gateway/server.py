@@ -47,12 +47,13 @@ import httptools
 import orjson
 
 from scenarios.gateway_config import GatewayConfig
+from scenarios.limits import MAX_GATEWAY_FALLBACKS
 from scenarios.providers import AnyProvider, OpenAIProvider, SimulatedProvider
 from workers.gateway.handoff import MAX_BUFFER_BYTES, Handoff, frame
 from workers.gateway.proxy import UsageFilter, is_passed, primary_key, provider_key
 from workers.gateway.targets import Target, build_target, falls_back
 from workers.gateway.upstream import UpstreamConnection, UpstreamPool
-from workers.simulator.process import SimulatorPool
+from workers.simulator.pool import SimulatorPool
 
 now = time.perf_counter_ns
 
@@ -660,7 +661,11 @@ class Gateway:
         for it."""
         if isinstance(provider, SimulatedProvider):
             if self._simulators is None:
-                self._simulators = SimulatorPool()
+                # A gateway's targets live as long as it does: no idle stop, and room
+                # for its primary and every fallback.
+                self._simulators = SimulatorPool(
+                    idle_s=None, max_processes=MAX_GATEWAY_FALLBACKS + 1
+                )
             return await self._simulators.base_url(provider)
         assert isinstance(provider, OpenAIProvider)  # PRIMARY_KINDS
         return provider.base_url

@@ -2,7 +2,8 @@
 
 from workers.simulator.batching import BatchingLatency, latency_for
 from workers.simulator.latency import FixedLatency, LatencyModel
-from workers.simulator.process import SimulatorPool, run
+from workers.simulator.pool import SimulatorPool
+from workers.simulator.process import run
 from workers.simulator.server import SimulatorApp, start_server
 
 __all__ = [

@@ -26,7 +26,7 @@ from workers.prompts import PlannedRequest
 from workers.rows import RowContext, record_row
 from workers.secrets import Secrets
 from workers.shadow import execute_shadow, execute_shadow_batch, publish_rows
-from workers.simulator.process import SimulatorPool
+from workers.simulator.pool import SimulatorPool
 
 pytestmark = pytest.mark.integration
 

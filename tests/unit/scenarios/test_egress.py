@@ -361,6 +361,20 @@ def test_loopback_is_refused_by_default_but_the_workers_own_endpoint_is_trusted_
     assert (own.connections, other.connections) == (1, 0)
 
 
+def test_a_stopped_endpoint_is_no_longer_trusted(recorders: list[Recorder]) -> None:
+    # A simulator that stopped frees its port: whatever binds it next is judged by the
+    # policy again (workers/simulator/pool.py withdraws the trust).
+    reused = Recorder()
+    recorders.append(reused)
+    guard = EgressGuard(DEFAULT)
+    guard.trust("127.0.0.1", reused.port)
+    guard.distrust("127.0.0.1", reused.port)
+    guard.distrust("127.0.0.1", reused.port)  # twice: harmless
+    with pytest.raises(EgressRefused, match="TOKENBENCH__EGRESS__ALLOW_LOOPBACK=true"):
+        get(make_client(guard=guard), f"http://127.0.0.1:{reused.port}/")
+    assert reused.connections == 0
+
+
 @pytest.mark.parametrize(
     "host", ["[::ffff:169.254.169.254]", "168.63.129.16", "[fd00:ec2::254]", "100.100.100.200"]
 )

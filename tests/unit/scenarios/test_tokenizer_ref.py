@@ -60,3 +60,19 @@ def test_catalog_models_name_a_valid_hub_tokenizer() -> None:
     assert named and len(named) == len(list(models))
     for name in named:
         assert TokenizerRef.model_validate(name).hub == name
+
+
+@pytest.mark.parametrize(
+    "revision", ["main", "v1.2.3", "refs/pr/1", "0123456789abcdef0123456789abcdef01234567"]
+)
+def test_a_branch_tag_or_commit_is_a_revision(revision: str) -> None:
+    assert TokenizerRef(hub="gpt2", revision=revision).revision == revision
+
+
+@pytest.mark.parametrize(
+    "revision", ["..", "main/../../etc", "a/..", ".hidden", "x/", "/x", "a//b", "v1..2", "-x"]
+)
+def test_a_revision_that_walks_paths_is_refused_with_its_field(revision: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        Workload.model_validate({"mix": MIX, "tokenizer": {"hub": "gpt2", "revision": revision}})
+    assert [e["loc"] for e in refused.value.errors()] == [("tokenizer", "revision")]

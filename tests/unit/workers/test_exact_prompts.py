@@ -10,9 +10,10 @@ import pytest
 from tokenizers import Tokenizer
 
 from scenarios.model import FixedLength, MixClass, UniformLength, Workload
+from scenarios.tokenizer_files import TokenizerUnavailable
 from scenarios.workload_files import parse_entries
 from tests.support.tiny_tokenizer import train_bpe, train_word_level
-from workers.exact_prompts import ExactPrompts
+from workers.exact_prompts import ExactPrompts, encoding_errors
 from workers.prompts import WORDS, request_planner
 
 LENGTHS = (1, 2, 3, 7, 64, 333, 2048)
@@ -91,3 +92,17 @@ def test_prompt_files_are_counted_with_the_tokenizer(exact: ExactPrompts) -> Non
         request = plan(seq)
         assert request.prompt_source == "tokenizer"
         assert request.prompt_tokens == max(exact.count(request.prompt), 1)
+
+
+class PanicException(BaseException):
+    """Stands in for pyo3's PanicException (a BaseException, not an Exception)."""
+
+
+def test_a_panic_while_encoding_is_a_tokenizer_error_not_an_escape() -> None:
+    panic = PanicException("Onig: Regex search error: retry-limit-in-match over")
+    with pytest.raises(TokenizerUnavailable, match="retry-limit-in-match"), encoding_errors():
+        raise panic
+    with pytest.raises(TokenizerUnavailable, match="bad input"), encoding_errors():
+        raise ValueError("bad input")
+    with pytest.raises(KeyboardInterrupt), encoding_errors():
+        raise KeyboardInterrupt

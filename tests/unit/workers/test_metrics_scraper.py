@@ -31,7 +31,7 @@ from workers.metrics_scraper import (
     scrape_timeout_s,
     simulator_metrics_url,
 )
-from workers.simulator.process import SimulatorPool
+from workers.simulator.pool import SimulatorPool
 from workers.simulator.server import SimulatorApp, start_server
 
 
