@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter, Request
 
 from analytics.datasets import DatasetStore
-from api.rest.deps import Authenticated, ScenarioStoreDep, SettingsDep, WriterDep
+from api.rest.deps import Authenticated, HeavyDep, ScenarioStoreDep, SettingsDep, WriterDep
 from api.rest.validation import (
     check_scenario_datasets,
     check_scenario_egress,
@@ -39,11 +37,16 @@ _SCENARIO_SCHEMA = {"$ref": "#/components/schemas/Scenario"}
     },
 )
 async def create_scenario(
-    request: Request, store: ScenarioStoreDep, settings: SettingsDep, writer: WriterDep
+    request: Request,
+    store: ScenarioStoreDep,
+    settings: SettingsDep,
+    writer: WriterDep,
+    heavy: HeavyDep,
 ) -> ScenarioPublic:
     """Store a scenario sent as YAML or JSON; answers its id."""
     # Off the event loop: parsing and validating a large body takes a while.
-    scenario = await asyncio.to_thread(scenario_from_body, await request.body())
+    body = await request.body()
+    scenario = await heavy.run("a scenario's validation", scenario_from_body, body)
     check_scenario_upstreams(scenario)
     check_scenario_egress(scenario, settings.egress)
     check_scenario_datasets(scenario, DatasetStore(writer))

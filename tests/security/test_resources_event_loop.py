@@ -1,0 +1,40 @@
+"""An authenticated user cannot block the control plane's event loop with views.
+
+The attacker submits the largest run a scenario may have (10,000 shards, in regions no
+worker serves, waiting for workers, then cancelled) and has many clients view it at
+once, more than the control plane's heavy-work slots (TOKENBENCH__API__HEAVY_REQUESTS).
+/healthz must keep answering all along (views are built off the event loop), every
+view is either answered or refused 503 with Retry-After (the slots' bounded wait), and
+the service is healthy afterwards. Nothing is timed: answers are counted.
+"""
+
+from __future__ import annotations
+
+from scenarios.limits import MAX_SHARDS_PER_RUN
+from tests.conftest import API_TOKEN
+from tests.security.conftest import HostileStack
+from tests.support.views_under_load import stored_big_run, view_while_probing
+
+# More clients than the default four slots: some wait for one (or are refused).
+CLIENTS, VIEWS = 8, 2
+
+
+def test_many_views_of_the_largest_run_never_hold_healthz_back(
+    hostile_stack: HostileStack,
+) -> None:
+    run_id = stored_big_run(hostile_stack.client)
+
+    seen = view_while_probing(hostile_stack.base, API_TOKEN, run_id, CLIENTS, VIEWS)
+
+    statuses = [status for status, _, _ in seen.views]
+    assert len(statuses) == CLIENTS * VIEWS
+    assert set(statuses) <= {200, 503}, statuses
+    assert 200 in statuses
+    assert all(value.isdigit() and int(value) >= 1 for value in seen.retry_after)
+    # On the loop, a view would hold /healthz back until it is built: about one answer
+    # would fit between two views. Off the loop it is answered all along.
+    during = seen.healthz_during_views()
+    assert during >= 3 * len(statuses), (during, len(statuses))
+    view = hostile_stack.client.get(f"/v1/runs/{run_id}", timeout=600).json()
+    assert sum(len(stage["shards"]) for stage in view["stages"]) == MAX_SHARDS_PER_RUN
+    hostile_stack.assert_healthy()
