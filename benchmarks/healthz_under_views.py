@@ -128,8 +128,7 @@ def measure(base: str, run_id: str, clients: int, views: int) -> dict[str, Any]:
     stop = threading.Event()
     prober = threading.Thread(target=probe, args=(base, stop, busy))
     viewers = [
-        threading.Thread(target=viewer, args=(base, run_id, views, answers))
-        for _ in range(clients)
+        threading.Thread(target=viewer, args=(base, run_id, views, answers)) for _ in range(clients)
     ]
     prober.start()
     time.sleep(0.2)
