@@ -42,8 +42,13 @@ def test_healthz_answers_all_along_while_clients_view_a_10000_shard_run(
     seen = view_while_probing(base, API_TOKEN, run_id, CLIENTS, VIEWS)
 
     assert [status for status, _, _ in seen.views] == [200] * CLIENTS * VIEWS, proc.text()[-3000:]
-    # Built on the loop, a view holds /healthz back until it is done: about one answer
-    # fits between two views. Built off the loop, /healthz is answered all along.
+    # Built on the loop, a view holds /healthz back until it is built: none is answered
+    # while every client's first view is worked on (one may slip in before the work
+    # starts), and about two per view fit in the gaps between views. Off the loop,
+    # /healthz is answered all along. (Measured: on the loop 2 and ~2.5 per view; off
+    # it 17 and ~9 per view, at a load average of 5 on 2 cores.)
+    before = seen.healthz_before_any_view()
     during = seen.healthz_during_views()
-    assert during >= 3 * len(seen.views), (during, len(seen.views))
+    assert before >= 5, (before, during, len(seen.views))
+    assert during >= 4 * len(seen.views), (before, during, len(seen.views))
     assert proc.process.poll() is None

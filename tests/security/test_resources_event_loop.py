@@ -31,10 +31,15 @@ def test_many_views_of_the_largest_run_never_hold_healthz_back(
     assert set(statuses) <= {200, 503}, statuses
     assert 200 in statuses
     assert all(value.isdigit() and int(value) >= 1 for value in seen.retry_after)
-    # On the loop, a view would hold /healthz back until it is built: about one answer
-    # would fit between two views. Off the loop it is answered all along.
+    # Built on the loop, a view holds /healthz back until it is built: none is answered
+    # while every client's first view is worked on (one may slip in before the work
+    # starts), and about two per view fit in the gaps between views. Off the loop,
+    # /healthz is answered all along. (Measured: on the loop 2 and ~2.5 per view; off
+    # it 17 and ~9 per view, at a load average of 5 on 2 cores.)
+    before = seen.healthz_before_any_view()
     during = seen.healthz_during_views()
-    assert during >= 3 * len(statuses), (during, len(statuses))
+    assert before >= 5, (before, during, len(statuses))
+    assert during >= 4 * len(statuses), (before, during, len(statuses))
     view = hostile_stack.client.get(f"/v1/runs/{run_id}", timeout=600).json()
     assert sum(len(stage["shards"]) for stage in view["stages"]) == MAX_SHARDS_PER_RUN
     hostile_stack.assert_healthy()

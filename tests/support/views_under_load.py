@@ -72,8 +72,22 @@ class Observation:
     (sent, answered), on this process's monotonic clock."""
 
     views: list[tuple[int, float, float]] = field(default_factory=list)
+    views_by_client: list[tuple[int, int, float, float]] = field(default_factory=list)
     healthz: list[tuple[float, float]] = field(default_factory=list)
     retry_after: list[str] = field(default_factory=list)
+
+    def healthz_before_any_view(self) -> int:
+        """/healthz answers sent once every client's first view was sent and answered
+        before any view was: while all of them were being worked on. A control plane
+        that builds views on its event loop answers none then (or one that slipped in
+        before the first view's work began)."""
+        firsts: dict[int, tuple[float, float]] = {}
+        for client, _, sent, done in self.views_by_client:
+            if client not in firsts:
+                firsts[client] = (sent, done)
+        start = max(sent for sent, _ in firsts.values())
+        end = min(done for _, done in firsts.values())
+        return sum(1 for sent, done in self.healthz if start <= sent and done <= end)
 
     def healthz_during_views(self) -> int:
         """/healthz answers sent and answered while at least one view was in flight."""
@@ -102,18 +116,20 @@ def view_while_probing(
                 with lock:
                     seen.healthz.append((sent, time.monotonic()))
 
-    def view() -> None:
+    def view(index: int) -> None:
         with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
             for _ in range(views):
                 sent = time.monotonic()
                 answer = client.get(f"/v1/runs/{run_id}")
+                done = time.monotonic()
                 with lock:
-                    seen.views.append((answer.status_code, sent, time.monotonic()))
+                    seen.views.append((answer.status_code, sent, done))
+                    seen.views_by_client.append((index, answer.status_code, sent, done))
                     if answer.status_code == 503:
                         seen.retry_after.append(answer.headers.get("retry-after", ""))
 
     prober = threading.Thread(target=probe)
-    viewers = [threading.Thread(target=view) for _ in range(clients)]
+    viewers = [threading.Thread(target=view, args=(i,)) for i in range(clients)]
     prober.start()
     try:
         for thread in viewers:
