@@ -118,8 +118,11 @@ class ApiSettings(BaseModel):
         le=1024 * 1024 * 1024,
         description="Largest answer of POST /v1/sql (413 above), in bytes as encoded.",
     )
+    # Two: the work is mostly Python, so on the GIL more threads add no throughput, only
+    # more turns the event loop waits for (benchmarks/healthz_under_views.py: /healthz
+    # p50 19 ms with 4 threads, 10 ms with 2; views faster too).
     heavy_requests: int = Field(
-        default=4,
+        default=2,
         ge=1,
         le=64,
         description=(

@@ -15,7 +15,7 @@ from tests.conftest import API_TOKEN
 from tests.security.conftest import HostileStack
 from tests.support.views_under_load import stored_big_run, view_while_probing
 
-# More clients than the default four slots: some wait for one (or are refused).
+# More clients than the default two slots: some wait for one (or are refused).
 CLIENTS, VIEWS = 8, 2
 
 
