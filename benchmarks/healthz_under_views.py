@@ -1,10 +1,11 @@
 """/healthz latency while K clients view a 10,000-shard run (GET /v1/runs/{id}).
 
-    python benchmarks/healthz_under_views.py [--clients 4] [--views 3]
+    python benchmarks/healthz_under_views.py [--clients 4] [--views 3] [--live]
 
 Starts a private Redis and `tokenbench serve` on loopback (no worker: the run is created
 waiting for one, then cancelled, so its 10,000 shards are stored without any request
-being sent), then:
+being sent; with ``--live`` it is left waiting, and viewed from the control plane's
+memory), then:
 
 1. probes /healthz alone (the baseline);
 2. lets ``--clients`` threads GET the run's view ``--views`` times each while one more
@@ -61,13 +62,16 @@ def big_scenario() -> dict[str, Any]:
     }
 
 
-def stored_big_run(client: httpx.Client) -> tuple[str, int]:
-    """Create the 10,000-shard run, cancel it, wait until it is stored; (id, shards)."""
+def big_run(client: httpx.Client, live: bool) -> tuple[str, int]:
+    """Create the 10,000-shard run; unless ``live``, cancel it and wait until it is
+    stored as ended (a live one waits for a worker: its view is built from memory)."""
     created = client.post(
         "/v1/runs", json={"scenario": big_scenario(), "wait_for_workers": True}, timeout=300
     )
     created.raise_for_status()
     run_id, shards = created.json()["id"], created.json()["shards"]
+    if live:
+        return run_id, shards
     client.post(f"/v1/runs/{run_id}/cancel", timeout=300).raise_for_status()
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -156,6 +160,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clients", type=int, default=4, help="Concurrent viewers (K).")
     parser.add_argument("--views", type=int, default=3, help="Views per client.")
+    parser.add_argument(
+        "--live", action="store_true", help="View the run while it runs (waiting for a worker)."
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="tokenbench-bench-"))
     server = start_redis_server()
@@ -186,7 +193,7 @@ def main() -> None:
                 raise RuntimeError(log.read_text(errors="replace")[-4000:])
             time.sleep(0.1)
         with httpx.Client(base_url=base, headers={"authorization": f"Bearer {TOKEN}"}) as client:
-            run_id, shards = stored_big_run(client)
+            run_id, shards = big_run(client, args.live)
         result = measure(base, run_id, args.clients, args.views)
     finally:
         plane.terminate()
@@ -197,7 +204,8 @@ def main() -> None:
         server.stop()
 
     table = Table(
-        title=f"/healthz while {args.clients} clients view a {shards:,}-shard run "
+        title=f"/healthz while {args.clients} clients view a {shards:,}-shard "
+        f"{'live' if args.live else 'stored'} run "
         f"({args.views} views each, loopback)"
     )
     for column in ("measure", "n", "p50", "p99", "max", "load avg 1m / 5m"):

@@ -30,7 +30,12 @@ from api.rest.negotiation import chosen_format
 from api.rest.offload import JSON, json_response
 from api.schemas import RunCreate, RunCreated, RunPublic
 from scenarios.errors import BadInput
-from scenarios.limits import MAX_ID_CHARS, MAX_REPORT_REQUEST_BYTES, MAX_REPORT_REQUEST_ROWS
+from scenarios.limits import (
+    MAX_ID_CHARS,
+    MAX_LISTED_SHARDS,
+    MAX_REPORT_REQUEST_BYTES,
+    MAX_REPORT_REQUEST_ROWS,
+)
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Authenticated])
 
@@ -63,17 +68,32 @@ async def list_runs(
     settings: SettingsDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
-    """Recent runs, newest first (stored state)."""
+    """Recent runs, newest first (stored state), with at most MAX_LISTED_SHARDS shards in
+    all: older runs past it are left out, and ``X-Tokenbench-Truncated`` says so."""
     streams = settings.control.max_streams_per_shard
     return await heavy.on_cursor("the list of runs", writer, _run_list, limit, streams)
 
 
 def _run_list(cursor: duckdb.DuckDBPyConnection, limit: int, streams: int) -> Response:
-    ids = cursor.execute(
-        "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT ?", [limit]
+    # Newest first, as many as fit MAX_LISTED_SHARDS (the newest always does: a run has
+    # at most MAX_SHARDS_PER_RUN), counted before any view is built.
+    rows = cursor.execute(
+        "SELECT r.run_id, (SELECT count(*) FROM shards AS s WHERE s.run_id = r.run_id) "
+        "FROM runs AS r ORDER BY r.created_at DESC LIMIT ?",
+        [limit],
     ).fetchall()
-    views = [stored_view(cursor, str(row[0]), streams) for row in ids]
-    return Response(_RUN_LIST.dump_json(views), media_type=JSON)
+    listed: list[str] = []
+    shards = 0
+    for run_id, count in rows:
+        if listed and shards + int(count) > MAX_LISTED_SHARDS:
+            break
+        listed.append(str(run_id))
+        shards += int(count)
+    views = [stored_view(cursor, run_id, streams) for run_id in listed]
+    truncated = "true" if len(listed) < len(rows) else "false"
+    return Response(
+        _RUN_LIST.dump_json(views), media_type=JSON, headers={"x-tokenbench-truncated": truncated}
+    )
 
 
 @router.get("/{run_id}", response_model=RunPublic)
