@@ -68,8 +68,9 @@ async def list_runs(
     settings: SettingsDep,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> Response:
-    """Recent runs, newest first (stored state), with at most MAX_LISTED_SHARDS shards in
-    all: older runs past it are left out, and ``X-Tokenbench-Truncated`` says so."""
+    """Recent runs, newest first (stored state), with at most 100,000 shards in all
+    (MAX_LISTED_SHARDS): older runs past it are left out, and the
+    ``X-Tokenbench-Truncated`` header says so."""
     streams = settings.control.max_streams_per_shard
     return await heavy.on_cursor("the list of runs", writer, _run_list, limit, streams)
 

@@ -135,7 +135,7 @@ def _pairs(cursor: duckdb.DuckDBPyConnection, session_id: str) -> JSONResponse:
     return JSONResponse(jsonable_encoder(pairs(cursor, session_id)))
 
 
-@router.get("/{session_id}/pairs")
+@router.get("/{session_id}/pairs", response_model=list[dict[str, Any]])
 async def get_pairs(session_id: str, writer: WriterDep, heavy: HeavyDep) -> Response:
     """Every paired (primary, shadow) record."""
     return await heavy.on_cursor("a shadow session's pairs", writer, _pairs, session_id)
