@@ -241,6 +241,10 @@ MAX_SQL_ANSWER_ROWS: Final = 100_000
 # (a row with a long answer's ITL gaps is tens of KB); the records route has every row.
 MAX_REPORT_REQUEST_ROWS: Final = 10_000
 MAX_REPORT_REQUEST_BYTES: Final = 16 * 1024 * 1024
+# Shards of the runs one ``GET /v1/runs`` answer shows (each with every shard): ten of the
+# largest runs, ~25 MB of JSON; 1,000 of them would be ~10 GB of objects in the control
+# plane. Older runs past it are left out (``X-Tokenbench-Truncated: true``).
+MAX_LISTED_SHARDS: Final = 100_000
 # Address space a query process may allocate beyond the interpreter (RLIMIT_DATA): DuckDB's
 # own 1 GB ``max_memory`` plus room for the Arrow result and its encoding.
 SQL_PROCESS_DATA_BYTES: Final = 1536 * 1024 * 1024

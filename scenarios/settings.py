@@ -149,6 +149,27 @@ class ApiSettings(BaseModel):
         le=1024 * 1024 * 1024,
         description="Largest answer of POST /v1/sql (413 above), in bytes as encoded.",
     )
+    # Two: the work is mostly Python, so on the GIL more threads add no throughput, only
+    # more turns the event loop waits for (benchmarks/healthz_under_views.py: /healthz
+    # p50 19 ms with 4 threads, 10 ms with 2; views faster too).
+    heavy_requests: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description=(
+            "Heavy requests (run views, reports, trends, shadow comparisons, parsing an "
+            "upload or a scenario) worked on at once, each in a thread off the event loop."
+        ),
+    )
+    heavy_wait_s: float = Field(
+        default=10.0,
+        ge=0,
+        le=300,
+        description=(
+            "How long a heavy request waits for one of those slots before it is answered "
+            "503 with Retry-After."
+        ),
+    )
 
 
 class EgressSettings(BaseModel):

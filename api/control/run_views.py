@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
@@ -17,23 +19,49 @@ from scenarios.model import Scenario
 from scenarios.wire import SETTLED, ShardState
 
 
-def live_view(coordinator: Coordinator, name: str) -> RunPublic:
-    """A running run, from the coordinator's in-memory state."""
+@dataclass(frozen=True)
+class LiveState:
+    """What of a coordinator the live view iterates and the control loop may replace or
+    grow meanwhile (adaptive stages, roles, early ends): copied on the loop, in O(stages),
+    so that the view itself (O(shards)) can be built in another thread."""
+
+    state: str
+    stages: list[Stage]
+    roles: dict[tuple[int, str], str]
+    ended: dict[int, list[StageEndPublic]]
+    deciding: bool
+
+
+def live_state(coordinator: Coordinator) -> LiveState:
+    """The copy :func:`live_view` reads; take it on the thread that drives ``coordinator``."""
+    if isinstance(coordinator, RunCoordinator):
+        return LiveState(
+            coordinator.state,
+            list(coordinator.stages),
+            dict(coordinator.roles),
+            _live_ends(coordinator),
+            coordinator.adaptive.deciding and not coordinator.adaptive.decided_all,
+        )
+    return LiveState(coordinator.state, list(coordinator.stages), {}, {}, False)
+
+
+def live_view(coordinator: Coordinator, name: str, state: LiveState | None = None) -> RunPublic:
+    """A running run, from the coordinator's in-memory state (``state``: a copy taken on
+    the loop, when the view is built in another thread; a shard's figures may then be a
+    moment newer than the copy)."""
+    live = state or live_state(coordinator)
     stages = []
-    roles = coordinator.roles if isinstance(coordinator, RunCoordinator) else {}
-    ended = _live_ends(coordinator) if isinstance(coordinator, RunCoordinator) else {}
-    for stage in coordinator.stages:
-        shards = [coordinator.shards[s.shard_id] for s in stage.shards]
+    for stage in live.stages:
+        shards = [coordinator.shards[s.shard_id] for s in list(stage.shards)]
         states = {s.state for s in shards}
-        state = _stage_state(states)
         stages.append(
             StagePublic(
                 index=stage.index,
                 concurrency=stage.concurrency,
                 rate=stage.rate,
-                state=state,
-                role=_stage_role(roles, stage.index),
-                ended=ended.get(stage.index, []),
+                state=_stage_state(states),
+                role=_stage_role(live.roles, stage.index),
+                ended=live.ended.get(stage.index, []),
                 shards=[
                     ShardPublic(
                         shard_id=s.spec.shard_id,
@@ -53,9 +81,9 @@ def live_view(coordinator: Coordinator, name: str) -> RunPublic:
                 ],
             )
         )
-    view = _summarise(coordinator.run_id, name, coordinator.state, stages)
+    view = _summarise(coordinator.run_id, name, live.state, stages)
     if isinstance(coordinator, RunCoordinator):
-        view.deciding = coordinator.adaptive.deciding and not coordinator.adaptive.decided_all
+        view.deciding = live.deciding
         if view.deciding:
             view.requests_planned = None  # the stages still to decide are not counted
     return view
@@ -100,22 +128,25 @@ def stored_view(
 ) -> RunPublic:
     """A run as stored in DuckDB (finished, failed, cancelled, or owned by nobody).
 
-    ``max_streams_per_shard`` (the configured one) only re-plans a run stored before
-    plans were (schema v7)."""
+    Linear in the run's shards, and read as stored: a stage's level and rates come from
+    its shards' stored level and spec (``rate.rps``) by SQL, not by parsing every stored
+    spec (a 10,000-shard run's specs took ~0.8 s of CPU to validate). Only a run stored
+    before plans were (schema v7) is re-planned, with ``max_streams_per_shard``."""
     run = con.execute(
         "SELECT name, state, created_at, finished_at, scenario FROM runs WHERE run_id = ?",
         [run_id],
     ).fetchone()
     if run is None:
         raise UnknownRunError(run_id)
-    scenario = Scenario.model_validate_json(run[4])
     rows = con.execute(
         """
         SELECT s.shard_id, s.stage, s.provider, s.region, s.state, s.accepted_attempt,
                s.planned_requests, s.message,
                count(r.seq) AS done, count(r.seq) FILTER (r.status = 'error') AS errors,
                quantile_cont(r.ttft_ns / 1e6, 0.5) FILTER (r.status = 'ok') AS ttft_p50,
-               s.plan_position, s.concurrency
+               s.plan_position, s.concurrency, s.stage_concurrency,
+               TRY_CAST(json_extract_string(s.spec, '$.rate.rps') AS DOUBLE) AS rps,
+               s.spec IS NULL AS unplanned
         FROM shards AS s
         LEFT JOIN request_records AS r
                ON r.run_id = s.run_id AND r.shard_id = s.shard_id AND r.attempt = s.accepted_attempt
@@ -127,10 +158,18 @@ def stored_view(
         """,
         [run_id],
     ).fetchall()
+    by_stage: dict[int, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        by_stage.setdefault(row[1], []).append(row)
+    if rows and not any(row[15] for row in rows):
+        plan = _stored_stages(by_stage)
+    else:
+        scenario = Scenario.model_validate_json(run[4])
+        plan = _planned_stages(con, run_id, scenario, max_streams_per_shard)
     stages = []
     roles = {(r.stage, r.provider): r.role for r in role_rows(con, run_id)}
     ended = _ends(outcome_rows(con, run_id))
-    for stage in _planned_stages(con, run_id, scenario, max_streams_per_shard):
+    for stage in plan:
         index = stage.index
         shards = [
             ShardPublic(
@@ -147,8 +186,7 @@ def stored_view(
                 message=r[7],
                 rate=stage.rate_of(r[2]),
             )
-            for r in rows
-            if r[1] == index
+            for r in by_stage.get(index, [])
         ]
         states = {ShardState(s.state) for s in shards}
         state = _stage_state(states)
@@ -166,6 +204,22 @@ def stored_view(
     view = _summarise(run_id, run[0], run[1], stages)
     view.created_at, view.finished_at = run[2], run[3]
     return view
+
+
+def _stored_stages(by_stage: dict[int, list[tuple[Any, ...]]]) -> list[Stage]:
+    """The stages of a stored plan from the view's rows (in plan order within a stage),
+    as :func:`api.control.planner.stored_stages` makes them from the parsed specs: the
+    stage's level and rate are its first shard's, each provider's its own."""
+    stages = []
+    for index in sorted(by_stage):
+        rows = by_stage[index]
+        first = rows[0]
+        stage = Stage(index, int(first[13]), [], first[14])
+        for row in rows:
+            stage.levels[row[2]] = int(row[13])
+            stage.rates[row[2]] = row[14]
+        stages.append(stage)
+    return stages
 
 
 def _planned_stages(

@@ -21,6 +21,7 @@ from analytics.db import connect
 from api.control.plane import ControlPlane
 from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers
+from api.rest.offload import HeavyWork
 from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
 from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore
@@ -51,8 +52,11 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         app.state.con = con
         app.state.redis = redis
         app.state.plane = plane
+        # One limiter for every heavy route (api/rest/offload.py, docs/security.md Bounds).
+        heavy = HeavyWork(settings.api.heavy_requests, settings.api.heavy_wait_s)
+        app.state.heavy = heavy
         app.state.scenarios = ScenarioStore(con)
-        starter = RunStarter(plane, redis, app.state.scenarios, settings, con)
+        starter = RunStarter(plane, redis, app.state.scenarios, settings, con, heavy)
         app.state.starter = starter
 
         async def fire_run(body: RunCreate, schedule_id: str) -> str:
@@ -73,6 +77,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
             stop.set()
             await loop_task
             await redis.aclose()
+            await asyncio.to_thread(heavy.close)  # its threads use cursors of ``con``
             con.close()
 
     # /docs and /redoc with their Swagger UI and ReDoc assets served by the app itself

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from api.control.plane import ControlPlane
 from api.rest.auth import require_token
+from api.rest.offload import HeavyWork
 from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore
 from api.schedules.service import ScheduleService
@@ -47,6 +48,12 @@ def _cursor(request: Request) -> Iterator[duckdb.DuckDBPyConnection]:
         cursor.close()
 
 
+def _heavy(request: Request) -> HeavyWork:
+    """The shared limiter of heavy work, off the event loop (api/rest/offload.py)."""
+    heavy: HeavyWork = request.app.state.heavy
+    return heavy
+
+
 def _scenarios(request: Request) -> ScenarioStore:
     store: ScenarioStore = request.app.state.scenarios
     return store
@@ -68,6 +75,7 @@ PlaneDep = Annotated[ControlPlane, Depends(_plane)]
 RedisDep = Annotated[Redis, Depends(_redis)]
 WriterDep = Annotated[duckdb.DuckDBPyConnection, Depends(_writer)]
 CursorDep = Annotated[duckdb.DuckDBPyConnection, Depends(_cursor)]
+HeavyDep = Annotated[HeavyWork, Depends(_heavy)]
 ScenarioStoreDep = Annotated[ScenarioStore, Depends(_scenarios)]
 RunStarterDep = Annotated[RunStarter, Depends(_starter)]
 ScheduleServiceDep = Annotated[ScheduleService, Depends(_schedules)]

@@ -14,6 +14,7 @@ kind's HTTP status and one body shape::
     UnknownFormat     → 422, ``formats`` lists the ones the route serves
     NotAcceptable     → 406, ``formats`` likewise (the Accept header names none of them)
     SQL refusals      → 400/403/408/413/503, ``kind`` names the SQL refusal
+    Busy              → 503 with ``Retry-After``: the heavy-work slots stayed full
 
 Request validation (422), inputs nested too deeply for a parser (422) and HTTP errors
 raised by FastAPI itself or its security scheme (``HTTPException``: 401 with its
@@ -34,7 +35,15 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from scenarios.egress import EgressDenied
-from scenarios.errors import KINDS, BadInput, Conflict, Internal, NotFound, TokenbenchError
+from scenarios.errors import (
+    KINDS,
+    BadInput,
+    Conflict,
+    Internal,
+    NotFound,
+    TokenbenchError,
+    Unavailable,
+)
 from scenarios.limits import MAX_DOCUMENT_DEPTH
 from scenarios.loader import ScenarioError
 
@@ -133,6 +142,22 @@ class NotAcceptable(BadInput):
         return {"formats": self.formats}
 
 
+class Busy(Unavailable):
+    """Every heavy-work slot of the control plane stayed taken while the request waited
+    (api/rest/offload.py): answered 503 with ``Retry-After``."""
+
+    def __init__(self, what: str, waited_s: float, retry_after_s: int) -> None:
+        super().__init__(
+            f"the control plane is busy: {what} waited {waited_s:g} s for a slot; "
+            f"retry in {retry_after_s} s"
+        )
+        self.retry_after_s = retry_after_s
+
+    def public_fields(self) -> dict[str, object]:
+        """When to retry (also the ``Retry-After`` header)."""
+        return {"retry_after_s": self.retry_after_s}
+
+
 class ProviderEgressDenied(BadInput):
     """A provider's URL is refused by the egress policy: a problem of the scenario."""
 
@@ -188,7 +213,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def tree_error(_: Request, exc: TokenbenchError) -> JSONResponse:
         if isinstance(exc, Internal):
             return _internal(exc)  # a bug: its message is for the log, not the client
-        return JSONResponse(error_body(exc), status_code=exc.http_status)
+        headers = {"retry-after": str(exc.retry_after_s)} if isinstance(exc, Busy) else None
+        return JSONResponse(error_body(exc), status_code=exc.http_status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -19,6 +19,7 @@ from analytics.datasets import DatasetStore
 from api.control.coordinator import RunCoordinator
 from api.control.plane import ControlPlane, live_worker_count
 from api.rest.errors import RegionUnavailable
+from api.rest.offload import HeavyWork
 from api.rest.scenario_store import ScenarioStore
 from api.rest.validation import (
     check_scenario_datasets,
@@ -35,14 +36,16 @@ from scenarios.settings import Settings
 
 @dataclass(frozen=True)
 class RunStarter:
-    """What starting a run needs: the loop, Redis, the stored scenarios, the settings and
-    the writer connection (used on the event loop only)."""
+    """What starting a run needs: the loop, Redis, the stored scenarios, the settings,
+    the writer connection (used on the event loop only) and the shared limiter of heavy
+    work (api/rest/offload.py; without one, validation runs in a thread of its own)."""
 
     plane: ControlPlane
     redis: Redis
     scenarios: ScenarioStore
     settings: Settings
     writer: duckdb.DuckDBPyConnection
+    heavy: HeavyWork | None = None
 
     async def checked_scenario(self, body: RunCreate) -> Scenario:
         """The scenario the request names, with its overrides, validated and checked
@@ -52,9 +55,14 @@ class RunStarter:
         stored = self.scenarios.get(body.scenario_id).scenario if body.scenario_id else None
         data = stored if stored is not None else body.scenario
         # Off the event loop: validating a large scenario takes a while.
-        scenario = await asyncio.to_thread(
-            scenario_with_overrides, dict(data or {}), body.overrides
-        )
+        if self.heavy is None:
+            scenario = await asyncio.to_thread(
+                scenario_with_overrides, dict(data or {}), body.overrides
+            )
+        else:
+            scenario = await self.heavy.run(
+                "a scenario's validation", scenario_with_overrides, dict(data or {}), body.overrides
+            )
         check_scenario_upstreams(scenario)
         check_scenario_egress(scenario, self.settings.egress)
         check_scenario_datasets(scenario, DatasetStore(self.writer))

@@ -52,14 +52,7 @@ class ScenarioStore:
 
     def get(self, scenario_id: str) -> StoredScenario:
         """The stored scenario ``scenario_id`` (UnknownScenarioError if absent)."""
-        row = self.con.execute(
-            "SELECT scenario_id, name, created_at, scenario FROM api_scenarios "
-            "WHERE scenario_id = ?",
-            [scenario_id],
-        ).fetchone()
-        if row is None:
-            raise UnknownScenarioError(scenario_id)
-        return StoredScenario(row[0], row[1], row[2], orjson.loads(row[3]))
+        return stored_scenario(self.con, scenario_id)
 
     def list(self) -> list[StoredScenario]:
         """All stored scenarios, newest first."""
@@ -68,3 +61,24 @@ class ScenarioStore:
             "ORDER BY created_at DESC"
         ).fetchall()
         return [StoredScenario(r[0], r[1], r[2], orjson.loads(r[3])) for r in rows]
+
+
+def stored_scenario(con: duckdb.DuckDBPyConnection, scenario_id: str) -> StoredScenario:
+    """The stored scenario ``scenario_id`` read on ``con`` (a cursor of a heavy-work
+    thread, or the store's own connection); UnknownScenarioError if absent."""
+    row = con.execute(
+        "SELECT scenario_id, name, created_at, scenario FROM api_scenarios WHERE scenario_id = ?",
+        [scenario_id],
+    ).fetchone()
+    if row is None:
+        raise UnknownScenarioError(scenario_id)
+    return StoredScenario(row[0], row[1], row[2], orjson.loads(row[3]))
+
+
+def scenario_headers(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, dt.datetime]]:
+    """(id, name, created_at) of every stored scenario, newest first, without reading
+    the scenarios themselves (each up to the body cap)."""
+    rows = con.execute(
+        "SELECT scenario_id, name, created_at FROM api_scenarios ORDER BY created_at DESC"
+    ).fetchall()
+    return [(str(r[0]), str(r[1]), r[2]) for r in rows]

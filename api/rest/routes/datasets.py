@@ -23,7 +23,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from analytics.datasets import DatasetInfo, DatasetStore
-from api.rest.deps import Authenticated, CursorDep, SettingsDep, WriterDep
+from api.rest.deps import Authenticated, CursorDep, HeavyDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, UnsupportedMediaType
 from scenarios.dataset_formats import Conversion
 from scenarios.dataset_spec import COLUMN_NAME_PATTERN, DatasetFormat
@@ -113,10 +113,7 @@ def _store(
     conversion: Conversion,
     name: str | None,
 ) -> tuple[DatasetInfo, bool]:
-    try:
-        return DatasetStore(cursor).add(content, max_lines, name or "", conversion, max_bytes, name)
-    finally:
-        cursor.close()
+    return DatasetStore(cursor).add(content, max_lines, name or "", conversion, max_bytes, name)
 
 
 def _column_query(description: str) -> Any:
@@ -154,6 +151,7 @@ async def upload_dataset(
     response: Response,
     settings: SettingsDep,
     writer: WriterDep,
+    heavy: HeavyDep,
     format: Annotated[
         DatasetFormat, Query(description="File format; auto: from its first bytes and name.")
     ] = "auto",
@@ -179,7 +177,8 @@ async def upload_dataset(
         except TimeoutError:
             raise Timeout(f"body not received within {BODY_TIMEOUT_S:.0f} s") from None
         try:
-            # Hashing and parsing up to 64 MiB: in a thread, on a cursor of its own.
+            # Hashing and parsing up to 64 MiB: in a heavy-work thread (api/rest/offload.py),
+            # on a cursor of its own.
             columns = {
                 "prompt": prompt_column,
                 "messages": messages_column,
@@ -187,9 +186,10 @@ async def upload_dataset(
                 "output_tokens": output_tokens_column,
             }
             conversion = Conversion.of(format, {k: v for k, v in columns.items() if v})
-            info, created = await asyncio.to_thread(
+            info, created = await heavy.on_cursor(
+                "a dataset upload",
+                writer,
                 _store,
-                writer.cursor(),
                 body,
                 settings.api.max_dataset_lines,
                 settings.api.max_dataset_bytes,

@@ -9,24 +9,33 @@ import duckdb
 import pyarrow as pa
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import StreamingResponse
+from pydantic import TypeAdapter
 
 from analytics.record_export import arrow_stream, parquet_stream, record_reader
 from analytics.report import RunReport, UnknownRunError, build_report
 from analytics.report_formats import REPORT_FORMATS, ReportFormat
 from analytics.request_rows import request_batches, write_report_with_requests
-from api.control.run_views import live_view, stored_view
+from api.control.coordinator import Coordinator
+from api.control.run_views import LiveState, live_state, live_view, stored_view
 from api.rest.deps import (
     Authenticated,
     CursorDep,
+    HeavyDep,
     PlaneDep,
     RunStarterDep,
     SettingsDep,
     WriterDep,
 )
 from api.rest.negotiation import chosen_format
+from api.rest.offload import JSON, json_response
 from api.schemas import RunCreate, RunCreated, RunPublic
 from scenarios.errors import BadInput
-from scenarios.limits import MAX_ID_CHARS, MAX_REPORT_REQUEST_BYTES, MAX_REPORT_REQUEST_ROWS
+from scenarios.limits import (
+    MAX_ID_CHARS,
+    MAX_LISTED_SHARDS,
+    MAX_REPORT_REQUEST_BYTES,
+    MAX_REPORT_REQUEST_ROWS,
+)
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Authenticated])
 
@@ -46,42 +55,96 @@ async def create_run(body: RunCreate, starter: RunStarterDep) -> RunCreated:
     )
 
 
+# Views, reports and record lists are built in the shared heavy-work threads, never on
+# the event loop (api/rest/offload.py): the view of a 10,000-shard run is ~10,000 shard
+# objects and ~2 MB of JSON, encoded there too.
+_RUN_LIST = TypeAdapter(list[RunPublic])
+
+
 @router.get("", response_model=list[RunPublic])
-def list_runs(
-    cursor: CursorDep, settings: SettingsDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
-) -> list[RunPublic]:
-    """Recent runs, newest first (stored state)."""
-    ids = cursor.execute(
-        "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT ?", [limit]
+async def list_runs(
+    writer: WriterDep,
+    heavy: HeavyDep,
+    settings: SettingsDep,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> Response:
+    """Recent runs, newest first (stored state), with at most 100,000 shards in all
+    (MAX_LISTED_SHARDS): older runs past it are left out, and the
+    ``X-Tokenbench-Truncated`` header says so."""
+    streams = settings.control.max_streams_per_shard
+    return await heavy.on_cursor("the list of runs", writer, _run_list, limit, streams)
+
+
+def _run_list(cursor: duckdb.DuckDBPyConnection, limit: int, streams: int) -> Response:
+    # Newest first, as many as fit MAX_LISTED_SHARDS (the newest always does: a run has
+    # at most MAX_SHARDS_PER_RUN), counted before any view is built.
+    rows = cursor.execute(
+        "SELECT r.run_id, (SELECT count(*) FROM shards AS s WHERE s.run_id = r.run_id) "
+        "FROM runs AS r ORDER BY r.created_at DESC LIMIT ?",
+        [limit],
     ).fetchall()
-    return [stored_view(cursor, str(row[0]), settings.control.max_streams_per_shard) for row in ids]
+    listed: list[str] = []
+    shards = 0
+    for run_id, count in rows:
+        if listed and shards + int(count) > MAX_LISTED_SHARDS:
+            break
+        listed.append(str(run_id))
+        shards += int(count)
+    views = [stored_view(cursor, run_id, streams) for run_id in listed]
+    truncated = "true" if len(listed) < len(rows) else "false"
+    return Response(
+        _RUN_LIST.dump_json(views), media_type=JSON, headers={"x-tokenbench-truncated": truncated}
+    )
 
 
 @router.get("/{run_id}", response_model=RunPublic)
 async def get_run(
-    run_id: str, plane: PlaneDep, cursor: CursorDep, settings: SettingsDep
-) -> RunPublic:
+    run_id: str, plane: PlaneDep, writer: WriterDep, heavy: HeavyDep, settings: SettingsDep
+) -> Response:
     """State and progress: per stage and shard, requests done/planned, errors, TTFT p50."""
     coordinator = plane.runs.get(run_id)
     if coordinator is not None:
-        view = live_view(coordinator, coordinator.scenario.name)
-        stored = stored_view(cursor, run_id, settings.control.max_streams_per_shard)
-        view.created_at = stored.created_at
-        return view
-    return stored_view(cursor, run_id, settings.control.max_streams_per_shard)
+        state = live_state(coordinator)  # on the loop, which drives the coordinator
+        return await heavy.on_cursor("a run's view", writer, _live_answer, coordinator, state)
+    streams = settings.control.max_streams_per_shard
+    return await heavy.on_cursor("a run's view", writer, _stored_answer, run_id, streams)
+
+
+def _stored_answer(cursor: duckdb.DuckDBPyConnection, run_id: str, streams: int) -> Response:
+    return json_response(stored_view(cursor, run_id, streams))
+
+
+def _live_answer(
+    cursor: duckdb.DuckDBPyConnection, coordinator: Coordinator, state: LiveState
+) -> Response:
+    view = live_view(coordinator, coordinator.scenario.name, state)
+    row = cursor.execute(
+        "SELECT created_at FROM runs WHERE run_id = ?", [coordinator.run_id]
+    ).fetchone()
+    view.created_at = row[0] if row else None
+    return json_response(view)
 
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=RunPublic)
 async def cancel_run(
-    run_id: str, plane: PlaneDep, cursor: CursorDep, settings: SettingsDep
-) -> RunPublic:
+    run_id: str, plane: PlaneDep, writer: WriterDep, heavy: HeavyDep, settings: SettingsDep
+) -> Response:
     """Stop a run: workers stop sending, what arrives is kept, the run ends cancelled."""
     coordinator = plane.runs.get(run_id)
     if coordinator is None:
         # 404 if unknown; already ended otherwise
-        return stored_view(cursor, run_id, settings.control.max_streams_per_shard)
-    await plane.cancel(run_id)
-    return live_view(coordinator, coordinator.scenario.name)
+        streams = settings.control.max_streams_per_shard
+        answer = await heavy.on_cursor("a run's view", writer, _stored_answer, run_id, streams)
+    else:
+        await plane.cancel(run_id)
+        state = live_state(coordinator)
+        answer = await heavy.run("a run's view", _live_only, coordinator, state)
+    answer.status_code = 202
+    return answer
+
+
+def _live_only(coordinator: Coordinator, state: LiveState) -> Response:
+    return json_response(live_view(coordinator, coordinator.scenario.name, state))
 
 
 # The HTML report is built from what submitters wrote (names, error messages): escaped
@@ -117,9 +180,10 @@ def _provider_pair(providers: str) -> tuple[str, str]:
         406: {"description": "The Accept header names none of the formats."},
     },
 )
-def get_report(
+async def get_report(
     run_id: str,
-    cursor: CursorDep,
+    writer: WriterDep,
+    heavy: HeavyDep,
     output: Annotated[
         str | None,
         Query(
@@ -158,6 +222,20 @@ def get_report(
         raise BadInput("give compare or providers, not both")
     if requests and fmt.name != "json":
         raise BadInput(f"requests=true needs the json format, not {fmt.name}")
+    return await heavy.on_cursor(
+        "a run's report", writer, _report, run_id, fmt, compare, providers, requests
+    )
+
+
+def _report(
+    cursor: duckdb.DuckDBPyConnection,
+    run_id: str,
+    fmt: ReportFormat,
+    compare: str | None,
+    providers: str | None,
+    requests: bool,
+) -> Response:
+    """The report's answer, built and rendered in a heavy-work thread."""
     report = build_report(cursor, run_id)
     if providers is not None:
         report = report.with_provider_comparison(*_provider_pair(providers))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from fastapi import APIRouter, Request
+import duckdb
+from fastapi import APIRouter, Request, Response
 
 from analytics.datasets import DatasetStore
-from api.rest.deps import Authenticated, ScenarioStoreDep, SettingsDep, WriterDep
+from api.rest.deps import Authenticated, HeavyDep, ScenarioStoreDep, SettingsDep, WriterDep
+from api.rest.offload import json_response
+from api.rest.scenario_store import scenario_headers, stored_scenario
 from api.rest.validation import (
     check_scenario_datasets,
     check_scenario_egress,
@@ -39,11 +40,16 @@ _SCENARIO_SCHEMA = {"$ref": "#/components/schemas/Scenario"}
     },
 )
 async def create_scenario(
-    request: Request, store: ScenarioStoreDep, settings: SettingsDep, writer: WriterDep
+    request: Request,
+    store: ScenarioStoreDep,
+    settings: SettingsDep,
+    writer: WriterDep,
+    heavy: HeavyDep,
 ) -> ScenarioPublic:
     """Store a scenario sent as YAML or JSON; answers its id."""
     # Off the event loop: parsing and validating a large body takes a while.
-    scenario = await asyncio.to_thread(scenario_from_body, await request.body())
+    body = await request.body()
+    scenario = await heavy.run("a scenario's validation", scenario_from_body, body)
     check_scenario_upstreams(scenario)
     check_scenario_egress(scenario, settings.egress)
     check_scenario_datasets(scenario, DatasetStore(writer))
@@ -52,18 +58,24 @@ async def create_scenario(
 
 
 @router.get("", response_model=list[ScenarioPublic])
-async def list_scenarios(store: ScenarioStoreDep) -> list[ScenarioPublic]:
+async def list_scenarios(writer: WriterDep, heavy: HeavyDep) -> list[ScenarioPublic]:
     """Stored scenarios, newest first."""
-    return [
-        ScenarioPublic(id=s.scenario_id, name=s.name, created_at=s.created_at) for s in store.list()
-    ]
+    headers = await heavy.on_cursor("the list of scenarios", writer, scenario_headers)
+    return [ScenarioPublic(id=id_, name=name, created_at=created) for id_, name, created in headers]
 
 
 @router.get("/{scenario_id}", response_model=ScenarioPublic)
-async def get_scenario(scenario_id: str, store: ScenarioStoreDep) -> ScenarioPublic:
+async def get_scenario(scenario_id: str, writer: WriterDep, heavy: HeavyDep) -> Response:
     """One stored scenario, in full."""
-    stored = store.get(scenario_id)
-    return ScenarioPublic(
-        id=stored.scenario_id, name=stored.name, created_at=stored.created_at,
-        scenario=stored.scenario,
+    return await heavy.on_cursor("a stored scenario", writer, _scenario_answer, scenario_id)
+
+
+def _scenario_answer(cursor: duckdb.DuckDBPyConnection, scenario_id: str) -> Response:
+    # Up to the body cap of JSON (~100,000 values): parsed and encoded off the loop.
+    stored = stored_scenario(cursor, scenario_id)
+    return json_response(
+        ScenarioPublic(
+            id=stored.scenario_id, name=stored.name, created_at=stored.created_at,
+            scenario=stored.scenario,
+        )
     )  # fmt: skip

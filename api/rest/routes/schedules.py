@@ -9,12 +9,17 @@ egress policy refuses it), and the stored scenario with the overrides, validated
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from api.rest.deps import Authenticated, RunStarterDep, ScheduleServiceDep, SettingsDep
+from api.rest.deps import (
+    Authenticated,
+    HeavyDep,
+    RunStarterDep,
+    ScheduleServiceDep,
+    SettingsDep,
+)
 from api.rest.errors import BodyProblems
 from api.schedules.cron import CronError, check_interval, parse_cron
 from api.schedules.service import ScheduleService
@@ -70,12 +75,17 @@ async def create_schedule(
     service: ScheduleServiceDep,
     starter: RunStarterDep,
     settings: SettingsDep,
+    heavy: HeavyDep,
 ) -> SchedulePublic:
     """Store a schedule; it fires from the next time its expression names."""
     try:
         # Off the event loop: the interval check walks up to a day of fires.
-        await asyncio.to_thread(
-            _check_cron, body.cron, body.timezone, settings.schedules.min_interval_s
+        await heavy.run(
+            "a cron expression's check",
+            _check_cron,
+            body.cron,
+            body.timezone,
+            settings.schedules.min_interval_s,
         )
     except CronError as exc:
         raise BodyProblems([{"loc": ["body", exc.field], "msg": str(exc)}]) from None

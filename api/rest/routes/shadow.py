@@ -7,16 +7,18 @@ exits; its records and captures are ingested by the control loop meanwhile
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
+import duckdb
 from fastapi import APIRouter, Query, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from analytics.shadow import comparison, pairs, session_summary
 from analytics.shadow_replay import replay_jsonl
 from api.control.plane import live_worker_count
-from api.rest.deps import Authenticated, CursorDep, PlaneDep, RedisDep, SettingsDep
+from api.rest.deps import Authenticated, HeavyDep, PlaneDep, RedisDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, RegionUnavailable, UnknownShadowSessionError
 from api.rest.validation import check_gateway_egress
 from api.schemas import GatewayConfigBody
@@ -45,7 +47,7 @@ class SessionCreated(BaseModel):
     shards: list[str]
 
 
-def _summary(cursor: CursorDep, session_id: str) -> dict[str, Any]:
+def _summary(cursor: duckdb.DuckDBPyConnection, session_id: str) -> dict[str, Any]:
     summary = session_summary(cursor, session_id)
     if summary is None:
         raise UnknownShadowSessionError(session_id)
@@ -54,12 +56,12 @@ def _summary(cursor: CursorDep, session_id: str) -> dict[str, Any]:
 
 @router.post("", status_code=201, response_model=SessionCreated)
 async def open_session(
-    body: SessionCreate, plane: PlaneDep, redis: RedisDep, settings: SettingsDep
+    body: SessionCreate, plane: PlaneDep, redis: RedisDep, settings: SettingsDep, heavy: HeavyDep
 ) -> SessionCreated:
     """Open a shadow session; 409 if a shadow region has no live worker."""
     try:
         # Off the event loop: a config may hold up to MAX_DOCUMENT_NODES values.
-        config = await asyncio.to_thread(parse_gateway_config, body.config, "config")
+        config = await heavy.run("a gateway config", parse_gateway_config, body.config, "config")
     except ScenarioError as exc:
         raise BodyProblems.of_document(exc, "config") from None
     check_gateway_egress(config, settings.egress)
@@ -75,11 +77,19 @@ async def open_session(
     )
 
 
+# Summaries, comparisons, pairs and replay logs read every record of a session: in the
+# shared heavy-work threads (api/rest/offload.py), never on the event loop.
+
+
 @router.get("")
-def list_sessions(
-    cursor: CursorDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+async def list_sessions(
+    writer: WriterDep, heavy: HeavyDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
 ) -> list[dict[str, Any]]:
     """Recent shadow sessions, newest first."""
+    return await heavy.on_cursor("the list of shadow sessions", writer, _sessions, limit)
+
+
+def _sessions(cursor: duckdb.DuckDBPyConnection, limit: int) -> list[dict[str, Any]]:
     ids = cursor.execute(
         "SELECT run_id FROM shadow_sessions ORDER BY created_at DESC LIMIT ?", [limit]
     ).fetchall()
@@ -87,42 +97,56 @@ def list_sessions(
 
 
 @router.get("/{session_id}")
-def get_session(session_id: str, cursor: CursorDep) -> dict[str, Any]:
+async def get_session(session_id: str, writer: WriterDep, heavy: HeavyDep) -> dict[str, Any]:
     """State, requests captured and sampled, records per shard."""
-    return _summary(cursor, session_id)
+    return await heavy.on_cursor("a shadow session", writer, _summary, session_id)
 
 
 @router.post("/{session_id}/stop", status_code=202)
 async def stop_session(
     session_id: str,
     plane: PlaneDep,
-    cursor: CursorDep,
+    writer: WriterDep,
+    heavy: HeavyDep,
     drain_s: Annotated[float, Query(ge=0, le=600)] = 10.0,
 ) -> dict[str, Any]:
     """Stop a session: records arriving within ``drain_s`` are still stored."""
-    summary = _summary(cursor, session_id)
+    summary = await heavy.on_cursor("a shadow session", writer, _summary, session_id)
     if session_id in plane.runs:
         await plane.cancel(session_id, drain_s)
         summary["state"] = "stopping"
     return summary
 
 
-@router.get("/{session_id}/comparison")
-def get_comparison(session_id: str, cursor: CursorDep) -> dict[str, Any]:
-    """Each shadow against the primary over the same requests, per region."""
+def _comparison(cursor: duckdb.DuckDBPyConnection, session_id: str) -> dict[str, Any]:
     _summary(cursor, session_id)
     return {"session": session_id, "comparison": comparison(cursor, session_id)}
 
 
-@router.get("/{session_id}/pairs")
-def get_pairs(session_id: str, cursor: CursorDep) -> list[dict[str, Any]]:
-    """Every paired (primary, shadow) record."""
+@router.get("/{session_id}/comparison")
+async def get_comparison(session_id: str, writer: WriterDep, heavy: HeavyDep) -> dict[str, Any]:
+    """Each shadow against the primary over the same requests, per region."""
+    return await heavy.on_cursor("a shadow comparison", writer, _comparison, session_id)
+
+
+def _pairs(cursor: duckdb.DuckDBPyConnection, session_id: str) -> JSONResponse:
     _summary(cursor, session_id)
-    return pairs(cursor, session_id)
+    # Encoded here: a session may have many pairs (FastAPI would encode them on the loop).
+    return JSONResponse(jsonable_encoder(pairs(cursor, session_id)))
+
+
+@router.get("/{session_id}/pairs", response_model=list[dict[str, Any]])
+async def get_pairs(session_id: str, writer: WriterDep, heavy: HeavyDep) -> Response:
+    """Every paired (primary, shadow) record."""
+    return await heavy.on_cursor("a shadow session's pairs", writer, _pairs, session_id)
+
+
+def _replay(cursor: duckdb.DuckDBPyConnection, session_id: str) -> Response:
+    _summary(cursor, session_id)
+    return Response(replay_jsonl(cursor, session_id), media_type=NDJSON)
 
 
 @router.get("/{session_id}/replay", responses={200: {"content": {NDJSON: {}}}})
-def get_replay(session_id: str, cursor: CursorDep) -> Response:
+async def get_replay(session_id: str, writer: WriterDep, heavy: HeavyDep) -> Response:
     """Captured requests (stored with text) as a replay log: timestamp, messages, max_tokens."""
-    _summary(cursor, session_id)
-    return Response(replay_jsonl(cursor, session_id), media_type=NDJSON)
+    return await heavy.on_cursor("a shadow replay log", writer, _replay, session_id)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import duckdb
 from fastapi import APIRouter, Header, Query, Response
 
 from analytics.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from analytics.trend_formats import TREND_FORMATS, TrendFormat
 from analytics.trends import DEFAULT_TREND_RUNS, TrendOptions, TrendSelection, build_trend
-from api.rest.deps import Authenticated, CursorDep
+from api.rest.deps import Authenticated, HeavyDep, WriterDep
 from api.rest.errors import UnknownScenarioError
 from api.rest.negotiation import chosen_format
 from api.rest.routes.runs import REPORT_HEADERS
@@ -33,8 +34,9 @@ def trend_format(name: str | None, accept: str | None) -> TrendFormat:
         406: {"description": "The Accept header names none of the formats."},
     },
 )
-def get_trend(
-    cursor: CursorDep,
+async def get_trend(
+    writer: WriterDep,
+    heavy: HeavyDep,
     schedule_id: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None,
     scenario_id: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None,
     name: Annotated[
@@ -78,6 +80,22 @@ def get_trend(
     output over the runs, and the latest run judged against the runs before it."""
     fmt = trend_format(output, accept)
     selection = TrendSelection(schedule_id=schedule_id, scenario_id=scenario_id, name=name)
+    # Up to MAX_TREND_RUNS runs read and judged: in a heavy-work thread (api/rest/offload.py).
+    return await heavy.on_cursor(
+        "a trend", writer, _trend, selection, fmt, window, min_change, runs, as_of
+    )
+
+
+def _trend(
+    cursor: duckdb.DuckDBPyConnection,
+    selection: TrendSelection,
+    fmt: TrendFormat,
+    window: int | None,
+    min_change: float | None,
+    runs: int,
+    as_of: str | None,
+) -> Response:
+    schedule_id, scenario_id = selection.schedule_id, selection.scenario_id
     default_window, default_change = DEFAULT_WINDOW, DEFAULT_MIN_CHANGE
     if schedule_id is not None:
         schedule = ScheduleStore(cursor).get(schedule_id, deleted=True)
