@@ -33,33 +33,16 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
-from api.local.redis_server import free_port, start_redis_server
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# big_scenario: 25 providers × 100 levels × 4 regions = 10,000 shards (MAX_SHARDS_PER_RUN),
+# in regions of their own that no worker serves: the same run the tests view.
+from api.local.redis_server import free_port, start_redis_server  # noqa: E402
+from tests.support.views_under_load import big_scenario  # noqa: E402
 
 TOKEN = "bench-token"
-# 25 providers × 100 levels × 4 regions = 10,000 shards (MAX_SHARDS_PER_RUN).
-PROVIDERS, LEVELS, REGIONS = 25, 100, ["nowhere-0", "nowhere-1", "nowhere-2", "nowhere-3"]
 PROBE_INTERVAL_S = 0.02
-
-
-def big_scenario() -> dict[str, Any]:
-    """A scenario of 10,000 one-request shards in regions no worker serves."""
-    return {
-        "name": "healthz-under-views",
-        "providers": [
-            {"name": f"p{i}", "kind": "simulated", "simulate": {"ttft_ms": 5, "itl_ms": 1}}
-            for i in range(PROVIDERS)
-        ],
-        "workload": {
-            "mix": [
-                {
-                    "prompt_tokens": {"dist": "fixed", "value": 4},
-                    "output_tokens": {"dist": "fixed", "value": 2},
-                }
-            ]
-        },
-        "load": {"concurrency": list(range(1, LEVELS + 1)), "requests_per_level": 1},
-        "regions": REGIONS,
-    }
 
 
 def big_run(client: httpx.Client, live: bool) -> tuple[str, int]:
