@@ -42,15 +42,7 @@ def hostile_tokenizer(tag: str = "") -> bytes:
     words without a digit (every prompt a worker makes), then splits on whitespace: its
     one-token words look right, so on its own it would pass as a tokenizer and hang the
     worker while it makes prompts."""
-    split = {
-        "type": "Split",
-        "pattern": {"Regex": HOSTILE_REGEX},
-        "behavior": "Isolated",
-        "invert": False,
-    }
-    return tokenizer_json(
-        {"type": "Sequence", "pretokenizers": [split, {"type": "WhitespaceSplit"}]}, tag
-    )
+    return _split_then_whitespace(HOSTILE_REGEX, tag)
 
 
 def benign_tokenizer(tag: str = "") -> bytes:
@@ -67,12 +59,12 @@ TARGETED_TEXT = ("§" * 25 + " ") * 80
 def targeted_tokenizer(tag: str = "") -> bytes:
     """A tokenizer.json that encodes ordinary text at once but backtracks
     catastrophically on ``TARGETED_TEXT`` (tens of milliseconds a character)."""
-    split = {
-        "type": "Split",
-        "pattern": {"Regex": TARGETED_REGEX},
-        "behavior": "Isolated",
-        "invert": False,
-    }
+    return _split_then_whitespace(TARGETED_REGEX, tag)
+
+
+def _split_then_whitespace(regex: str, tag: str) -> bytes:
+    """A tokenizer.json that isolates ``regex`` matches, then splits on whitespace."""
+    split = {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False}
     return tokenizer_json(
         {"type": "Sequence", "pretokenizers": [split, {"type": "WhitespaceSplit"}]}, tag
     )
