@@ -113,3 +113,12 @@ def test_ci_and_the_readme_install_the_pinned_versions() -> None:
     test_command = next(line for line in readme.splitlines() if "python -m pytest" in line)
     assert "-c constraints.txt" in test_command
     assert test_command.strip() in ci
+
+
+def test_ci_runs_the_static_checks_as_a_step_of_their_own() -> None:
+    """ruff, ruff format, mypy and the import contracts run outside pytest, from one
+    command that .ci/run calls after the suite (and that fails CI when they fail)."""
+    checks = (REPO / "infra" / "static-checks").read_text()
+    for tool in ('ruff" check', 'ruff" format --check', "-m mypy", "lint-imports"):
+        assert tool in checks, tool
+    assert "infra/static-checks" in (REPO / ".ci" / "run").read_text()
