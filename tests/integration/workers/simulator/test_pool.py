@@ -25,8 +25,8 @@ def provider(ttft_ms: int, name: str = "sim") -> SimulatedProvider:
     )
 
 
-def children() -> list[psutil.Process]:
-    """This process's own simulators (a session's workers run theirs one level down)."""
+def _simulators() -> list[psutil.Process]:
+    """This process's simulator children (a session's workers run theirs one level down)."""
     found = []
     for child in psutil.Process().children():
         try:
@@ -35,6 +35,21 @@ def children() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return found
+
+
+_BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _simulators_before() -> None:
+    """Simulators this process already runs (a session fixture's endpoint, say)."""
+    _BEFORE.clear()
+    _BEFORE.update(child.pid for child in _simulators())
+
+
+def children() -> list[psutil.Process]:
+    """The simulators the test's own pool started, and that still run."""
+    return [child for child in _simulators() if child.pid not in _BEFORE]
 
 
 async def until(condition: Callable[[], bool], timeout_s: float = 60.0) -> None:
