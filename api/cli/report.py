@@ -1,6 +1,6 @@
 """``tokenbench report`` and ``tokenbench sql``: a stored run's report, and user SQL.
 
-Register with ``app.command()(report)`` and ``app.command()(sql)``. Both read the local
+Registered in ``api.cli.app.COMMANDS``. Both read the local
 DuckDB file (``--db``), or a control plane's REST API (``--server``): while ``tokenbench
 serve`` holds the file, only the latter works, and the local command says so. Exit codes
 follow the CLI's: 0 success, 1 operational error (the database is held or busy, the
