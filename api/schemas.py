@@ -11,18 +11,13 @@ from analytics.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from scenarios.base import Name
 from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import (
-    MAX_CONCURRENCY,
     MAX_CRON_CHARS,
-    MAX_DURATION_S,
     MAX_ID_CHARS,
-    MAX_LEVELS,
-    MAX_REGIONS,
-    MAX_REQUESTS_PER_LEVEL,
-    MAX_RPS,
     MAX_TREND_WINDOW,
     MAX_URL_CHARS,
 )
 from scenarios.model import Scenario
+from scenarios.overrides import Overrides
 from scenarios.wire import RunState, ShardState
 
 
@@ -69,26 +64,9 @@ class ScenarioPublic(BaseModel):
     scenario: dict[str, Any] | None = None
 
 
-class RunOverrides(BaseModel):
-    """Changes applied to the scenario for this run only."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    regions: list[Name] | None = Field(
-        default=None, min_length=1, max_length=MAX_REGIONS, description="Regions to run from."
-    )
-    concurrency: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] | None = Field(
-        default=None, min_length=1, max_length=MAX_LEVELS, description="Closed-loop levels."
-    )
-    rps: list[Annotated[float, Field(gt=0, le=MAX_RPS)]] | None = Field(
-        default=None, min_length=1, max_length=MAX_LEVELS, description="Open-loop rates (stages)."
-    )
-    requests_per_level: int | None = Field(
-        default=None, ge=1, le=MAX_REQUESTS_PER_LEVEL, description="Requests per stage."
-    )
-    duration_s: float | None = Field(
-        default=None, gt=0, le=MAX_DURATION_S, description="Stage length."
-    )
+class RunOverrides(Overrides):
+    """Changes applied to the scenario for this run only (the command line's load flags
+    are the same overrides: scenarios/overrides.py)."""
 
 
 class RunCreate(BaseModel):

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from scenarios.errors import BadInput
+from scenarios.overrides import apply_overrides, parse_overrides
 
 # A short, cheap default: two closed-loop levels, 1,024-token prompts and 128-token
 # answers (the lengths `vllm bench serve` uses for random prompts), 50 requests a level.
@@ -91,7 +92,7 @@ def build_document(base: dict[str, Any] | None, flags: AdHocFlags) -> dict[str, 
     if flags.name is not None:
         document["name"] = flags.name
     _apply_provider(document, flags)
-    _apply_load(document, flags)
+    document = _apply_load(document, flags)
     _apply_lengths(document, flags)
     return document
 
@@ -132,25 +133,26 @@ def _apply_provider(document: dict[str, Any], flags: AdHocFlags) -> None:
             provider[field] = value
 
 
-def _apply_load(document: dict[str, Any], flags: AdHocFlags) -> None:
+def _apply_load(document: dict[str, Any], flags: AdHocFlags) -> dict[str, Any]:
+    """The load flags are per-run overrides, merged as REST's are (scenarios/overrides.py)."""
     if flags.concurrency is not None and flags.rate is not None:
         raise BadInput("give --concurrency (closed loop) or --rate (open loop), not both")
-    load = document.setdefault("load", {})
-    if not isinstance(load, dict):
-        return  # validation reports it at its path
-    if flags.concurrency is not None:
-        load["concurrency"] = flags.concurrency
-        load.pop("rate", None)
-    if flags.rate is not None:
-        rate = load.get("rate")
-        load["rate"] = {**(rate if isinstance(rate, dict) else {}), "rps": flags.rate}
-        load.pop("concurrency", None)
-    if flags.requests is not None:
-        load["requests_per_level"] = flags.requests
-    if flags.duration_s is not None:
-        load["duration_s"] = flags.duration_s
+    overrides = parse_overrides(
+        {
+            "concurrency": flags.concurrency,
+            "rps": flags.rate,
+            "requests_per_level": flags.requests,
+            "duration_s": flags.duration_s,
+        }
+    )
+    if not overrides.touches_load():
+        return document
+    document = apply_overrides(document, overrides)
+    load = document["load"]
+    # An ad-hoc default, not an override rule: rates alone need a bound for each stage.
     if flags.rate is not None and "requests_per_level" not in load and "duration_s" not in load:
         load["requests_per_level"] = DEFAULT_REQUESTS
+    return document
 
 
 def _apply_lengths(document: dict[str, Any], flags: AdHocFlags) -> None:

@@ -1,44 +1,123 @@
 """The ``tokenbench`` command line: one module per command in ``api/cli/``, registered here.
 
+Commands are registered lazily (:class:`LazyGroup`): a command's module, and what it
+imports (DuckDB, the analytics stack, Celery, FastAPI), is imported only when that command
+runs or shows its own help. ``tokenbench --help`` reads each command's one-line help from
+its module's source without importing it, and a worker's start-up imports none of the
+analytics stack (tests/unit/api/cli/test_lazy_imports.py, benchmarks/startup.py).
+
 Exit codes: 0 success, 1 a run that ended failed or an operational error, 2 bad input
 (scenario, options), 130 interrupted; errors are mapped in one place, api/cli/errors.py.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib
+import importlib.util
 import os
 import sys
+from functools import cache
 
 import typer
+from typer import _click as click  # typer vendors click: its classes, not the click package's
+from typer.core import TyperCommand, TyperGroup
 
-from api.cli.console import stderr
-from api.cli.gateway import gateway, shadow_app
-from api.cli.plan import plan
-from api.cli.providers import providers_app
-from api.cli.report import report, sql
-from api.cli.run import demo, run
-from api.cli.schedule import schedule_app
-from api.cli.serve import serve
-from api.cli.simulate import simulate
-from api.cli.submit import submit
-from api.cli.trend import trend
-from api.cli.validate import schema, validate
-from api.cli.worker import worker
+# Command name -> (module, attribute): a function (one command) or a typer.Typer (a group),
+# in the order ``--help`` lists them.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("api.cli.run", "run"),
+    "demo": ("api.cli.run", "demo"),
+    "serve": ("api.cli.serve", "serve"),
+    "submit": ("api.cli.submit", "submit"),
+    "validate": ("api.cli.validate", "validate"),
+    "schema": ("api.cli.validate", "schema"),
+    "worker": ("api.cli.worker", "worker"),
+    "plan": ("api.cli.plan", "plan"),
+    "report": ("api.cli.report", "report"),
+    "sql": ("api.cli.report", "sql"),
+    "trend": ("api.cli.trend", "trend"),
+    "gateway": ("api.cli.gateway", "gateway"),
+    "simulate": ("api.cli.simulate", "simulate"),
+    "shadow": ("api.cli.gateway", "shadow_app"),
+    "providers": ("api.cli.providers", "providers_app"),
+    "schedule": ("api.cli.schedule", "schedule_app"),
+}
+
+
+@cache
+def short_help(module: str, attribute: str) -> str:
+    """A command's first help paragraph, read from its module's source (not imported):
+    the function's docstring, or a ``typer.Typer(help="...")`` assignment's help."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return ""
+    with open(spec.origin, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == attribute:
+            return (ast.get_docstring(node) or "").split("\n\n")[0].replace("\n", " ")
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == attribute for t in node.targets)
+            and isinstance(node.value, ast.Call)
+        ):
+            for keyword in node.value.keywords:
+                if keyword.arg == "help" and isinstance(keyword.value, ast.Constant):
+                    return str(keyword.value.value)
+    return ""
+
+
+def load_command(name: str) -> click.Command:
+    """The click command of ``name``, importing its module now."""
+    module, attribute = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    if isinstance(target, typer.Typer):
+        group = typer.main.get_group(target)
+        group.name = name
+        return group
+    single = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
+    single.command(name)(target)
+    return typer.main.get_command(single)
+
+
+class LazyGroup(TyperGroup):
+    """A group whose commands are imported when one is run (or its help is shown); the
+    group's own help lists them from their source's help text."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        if self._listing:  # the group's --help: a stand-in with the one-line help
+            return TyperCommand(cmd_name, help=short_help(*COMMANDS[cmd_name]))
+        return load_command(cmd_name)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
 
 app = typer.Typer(
     name="tokenbench",
+    cls=LazyGroup,
     help="Benchmark LLM inference providers: tail latency, throughput, cost per token.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-for command in (run, demo, serve, submit, validate, schema, worker, plan, report, sql, trend):
-    app.command()(command)
-app.command()(gateway)
-app.add_typer(shadow_app, name="shadow")
-app.command()(simulate)
-app.add_typer(providers_app, name="providers")
-app.add_typer(schedule_app, name="schedule")
+
+
+@app.callback()
+def _root() -> None:
+    """Benchmark LLM inference providers: tail latency, throughput, cost per token."""
 
 
 def main() -> None:
@@ -49,6 +128,8 @@ def main() -> None:
     except Exception as exc:
         if os.environ.get("TOKENBENCH_DEBUG"):
             raise
+        from api.cli.streams import stderr  # noqa: PLC0415
+
         stderr.print(f"[red]error: {type(exc).__name__}: {exc}", highlight=False)
         stderr.print("(set TOKENBENCH_DEBUG=1 for the traceback)")
         sys.exit(1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Annotated, Any
@@ -56,23 +55,6 @@ from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
 from scenarios.errors import BadInput
 from scenarios.wire import ShardState
-
-# Where output is not a terminal (CI logs, pipes) and COLUMNS does not say, tables are
-# laid out for this width: wide enough that a report splits little, and nothing is cut
-# at any width (analytics/fitted_tables.py).
-PIPE_WIDTH = 200
-
-
-def console_width(stderr: bool = False) -> int | None:
-    """The width to lay tables out for: None (rich's own: the terminal's, or COLUMNS)
-    on a terminal or when COLUMNS is set, else :data:`PIPE_WIDTH`."""
-    if Console(stderr=stderr).is_terminal or os.environ.get("COLUMNS", "").isdigit():
-        return None
-    return PIPE_WIDTH
-
-
-stdout = Console(width=console_width())
-stderr = Console(stderr=True, width=console_width(stderr=True))
 
 
 class OutputFormat(StrEnum):

@@ -1,6 +1,6 @@
 """``tokenbench gateway`` and ``tokenbench shadow ...``: run a gateway, read its session.
 
-Register with ``app.command()(gateway)`` and ``app.add_typer(shadow_app, name="shadow")``.
+Registered in ``api.cli.app.COMMANDS`` as ``gateway`` and ``shadow``.
 The gateway opens a shadow session on the control plane (``--server``), serves until
 SIGINT/SIGTERM (both the same: its buffered records are published, then it stops the
 session it opened; ``--session`` joins an existing one and leaves it open). Exit codes

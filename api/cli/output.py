@@ -18,8 +18,9 @@ from rich.console import Console
 from analytics.columns import ReportColumn
 from analytics.report import RunReport
 from analytics.verdict import failed_stages
-from api.cli.console import OutputFormat, print_report, stderr, stdout
+from api.cli.console import OutputFormat, print_report
 from api.cli.errors import exit_for
+from api.cli.streams import stderr, stdout
 from scenarios.errors import BadInput
 from scenarios.wire import RunState
 

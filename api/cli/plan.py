@@ -2,8 +2,8 @@
 
 Resolves catalog ids, runs the roofline model (``scenarios.roofline``) and prints the
 memory breakdown, a fits/OOM matrix over the hardware catalog, and decode speed and
-cost per batch size, as rich tables or as one JSON document. Register it with
-``app.command()(plan)``. Bad input (unknown ids, impossible options) exits with code 2.
+cost per batch size, as rich tables or as one JSON document. Registered in
+``api.cli.app.COMMANDS``. Bad input (unknown ids, impossible options) exits with code 2.
 """
 
 from __future__ import annotations

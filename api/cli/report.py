@@ -1,6 +1,6 @@
 """``tokenbench report`` and ``tokenbench sql``: a stored run's report, and user SQL.
 
-Register with ``app.command()(report)`` and ``app.command()(sql)``. Both read the local
+Registered in ``api.cli.app.COMMANDS``. Both read the local
 DuckDB file (``--db``), or a control plane's REST API (``--server``): while ``tokenbench
 serve`` holds the file, only the latter works, and the local command says so. Exit codes
 follow the CLI's: 0 success, 1 operational error (the database is held or busy, the
@@ -36,7 +36,7 @@ from analytics.safe_sql import (
     run_query,
 )
 from analytics.shadow import comparison, is_session
-from api.cli.console import ColumnsOption, OutputFormat, WideOption, console_width, table_columns
+from api.cli.console import ColumnsOption, OutputFormat, WideOption, table_columns
 from api.cli.errors import exit_for
 from api.cli.local_db import database_error, open_read_only
 from api.cli.report_requests import write_report_with_rows
@@ -50,6 +50,7 @@ from api.cli.rest_client import (
     remote,
 )
 from api.cli.sql_output import TABLE_ROWS, export_local, export_remote, print_table, remote_row_cap
+from api.cli.streams import console_width
 from scenarios.errors import BadInput, NotFound
 from scenarios.limits import MAX_SQL_ANSWER_ROWS
 from scenarios.settings import get_settings

@@ -18,10 +18,11 @@ from analytics.columns import ReportColumn
 from analytics.db import connect
 from analytics.report import build_report
 from analytics.verdict import ALL_FAILED
-from api.cli.console import ColumnsOption, OutputFormat, WideOption, stderr, table_columns
+from api.cli.console import ColumnsOption, OutputFormat, WideOption, table_columns
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.output import exit_on_verdict, write_report
 from api.cli.signals import sigterm_as_interrupt
+from api.cli.streams import stderr
 from scenarios.adhoc import AdHocFlags, build_document, parse_list
 from scenarios.errors import BadInput, Unavailable
 from scenarios.images import ImagesUnavailable, require_pillow

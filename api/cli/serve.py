@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from api.cli.console import stderr
+from api.cli.streams import stderr
 from scenarios.settings import env_name, get_settings
 
 

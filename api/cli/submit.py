@@ -11,18 +11,11 @@ import httpx
 import typer
 from rich.console import Console
 
-from api.cli.console import (
-    ColumnsOption,
-    OutputFormat,
-    StageProgress,
-    WideOption,
-    stderr,
-    stdout,
-    table_columns,
-)
+from api.cli.console import ColumnsOption, OutputFormat, StageProgress, WideOption, table_columns
 from api.cli.datasets import upload_local_datasets
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.rest_client import TokenOption, fetch_report, raise_for, remote
+from api.cli.streams import stderr, stdout
 from api.schemas import RunPublic
 from scenarios.dataset_formats import Conversion
 from scenarios.errors import BadInput

@@ -37,7 +37,6 @@ from analytics.trends import (
     TrendSelection,
     build_trend,
 )
-from api.cli.console import console_width
 from api.cli.errors import exit_for
 from api.cli.local_db import open_read_only
 from api.cli.rest_client import (
@@ -48,6 +47,7 @@ from api.cli.rest_client import (
     raise_for,
     remote,
 )
+from api.cli.streams import console_width
 from api.schedules.store import ScheduleStore
 from scenarios.errors import BadInput, TokenbenchError
 from scenarios.limits import MAX_TREND_RUNS, MAX_TREND_WINDOW

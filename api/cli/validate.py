@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from api.cli.console import stdout
 from api.cli.errors import load_or_exit
+from api.cli.streams import stdout
 
 
 def validate(

@@ -12,6 +12,7 @@ from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import MAX_DURATION_S, MAX_TOTAL_REQUESTS
 from scenarios.loader import Problem, ScenarioError, parse_scenario, validate_scenario
 from scenarios.model import Scenario, SimulatedProvider
+from scenarios.overrides import apply_overrides
 from scenarios.settings import EgressSettings
 
 
@@ -25,30 +26,11 @@ def scenario_from_body(body: bytes) -> Scenario:
 
 
 def scenario_with_overrides(data: dict[str, Any], overrides: RunOverrides | None) -> Scenario:
-    """Apply per-run overrides to scenario data, then validate the result."""
+    """Apply per-run overrides to scenario data (as the command line does:
+    scenarios/overrides.py), then validate the result."""
     if overrides is not None:
-        _check_overridable(data)
-        data = {**data, "load": dict(data.get("load") or {})}
-        if overrides.regions is not None:
-            data["regions"] = overrides.regions
-        for key in ("concurrency", "requests_per_level", "duration_s"):
-            value = getattr(overrides, key)
-            if value is not None:
-                data["load"][key] = value
-        if overrides.rps is not None:
-            rate = dict(data["load"].get("rate") or {})
-            data["load"]["rate"] = {**rate, "rps": overrides.rps}
+        data = apply_overrides(data, overrides)
     return validate_scenario(data)
-
-
-def _check_overridable(data: dict[str, Any]) -> None:
-    """Overrides are merged into ``load`` (and ``load.rate``): a scenario whose sections
-    are not mappings is answered 422 at that path before anything is merged."""
-    load = data.get("load")
-    rate = load.get("rate") if isinstance(load, dict) else None
-    for path, value in (("load", load), ("load.rate", rate)):
-        if value is not None and not isinstance(value, dict):
-            raise ScenarioError([Problem(path, "Input should be a valid dictionary")])
 
 
 def check_gateway_egress(config: GatewayConfig, policy: EgressSettings) -> None:

@@ -97,6 +97,42 @@ def test_a_stored_scenario_runs_with_overrides(rest_stack: RestStack) -> None:
     client.post(f"/v1/runs/{run_id}/cancel")
 
 
+def test_overrides_swap_the_loop_shape_as_the_command_line_does(rest_stack: RestStack) -> None:
+    """Concurrency levels over an open-loop scenario make it closed-loop (and rates over
+    a closed-loop one open-loop), as ``tokenbench run --concurrency/--rate`` do: before
+    scenarios/overrides.py the REST path kept load.rate and answered 422 "not both"."""
+    client = rest_stack.client
+    region = lonely_region()
+    open_loop = run_scenario(region)
+    open_loop["load"] = {"rate": {"rps": [2.0], "arrival": "constant"}, "requests_per_level": 3}
+    closed = client.post(
+        "/v1/runs",
+        json={"scenario": open_loop, "overrides": {"concurrency": [2]}, "wait_for_workers": True},
+    )
+    assert closed.status_code == 201, closed.text
+    view = client.get(f"/v1/runs/{closed.json()['id']}").json()
+    assert view["stages"][0]["concurrency"] == 2 and view["stages"][0]["rate"] is None
+    client.post(f"/v1/runs/{closed.json()['id']}/cancel")
+    opened = client.post(
+        "/v1/runs",
+        json={
+            "scenario": run_scenario(region),
+            "overrides": {"rps": [4.0]},
+            "wait_for_workers": True,
+        },
+    )
+    assert opened.status_code == 201, opened.text
+    view = client.get(f"/v1/runs/{opened.json()['id']}").json()
+    assert [stage["rate"] for stage in view["stages"]] == [4.0]
+    client.post(f"/v1/runs/{opened.json()['id']}/cancel")
+    both = client.post(
+        "/v1/runs",
+        json={"scenario": open_loop, "overrides": {"concurrency": [2], "rps": [1.0]}},
+    )
+    assert both.status_code == 422
+    assert both.json()["detail"][0]["loc"][:2] == ["body", "overrides"]
+
+
 def test_refusals_name_the_problem(rest_stack: RestStack) -> None:
     client = rest_stack.client
     region = lonely_region()
