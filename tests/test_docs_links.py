@@ -1,8 +1,8 @@
 """Every citation a document makes leads somewhere: the `docs/...` pages and relative links
 of README.md, CONTRIBUTING.md, infra/README.md and docs/*.md exist, and so do the `docs/`
 pages the source's docstrings and comments name; the repository paths (`workers/...`,
-`api.rest.offload`) those documents cite in backticks exist; every `tokenbench COMMAND`
-they show is a command of the CLI. Pure file reading (and the typer app, imported): no
+`api.rest.offload`) those documents and the source's ``docstrings`` cite in backticks
+exist; every `tokenbench COMMAND` the documents show is a command of the CLI. Pure file reading (and the typer app, imported): no
 process is started."""
 
 from __future__ import annotations
@@ -185,6 +185,21 @@ def test_every_cited_repository_path_exists() -> None:
                 for cited in _path_tokens(code)
                 if not (REPO / cited).exists()
             ]
+    assert not broken, "\n".join(broken)
+
+
+# ``workers/run_spec.py`` in a docstring or comment: reStructuredText's double backticks.
+_RST_CODE = re.compile(r"``([^`\n]+)``")
+
+
+def test_every_path_the_source_cites_exists() -> None:
+    broken = [
+        f"{_where(path)}: {cited}"
+        for path in _source_files()
+        for code in _RST_CODE.findall(path.read_text(encoding="utf-8"))
+        for cited in _path_tokens(code)
+        if not (REPO / cited).exists()
+    ]
     assert not broken, "\n".join(broken)
 
 
