@@ -3,7 +3,7 @@
 The flags build the same scenario document a YAML file holds, so what runs is always a
 scenario that ``--save`` can write out and ``validate`` can check. With a scenario file
 the flags override it; without one they start from :data:`DEFAULTS`. Every rule here is
-documented in the README ("Ad-hoc runs").
+documented in docs/cli.md ("Ad-hoc runs").
 """
 
 from __future__ import annotations

@@ -230,7 +230,7 @@ class ShardSpec(ShardFields):
 class ShardMessage(ShardFields):
     """The argument of a ``RUN_SHARD`` task: a shard's own fields and the SHA-256 digests
     of its provider and workload, stored once per run in the hash at
-    :func:`run_spec_key` (docs/architecture.md, "shard messages"). A provider's
+    :func:`run_spec_key` (docs/decisions.md, 72; docs/concepts.md, "shard"). A provider's
     ``extra_body`` and tools may be megabytes; 300 shards sharing them would otherwise
     queue 300 copies in Redis. The worker resolves a message into its :class:`ShardSpec`
     (``workers/run_spec.py``)."""

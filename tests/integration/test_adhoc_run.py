@@ -1,6 +1,6 @@
 """`tokenbench run` as a script uses it: a scenario from flags, machine output alone on
-stdout, and an exit code that says whether the figures are worth reading (README,
-"Ad-hoc runs" and "Exit codes")."""
+stdout, and an exit code that says whether the figures are worth reading (docs/cli.md,
+"Ad-hoc runs" and "Output and exit codes")."""
 
 from __future__ import annotations
 

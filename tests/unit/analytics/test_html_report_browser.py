@@ -3,7 +3,7 @@ and every chart draws (Plotly's ``main-svg`` with traces inside each chart's sec
 
 Chromium runs with name resolution cut (``--host-resolver-rules``) and background
 networking off, as on a machine with no network: a page that needed a CDN would not draw
-(tests/unit/test_report_formats.py checks that the markup links nothing). The DOM is
+(tests/unit/analytics/test_report_formats.py checks that the markup links nothing). The DOM is
 read after the scripts ran (``--dump-dom`` with a virtual-time budget); console messages
 come from Chromium's log on stderr (``--enable-logging=stderr``), where an uncaught error
 is a ``CONSOLE`` line like any ``console.error``. The page writes nothing to the console.

@@ -182,7 +182,7 @@ def test_markdown_and_html_files(db: Path, tmp_path: Path) -> None:
         assert f'id="chart-{anchor}"' in html and heading in html
     # Self-contained: Plotly's bundle is inlined once (its source mentions links, such as
     # map attributions, that a chart without maps never loads) and the page itself links
-    # to nothing; tests/unit/test_html_report_browser.py loads it with the network cut.
+    # to nothing; tests/unit/analytics/test_html_report_browser.py loads it with the network cut.
     assert html.count(plotly_js()) == 1
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html.replace(plotly_js(), ""))
     with duckdb.connect(str(db), read_only=True) as con:

@@ -1,4 +1,4 @@
-"""The arrival-stamping transport on crafted byte streams (workers/client/transport.py).
+"""The arrival-stamping transport on crafted byte streams (workers/client/transport/).
 
 Parsing is checked by feeding a connection bytes split at every offset, each piece with
 its own stamp: every SSE event must carry the stamp of the piece that completed it.
