@@ -7,7 +7,7 @@ and the merge is one pure function, :func:`apply_overrides`. Giving concurrency 
 makes the load closed-loop (any ``load.rate`` is dropped); giving rates makes it open-loop
 (``load.concurrency`` is dropped, the other ``load.rate`` fields are kept). The result is
 scenario data: the caller validates it, so a bad value is reported at its field path.
-docs/overrides.md documents it for users.
+docs/load.md ("Per-run overrides") documents it for users.
 """
 
 from __future__ import annotations
