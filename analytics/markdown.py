@@ -1,49 +1,13 @@
-"""The report as GitHub-flavoured markdown (for pull requests, issues, notebooks)."""
+"""The report as GitHub-flavoured markdown (for pull requests, issues, notebooks): a loop
+over the report's sections (analytics/sections/)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from analytics.answers_text import (
-    CAPACITY_TITLE,
-    ENDED_TITLE,
-    SWEEP_TITLE,
-    capacity_lines,
-    ended_table,
-    sweep_tables,
-)
-from analytics.columns import columns
-from analytics.dataset_fingerprint import dataset_line
-from analytics.failover import failover_sections
-from analytics.formatting import (
-    CAPTION,
-    LOW_SAMPLE_NOTE,
-    PERCENTILE_HEADER,
-    PERCENTILE_KEYS,
-    method_note,
-    money,
-    number,
-    percentile_rows,
-)
 from analytics.report import RunReport
-from analytics.sessions import (
-    ENDS_HEADER,
-    ENDS_TITLE,
-    TURNS_HEADER,
-    TURNS_NOTE,
-    TURNS_TITLE,
-    end_rows,
-    turn_rows,
-)
-from analytics.telemetry import (
-    TELEMETRY_HEADER,
-    TELEMETRY_NOTE,
-    TELEMETRY_NUMERIC,
-    TELEMETRY_TITLE,
-    telemetry_rows,
-)
-from analytics.top_errors import ERRORS_HEADER, ERRORS_NOTE, ERRORS_TITLE, error_rows
+from analytics.sections.model import Section
+from analytics.sections.registry import build_sections
 
 
 def _escape(text: str) -> str:
@@ -63,113 +27,29 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequenc
     return "\n".join(lines)
 
 
-def comparison_lines(comparison: dict[str, Any] | None) -> list[str]:
-    """Verdict bullets of a comparison, if any."""
-    if not comparison:
-        return []
-    lines = [f"## Comparison: {comparison['b']} vs {comparison['a']}", ""]
-    for row in comparison["rows"]:
-        where = f"stage {row['stage']}, {row['region']}"
-        lines.append(f"- {where}: {row['verdict']}")
-    if not comparison["rows"]:
-        lines.append("- nothing in common to compare")
-    return [*lines, ""]
-
-
-def failover_lines(report: RunReport) -> list[str]:
-    """The failover sections (none without upstreams)."""
-    out: list[str] = []
-    for section in failover_sections(report.failover, report.upstreams, report.upstream_logs):
-        out += [f"## {section.title}", "", table(section.header, section.rows, section.numeric), ""]
-        if section.note:
-            out += [f"_{section.note}_", ""]
+def section_lines(section: Section) -> list[str]:
+    """One section: its heading, lead, table (or lines as a list) and note."""
+    out = [f"## {_escape(section.title)}", ""] if section.title else []
+    if section.lead:
+        out += [_escape(section.lead), ""]
+    if section.is_table:
+        shown = section.shown()
+        header = [section.columns[i].name for i in shown]
+        numeric = [section.columns[i].numeric for i in shown]
+        out += [table(header, section.text_rows(shown), numeric), ""]
+    elif section.title:
+        out += [*(f"- {_escape(line)}" for line in section.lines), ""]
+    else:
+        out += [*(f"_{_escape(line)}_" if section.key == "answers-notes" else _escape(line)
+                  for line in section.lines), ""]  # fmt: skip
+    if section.note:
+        out += [*(f"_{_escape(line)}_" for line in section.note.split("\n")), ""]
     return out
-
-
-def answer_sections(report: RunReport) -> tuple[list[str], list[str]]:
-    """The answers as markdown: what heads the report (capacity), and what follows the
-    summary (the sweep's curve, the stages ended early)."""
-    head: list[str] = []
-    if lines := capacity_lines(report.answers):
-        head += [f"## {CAPACITY_TITLE}", "", *(f"- {_escape(line)}" for line in lines), ""]
-    tail: list[str] = []
-    for sweep in sweep_tables(report.answers):
-        tail += [f"## {SWEEP_TITLE}", "", _escape(sweep.caption), ""]
-        tail += [table(sweep.header, sweep.rows, sweep.numeric), ""]
-    ended = ended_table(report.answers)
-    if ended is not None:
-        tail += [f"## {ENDED_TITLE}", "", _escape(ended.caption), ""]
-        tail += [table(ended.header, ended.rows, ended.numeric), ""]
-    if note := report.answers.get("notes"):
-        tail += [f"_{_escape(note)}_", ""]
-    return head, tail
 
 
 def render_markdown(report: RunReport) -> str:
     """The whole report as markdown."""
     out = [f"# tokenbench run {report.run_id} · {report.name} · {report.state}", ""]
-    head, tail = answer_sections(report)
-    out += head
-    summary = columns("summary")
-    out.append(
-        table(
-            [c.title(interval=True) for c in summary],
-            [[c.text(row, interval=True) for c in summary] for row in report.stages],
-            [c.numeric for c in summary],
-        )
-    )
-    out += ["", f"_{CAPTION}_", "", *tail]
-    out += ["## Latency percentiles, mean and standard deviation (ms)", ""]
-    out.append(
-        table(
-            PERCENTILE_HEADER,
-            percentile_rows(report.stages),
-            [False] * PERCENTILE_KEYS + [True] * (len(PERCENTILE_HEADER) - PERCENTILE_KEYS),
-        )
-    )
-    out += ["", LOW_SAMPLE_NOTE, ""]
-    if note := method_note(report.percentiles):
-        out += [note, ""]
-    if report.dataset is not None:
-        out += [_escape(dataset_line(report.dataset)), ""]
-    if report.errors:
-        out += [f"## {ERRORS_TITLE}", ""]
-        out.append(table(ERRORS_HEADER, error_rows(report.errors, report.stages), [False] * 6))
-        out += ["", ERRORS_NOTE, ""]
-    if report.session_turns:
-        out += [f"## {TURNS_TITLE}", ""]
-        numeric = [False, True, False] + [True] * (len(TURNS_HEADER) - 3)
-        out.append(table(TURNS_HEADER, turn_rows(report.session_turns), numeric))
-        out += ["", f"_{TURNS_NOTE}_", ""]
-    if report.sessions:
-        out += [f"## {ENDS_TITLE}", ""]
-        numeric = [False, True, False] + [True] * (len(ENDS_HEADER) - 3)
-        out.append(table(ENDS_HEADER, end_rows(report.sessions), numeric))
-        out.append("")
-    if telemetry := telemetry_rows(report.server_metrics):
-        out += [f"## {TELEMETRY_TITLE}", ""]
-        out.append(table(TELEMETRY_HEADER, telemetry, TELEMETRY_NUMERIC))
-        out += ["", TELEMETRY_NOTE, ""]
-    out += failover_lines(report)
-    out += comparison_lines(report.comparison)
-    if report.pareto:
-        out += ["## Cost vs p99 TTFT", ""]
-        out.append(
-            table(
-                ["provider", "stage", "region", "$/1M out", "TTFT p99", "Pareto-optimal"],
-                [
-                    [
-                        p["provider"],
-                        str(p["stage"]),
-                        p["region"],
-                        money(p["cost_per_mtok_output"]),
-                        number(p["ttft_p99_ms"]) + ("*" if p["ttft_p99_low_sample"] else ""),
-                        "yes" if p["pareto"] else "",
-                    ]
-                    for p in report.pareto
-                ],
-                [False, True, False, True, True, False],
-            )
-        )
-        out.append("")
+    for section in build_sections(report):
+        out += section_lines(section)
     return "\n".join(out)

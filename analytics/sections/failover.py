@@ -1,0 +1,27 @@
+"""Failover through a gateway (analytics/failover.py, docs/failover.md): per stage, per
+upstream, and the upstreams' logs; none for a run without upstreams."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analytics.failover import failover_sections
+from analytics.sections.model import Column, Section, SectionOptions
+from analytics.sections.registry import section
+
+if TYPE_CHECKING:
+    from analytics.report import RunReport
+
+
+@section(order=80)
+def failover(report: RunReport, options: SectionOptions) -> list[Section]:
+    """The failover tables that have rows."""
+    out = []
+    for part in failover_sections(report.failover, report.upstreams, report.upstream_logs):
+        columns = tuple(
+            Column(name, "float" if numeric else "text", key=i < part.keys)
+            for i, (name, numeric) in enumerate(zip(part.header, part.numeric, strict=True))
+        )
+        key = part.title.lower().replace(" ", "-")
+        out.append(Section(key, part.title, columns, tuple(map(tuple, part.rows)), part.note))
+    return out

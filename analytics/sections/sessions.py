@@ -1,0 +1,63 @@
+"""Multi-turn sessions (analytics/sessions.py, docs/workloads.md): figures by turn index
+and how sessions ended; none for a run without sessions."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analytics.sections.model import WHERE, Column, Section, SectionOptions
+from analytics.sections.registry import section
+from analytics.sessions import ENDS_TITLE, TURNS_NOTE, TURNS_TITLE
+
+if TYPE_CHECKING:
+    from analytics.report import RunReport
+
+TURNS = (
+    *WHERE,
+    Column("turn", "int", key=True),
+    Column("n", "int"),
+    Column("ok", "int"),
+    Column("TTFT p50", "ms", "ms"),
+    Column("TTFT p99", "ms", "ms"),
+    Column("ITL p50", "ms", "ms", digits=2),
+    Column("context tok", "tokens", "tokens", digits=0),
+    Column("prompt tok", "tokens", "tokens", digits=0),
+)
+ENDS = (
+    *WHERE,
+    Column("sessions", "int"),
+    Column("turns mean", "float", digits=2),
+    Column("planned mean", "float", digits=2),
+    Column("done", "int"),
+    Column("error", "int"),
+    Column("context cap", "int"),
+    Column("stage end", "int"),
+)
+
+
+@section(order=60)
+def sessions(report: RunReport, options: SectionOptions) -> list[Section]:
+    """By turn, then how sessions ended (sessions stopped while waiting for their next
+    turn count under ``stage end``)."""
+    out = []
+    if report.session_turns:
+        rows = tuple(
+            (
+                t["provider"], t["stage"], t["region"], t["turn"], t["requests"], t["ok"],
+                t["ttft_p50_ms"], t["ttft_p99_ms"], t["itl_p50_ms"], t["context_tokens_mean"],
+                t["prompt_tokens_mean"],
+            )
+            for t in report.session_turns
+        )  # fmt: skip
+        out.append(Section("sessions", TURNS_TITLE, TURNS, rows, TURNS_NOTE))
+    if report.sessions:
+        ends = tuple(
+            (
+                e["provider"], e["stage"], e["region"], e["sessions"], e["turns_mean"],
+                e["turns_planned_mean"], e["ended_done"], e["ended_error"],
+                e["ended_context_cap"], e["ended_stage_end"] + e["unended"],
+            )
+            for e in report.sessions
+        )  # fmt: skip
+        out.append(Section("session-ends", ENDS_TITLE, ENDS, ends))
+    return out
