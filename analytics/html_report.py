@@ -46,7 +46,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequen
     return f'<div class="wide">{table}</div>'
 
 
-def _section(section: Section, anchor: str) -> str:
+def section_html(section: Section, anchor: str) -> str:
     """One section: its heading (the anchor as its id), lead, table (or lines) and note."""
     out = f'<h2 id="{anchor}">{escape(section.title)}</h2>' if section.title else ""
     if section.lead:
@@ -82,7 +82,7 @@ def render_html(report: RunReport) -> str:
     """The whole report as one HTML document."""
     title = f"tokenbench run {report.run_id} · {report.name} · {report.state}"
     sections = build_sections(report)
-    parts = [_section(s, anchor) for s, anchor in zip(sections, _anchors(sections), strict=True)]
+    parts = [section_html(s, anchor) for s, anchor in zip(sections, _anchors(sections), strict=True)]
     keys = [s.key for s in sections]
     # The answers head the page; the SLO and the KPI cards follow them.
     head = 1 if keys[:1] == ["capacity"] else 0

@@ -18,6 +18,7 @@ from typing import Any
 from analytics.csv_report import render_csv
 from analytics.markdown import render_markdown
 from analytics.report import RunReport
+from analytics.sections.registry import build_sections
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -39,8 +40,13 @@ def json_default(value: Any) -> Any:
 
 
 def render_json(report: RunReport) -> str:
-    """The report as one JSON document (``RunReport.to_dict``)."""
-    return json.dumps(report.to_dict(), default=json_default, ensure_ascii=False)
+    """The report as one JSON document: ``RunReport.to_dict``, and its ``sections``, the
+    tables the text formats draw, as data (analytics/sections/)."""
+    document = {
+        **report.to_dict(),
+        "sections": [section.to_dict() for section in build_sections(report)],
+    }
+    return json.dumps(document, default=json_default, ensure_ascii=False)
 
 
 def _render_html(report: RunReport) -> str:

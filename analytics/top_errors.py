@@ -14,7 +14,6 @@ rules hide, and pairs that then read alike are counted as one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import duckdb
@@ -23,13 +22,10 @@ from analytics.sqlfiles import load_sql
 from scenarios.redaction import redact
 
 __all__ = [
-    "ERRORS_HEADER",
     "ERRORS_NOTE",
     "ERRORS_TITLE",
     "NO_MESSAGE",
     "TOP_MESSAGES",
-    "error_lines",
-    "error_rows",
     "top_errors",
 ]
 
@@ -76,7 +72,7 @@ def _order(key: GroupKey) -> tuple[str, int, str]:
     return provider, stage, region
 
 
-# ------------------------------------------------------------------------- as text
+# ----------------------------------------------- as text (analytics/sections/errors.py)
 
 ERRORS_TITLE = "Most frequent errors"
 ERRORS_NOTE = (
@@ -84,59 +80,3 @@ ERRORS_NOTE = (
     "region. Messages are redacted: secrets, URL credentials and queries removed; ids and "
     "varying numbers shown as <id>, <n>, <time> (docs/security.md)."
 )
-ERRORS_HEADER = ("provider", "stage", "region", "failed", "class", "message")
-
-
-def _failed(stages: Sequence[dict[str, Any]]) -> dict[GroupKey, int]:
-    return {
-        (int(r["stage"]), str(r["provider"]), str(r["region"])): int(r.get("errors") or 0)
-        for r in stages
-    }
-
-
-def error_rows(
-    errors: Sequence[dict[str, Any]], stages: Sequence[dict[str, Any]]
-) -> list[list[str]]:
-    """The table of the text formats (:data:`ERRORS_HEADER`): ``failed`` is this
-    message's count and the group's failed requests (``24 of 30``)."""
-    failed = _failed(stages)
-    rows = []
-    for e in errors:
-        total = failed.get((e["stage"], e["provider"], e["region"]))
-        count = f"{e['count']:,}" + ("" if total is None else f" of {total:,}")
-        rows.append(
-            [e["provider"], str(e["stage"]), e["region"], count, e["error_class"], e["message"]]
-        )
-    return rows
-
-
-def error_lines(errors: Sequence[dict[str, Any]], stages: Sequence[dict[str, Any]]) -> list[str]:
-    """The section as plain lines, for a terminal of any width (a line may wrap, no figure
-    is cut): a heading per group with its failed requests and the rate at which requests
-    ended (failed ones too: the table's req/s counts successes only), then a line per
-    message, and how many failures had other messages."""
-    if not errors:
-        return []
-    rows = {(int(r["stage"]), str(r["provider"]), str(r["region"])): r for r in stages}
-    lines = [f"{ERRORS_TITLE} (redacted: docs/security.md)"]
-    by_group: dict[GroupKey, list[dict[str, Any]]] = {}
-    for e in errors:
-        by_group.setdefault((e["stage"], e["provider"], e["region"]), []).append(e)
-    for (stage, provider, region), entries in by_group.items():
-        head = f"  {provider} · stage {stage} · {region}"
-        row = rows.get((stage, provider, region))
-        failed = None if row is None else int(row.get("errors") or 0)
-        if row is not None:
-            head += f": {failed:,} of {int(row.get('requests') or 0):,} requests failed"
-            attempted = row.get("attempted_request_rate")
-            if attempted is not None:
-                head += f" (attempted {attempted:,.2f} req/s)"
-        lines.append(head)
-        width = max(len(e["error_class"]) for e in entries)
-        lines += [
-            f"    {e['count']:>7,}  {e['error_class']:<{width}}  {e['message']}" for e in entries
-        ]
-        rest = (failed or 0) - sum(int(e["count"]) for e in entries)
-        if rest > 0:
-            lines.append(f"    {rest:>7,}  with other messages")
-    return lines

@@ -35,7 +35,7 @@ PROMPT_LENGTHS = (
     Column("planned", "tokens", "tokens", digits=0),
     Column("reported", "tokens", "tokens", digits=0),
     Column("error", "change", "%"),
-    Column("lengths"),
+    Column("lengths", optional=True),
     Column("tok/word", "float", digits=2, optional=True, label="tok/\nword"),
     Column("warm-up error", "change", "%", optional=True, label="warm-up\nerror"),
     Column("warm-up n", "int", optional=True, label="warm-up\nn"),

@@ -13,7 +13,8 @@ from analytics.charts import sweep_figure
 from analytics.html_report import render_html
 from analytics.markdown import render_markdown
 from analytics.report import RunReport
-from api.cli.console import answer_tables, print_report
+from api.cli.console import print_report
+from tests.support.terminal import terminal_tables
 
 POINTS = [
     {"stage": 0, "role": "synchronous", "offered_rps": None, "request_rate": 2.0,
@@ -74,10 +75,15 @@ def test_the_text_tables_mark_the_knee_and_the_saturated_point() -> None:
 def test_the_capacity_answer_heads_markdown_and_html() -> None:
     markdown = render_markdown(report())
     assert markdown.split("\n## ")[1].startswith("Capacity\n\n- gpu · eu: holds 7.5 req/s")
-    assert markdown.index("## Sweep") < markdown.index("## Latency percentiles")
+    # The sweep follows the summary (a report without stage rows has no percentiles).
+    assert markdown.index("## Summary") < markdown.index("## Sweep")
     assert "| 2 ◆ knee |" in markdown and "## Stages ended early" in markdown
     html = render_html(report())
-    assert html.index('id="capacity"') < html.index("<h2>Summary</h2>") < html.index('id="sweep"')
+    assert (
+        html.index('id="capacity"')
+        < html.index('<h2 id="summary">Summary</h2>')
+        < html.index('id="sweep"')
+    )
     assert 'id="chart-sweep-curve"' in html and "310 planned requests not sent" in html
 
 
@@ -87,7 +93,9 @@ def test_the_terminal_prints_the_answer_first() -> None:
     text = out.getvalue()
     assert text.startswith("Capacity\n  gpu · eu: holds 7.5 req/s")
     assert "◆ knee" in text and "stopped as over-saturated" in text
-    assert len(answer_tables(report(), 80)) >= 3  # the sweep, the ended stages, the note
+    assert (
+        len(terminal_tables(report(), 80, "sweep", "ended", "answers-notes")) >= 3
+    )  # the sweep, the ended stages, the note
 
 
 def test_the_sweep_chart_stars_its_knee_and_crosses_the_saturated_point() -> None:

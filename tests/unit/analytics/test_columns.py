@@ -25,10 +25,10 @@ from analytics.html_report import render_html
 from analytics.markdown import render_markdown
 from analytics.report import RunReport, build_report
 from analytics.stored import ExactLimits
-from api.cli.console import report_tables
 from tests.support.builders import MS, S, failed_result, ok_result
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from tests.support.builders import store_run as store
+from tests.support.terminal import terminal_tables
 from workers.client.errors import ErrorClass
 
 
@@ -49,7 +49,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> list[RunReport]:
 
 
 def terminal_headers(report: RunReport, width: int = 250) -> list[str]:
-    (table,) = [t for t in report_tables(report, width) if isinstance(t, Table)]
+    (table,) = [t for t in terminal_tables(report, width, "summary") if isinstance(t, Table)]
     return [str(column.header) for column in table.columns]
 
 
@@ -111,7 +111,7 @@ def test_columns_are_chosen_by_key() -> None:
 def test_every_renderer_reads_the_registry(reports: list[RunReport]) -> None:
     report = reports[0]
     summary = [c.title(interval=True) for c in columns("summary")]
-    markdown = render_markdown(report).splitlines()[2]
+    markdown = render_markdown(report).splitlines()[4]  # after "## Summary"
     assert markdown == "| " + " | ".join(summary) + " |"
     html_head = re.search(r"<thead><tr>(.*?)</tr></thead>", render_html(report))
     assert html_head is not None
@@ -128,13 +128,13 @@ def test_a_new_entry_reaches_every_format(
     added = ReportColumn("ok", "ok requests", "", text)
     monkeypatch.setattr(registry, "COLUMNS", (*COLUMNS, added))
     report = reports[0]
-    assert render_markdown(report).splitlines()[2].endswith("| ok requests |")
+    assert render_markdown(report).splitlines()[4]  # after "## Summary".endswith("| ok requests |")
     assert "<th>ok requests</th>" in render_html(report)
     assert terminal_headers(report)[-1] == "ok\nrequests"
     assert describe("summary")[-1]["key"] == "ok"
     assert render_csv(report).splitlines()[0].endswith(",ok")
     page = Console(width=250, record=True)
-    page.print(*report_tables(report, 250))
+    page.print(*terminal_tables(report, 250, "summary"))
     assert re.search(r"\s30\n", page.export_text())  # the value, right-aligned, last
 
 
@@ -154,5 +154,5 @@ def test_mean_and_std_reach_every_format(reports: list[RunReport]) -> None:
         header = render_csv(report).splitlines()[0].split(",")
         assert {"ttft_mean_ms", "ttft_std_ms", "e2e_mean_ms", "e2e_std_ms"} <= set(header)
         page = Console(width=120, record=True)
-        page.print(*report_tables(report, 120, select(wide=True)))
+        page.print(*terminal_tables(report, 120, "summary", shown=select(wide=True)))
         assert re.search(rf"\s{re.escape(mean)}\s+{re.escape(std)}\s", page.export_text())

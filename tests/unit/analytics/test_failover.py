@@ -27,10 +27,10 @@ from analytics.markdown import render_markdown
 from analytics.report import build_report
 from analytics.runs import PlannedShard, RunStore
 from analytics.upstream_log import store_upstream_entries, store_upstream_summary
-from api.cli.console import failover_tables
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result
+from tests.support.terminal import terminal_tables
 from workers.client.errors import ErrorClass
 from workers.prompts import PlannedRequest
 from workers.request_ids import prompt_hash
@@ -142,7 +142,7 @@ def test_the_report_rows_are_the_attempts(tmp_path: Path) -> None:
     assert all(len(r) == len(UPSTREAMS_HEADER) for r in upstream_rows(report.upstreams))
     assert log_rows(report.upstream_logs)[0] == ["up-a", "9101", "6", "1", "3"]
     assert FAILOVER_TITLE in render_markdown(report) and FAILOVER_TITLE in render_html(report)
-    assert len(failover_tables(report, 200)) >= 3
+    assert len(terminal_tables(report, 200, "failover", "upstreams", "upstream-logs")) >= 3
 
 
 def test_a_run_without_upstreams_has_no_failover_rows(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_a_run_without_upstreams_has_no_failover_rows(tmp_path: Path) -> None:
     assert run_failover(con, "run") == ([], [], [])
     report = build_report(con, "run")
     assert report.failover == [] and FAILOVER_TITLE not in render_markdown(report)
-    assert failover_tables(report, 200) == []
+    assert terminal_tables(report, 200, "failover", "upstreams", "upstream-logs") == []
 
 
 def test_sections_are_only_those_with_rows_and_stage_keys_are_numeric() -> None:

@@ -14,19 +14,13 @@ from analytics.ingest import BatchMessage, ingest_batches
 from analytics.markdown import render_markdown
 from analytics.report import build_report
 from analytics.runs import PlannedShard, RunStore
-from analytics.sessions import (
-    ENDS_HEADER,
-    TURNS_HEADER,
-    TURNS_TITLE,
-    end_rows,
-    session_ends,
-    session_turns,
-    turn_rows,
-)
-from api.cli.console import session_tables
+from analytics.sections.model import SectionOptions
+from analytics.sections.sessions import sessions
+from analytics.sessions import TURNS_TITLE, session_ends, session_turns
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result
+from tests.support.terminal import terminal_tables
 from workers.client.errors import ErrorClass
 from workers.prompts import PlannedRequest, SessionTurn
 from workers.rows import record_row
@@ -89,15 +83,15 @@ def test_by_turn_figures_and_endings_are_the_records(tmp_path: Path) -> None:
     report = build_report(con, "run")
     assert report.session_turns == session_turns(con, "run")
     assert report.to_dict()["sessions"] == [ends]
-    rows = turn_rows(report.session_turns)
-    assert len(rows) == 3 and all(len(row) == len(TURNS_HEADER) for row in rows)
+    turns, ends_section = sessions(report, SectionOptions())
+    rows = turns.text_rows()
+    assert len(rows) == 3 and all(len(row) == len(turns.columns) for row in rows)
     assert rows[1][4:7] == ["2", "1", "20.0"]
-    assert end_rows(report.sessions) == [
+    assert ends_section.text_rows() == [
         ["a", "0", "local", "3", "2.00", "2.67", "1", "1", "1", "0"]
     ]
-    assert len(ENDS_HEADER) == len(end_rows(report.sessions)[0])
     assert TURNS_TITLE in render_markdown(report) and TURNS_TITLE in render_html(report)
-    assert len(session_tables(report, 200)) >= 2
+    assert len(terminal_tables(report, 200, "sessions", "session-ends")) >= 2
 
 
 def test_a_run_without_sessions_has_no_session_rows(tmp_path: Path) -> None:
@@ -114,4 +108,4 @@ def test_a_run_without_sessions_has_no_session_rows(tmp_path: Path) -> None:
     report = build_report(con, "run")
     assert report.session_turns == report.sessions == []
     assert TURNS_TITLE not in render_markdown(report) and TURNS_TITLE not in render_html(report)
-    assert session_tables(report, 200) == []
+    assert terminal_tables(report, 200, "sessions", "session-ends") == []

@@ -11,7 +11,6 @@ import pytest
 from analytics.db import connect
 from analytics.report import build_report
 from analytics.stored import ExactLimits
-from analytics.token_truth import token_truth_lines
 from tests.support.analytics_builders import MS, S, ok_result, scenario, store_run
 from workers.client.result import RequestResult
 
@@ -74,41 +73,3 @@ def test_finish_reasons_and_answer_lengths_per_stage(tmp_path: Path) -> None:
     # ok_result: 10 token events against 100 planned output tokens.
     assert rows["usage"]["output_tokens_planned_mean"] == pytest.approx(100)
     assert rows["usage"]["output_tokens_mean"] == pytest.approx(10)
-
-
-def test_the_report_says_which_counts_are_unknown_counted_or_short() -> None:
-    stages = [
-        {
-            "provider": "none",
-            "stage": 0,
-            "region": "local",
-            "ok": 12,
-            "prompt_tokens_unknown": 12,
-            "prompt_tokens_counted": 0,
-            "finish_reasons": "stop=9, length=3",
-            "output_tokens_planned_mean": 32.0,
-            "output_tokens_mean": 17.25,
-        },
-        {
-            "provider": "counted",
-            "stage": 1,
-            "region": "eu",
-            "ok": 8,
-            "prompt_tokens_unknown": 0,
-            "prompt_tokens_counted": 8,
-            "finish_reasons": "length=8",
-            "output_tokens_planned_mean": 32.0,
-            "output_tokens_mean": 32.0,
-        },
-    ]
-    assert token_truth_lines(stages) == [
-        "prompt tokens unknown: the server sent no usage and the workload has no tokenizer "
-        "(input tokens, input tok/s and token-priced cost not shown; docs/metrics.md)",
-        "  none s0 local: 12 of 12 answers",
-        "prompt tokens counted with the workload's tokenizer: the server sent no usage "
-        "(the text alone, no chat template)",
-        "  counted s1 eu: 8 of 8 answers",
-        "answers shorter than planned, output tokens planned → received (why)",
-        "  none s0 local: 32 → 17.2 (stop=9, length=3)",
-    ]
-    assert token_truth_lines([{**stages[1], "prompt_tokens_counted": 0}]) == []

@@ -15,8 +15,10 @@ from analytics.html_report import render_html
 from analytics.markdown import render_markdown
 from analytics.report import build_report
 from analytics.report_formats import render_json
+from analytics.sections.errors import errors
+from analytics.sections.model import SectionOptions
 from analytics.stored import ExactLimits
-from analytics.top_errors import TOP_MESSAGES, error_lines, error_rows, top_errors
+from analytics.top_errors import TOP_MESSAGES, top_errors
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
 
@@ -119,13 +121,12 @@ def test_rates_count_successful_requests_only(run: duckdb.DuckDBPyConnection) ->
 
 def test_every_text_format_shows_the_section(run: duckdb.DuckDBPyConnection) -> None:
     report = build_report(run, "run")
-    rows = error_rows(report.errors, report.stages)
+    (section,) = errors(report, SectionOptions())
+    rows = section.text_rows()
     assert rows[0] == ["api", "0", "local", "12 of 20", "connect", REFUSED]
-    lines = error_lines(report.errors, report.stages)
-    assert lines[1].startswith("  api · stage 0 · local: 20 of 20 requests failed (attempted ")
-    assert lines[2].split() == ["12", "connect", *REFUSED.split()]
     # 20 failed, 19 shown: the bad gateway is counted among the others.
-    assert lines[5].split() == ["1", "with", "other", "messages"]
+    assert rows[3] == ["api", "0", "local", "1 of 20", "", "(other messages)"]
+    assert "api s0 local " in section.note and "(20 of 20 failed)" in section.note
     markdown = render_markdown(report)
     assert "## Most frequent errors" in markdown
     assert (
@@ -140,5 +141,5 @@ def test_a_run_without_failures_has_no_section(tmp_path: Path) -> None:
     con = connect(tmp_path / "ok.duckdb")
     store_run(con, "run", REPORT_SCENARIO, {("api", 0): [ok_result(10 * S, 100.0, [5.0])]})
     report = build_report(con, "run")
-    assert report.errors == [] and error_lines(report.errors, report.stages) == []
+    assert report.errors == [] and errors(report, SectionOptions()) == []
     assert "Most frequent errors" not in render_markdown(report)
