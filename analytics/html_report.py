@@ -82,7 +82,9 @@ def render_html(report: RunReport) -> str:
     """The whole report as one HTML document."""
     title = f"tokenbench run {report.run_id} · {report.name} · {report.state}"
     sections = build_sections(report)
-    parts = [section_html(s, anchor) for s, anchor in zip(sections, _anchors(sections), strict=True)]
+    parts = [
+        section_html(s, anchor) for s, anchor in zip(sections, _anchors(sections), strict=True)
+    ]
     keys = [s.key for s in sections]
     # The answers head the page; the SLO and the KPI cards follow them.
     head = 1 if keys[:1] == ["capacity"] else 0
