@@ -5,10 +5,10 @@ field the report adds to the row; unique, and what ``--columns`` names), its hea
 unit, its formatter (how the text formats write the cell), the further raw fields the
 cell shows (an interval, the error classes), and the column sets that include it:
 
-- ``summary``: the summary table of markdown (analytics/markdown.py) and HTML
-  (analytics/html_report.py), and the ``columns`` list of the JSON report, where a
-  percentile's cell carries its 95 % interval;
-- ``compact``: the default table of ``tokenbench report`` (api/cli/console.py), which
+- ``summary``: the summary section (analytics/sections/summary.py) of markdown and HTML,
+  and the ``columns`` list of the JSON report, where a percentile's cell carries its
+  95 % interval;
+- ``compact``: the default summary of the terminal (analytics/terminal_report.py), which
   reads at 80 columns;
 - ``wide``: every column a text format can show (``--wide``; ``--columns`` picks from it);
 - ``csv``: :func:`analytics.csv_report.render_csv`, which writes each column's raw fields.
