@@ -7,7 +7,6 @@ from analytics.sections.model import Section, SectionOptions
 from analytics.sections.registry import REGISTRY, build_sections, registered, section
 from tests.unit.analytics.sections.report_fixture import report
 
-
 # The sections of today, in report order.
 ORDER = [
     "answers.capacity",
