@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analytics.columns import ROW_KEYS, columns
+from analytics.columns import ROW_KEYS, ReportColumn, columns
 from analytics.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
@@ -23,6 +23,19 @@ SUMMARY_TITLE = "Summary"
 PERCENTILES_TITLE = "Latency percentiles, mean and standard deviation (ms)"
 
 
+def _summary_kind(column: ReportColumn) -> Kind:
+    # The kind of a registry column's values (its cells are written by its formatter).
+    if not column.numeric:
+        return "text"
+    if column.unit == "ms":
+        return "ms"
+    if column.unit.startswith("USD"):
+        return "usd"
+    if column.unit == "%":
+        return "percent"
+    return "float" if column.unit else "int"
+
+
 @section(order=20)
 def summary(report: RunReport, options: SectionOptions) -> list[Section]:
     """The per provider × stage × region table: ``options.summary`` columns (default: the
@@ -31,7 +44,7 @@ def summary(report: RunReport, options: SectionOptions) -> list[Section]:
     cols = tuple(
         Column(
             c.title(options.interval),
-            "float" if c.numeric else "text",
+            _summary_kind(c),
             c.unit,
             key=c.key in ROW_KEYS,
             label=c.stacked,

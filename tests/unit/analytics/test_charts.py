@@ -299,4 +299,4 @@ def test_the_page_has_a_card_per_provider_and_every_chart(
     html = render_html(report)
     assert html.count('class="kpi"') == len(PROVIDERS)
     assert html.count('class="plotly-graph-div"') == len(CHARTS)
-    assert html.index('class="kpis"') < html.index("<h2>Summary</h2>")
+    assert html.index('class="kpis"') < html.index('<h2 id="summary">Summary</h2>')

@@ -20,6 +20,7 @@ from analytics.db import connect
 from analytics.formatting import PERCENTILE_HEADER, PERCENTILE_KEYS, percentile_rows
 from analytics.markdown import render_markdown
 from analytics.report import build_report
+from analytics.sections.registry import build_sections
 from api.cli.report import report, sql
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
@@ -143,8 +144,12 @@ def test_json_matches_build_report(db: Path) -> None:
     assert result.exit_code == 0, result.output
     document = json.loads(result.output)
     with duckdb.connect(str(db), read_only=True) as con:
-        expected = json.loads(json.dumps(build_report(con, "base").to_dict()))
+        report = build_report(con, "base")
+    expected = json.loads(json.dumps(report.to_dict()))
+    # The report itself, and its sections as data (the tables the text formats draw).
+    sections = document.pop("sections")
     assert document == expected
+    assert [s["key"] for s in sections] == [s.key for s in build_sections(report)]
     assert len(document["stages"]) == 6 and document["pareto"]
 
 
@@ -187,7 +192,8 @@ def test_markdown_and_html_files(db: Path, tmp_path: Path) -> None:
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html.replace(plotly_js(), ""))
     with duckdb.connect(str(db), read_only=True) as con:
         markdown = render_markdown(build_report(con, "base"))
-    assert markdown.splitlines()[2].startswith("| provider | stage |")
+    assert markdown.splitlines()[2:5] == ["## Summary", "", markdown.splitlines()[4]]
+    assert markdown.splitlines()[4].startswith("| provider | stage |")
     assert "| api | 0 | local |" in markdown
 
 
@@ -220,8 +226,9 @@ def test_the_table_report_ends_with_why_requests_failed(db: Path) -> None:
     result = runner.invoke(app, ["report", "base", "--db", str(db)])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    start = lines.index("Most frequent errors (redacted: docs/security.md)")
-    assert lines[start + 1].startswith("  api · stage 1 · local: 3 of 63 requests failed")
-    assert lines[start + 2].split() == ["3", "http_429", "x"]
+    start = [line.strip() for line in lines].index("Most frequent errors")
+    assert lines[start + 1].split() == ["provider", "stage", "region", "failed", "class", "message"]
+    assert lines[start + 3].split() == ["api", "1", "local", "3", "of", "3", "http_429", "x"]
+    assert "api s1 local " in " ".join(result.output.split())  # the rate requests ended at
     caption = " ".join(result.output.split())  # the caption wraps at the terminal's width
     assert "req/s, tok/s and goodput over successful requests only" in caption
