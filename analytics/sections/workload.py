@@ -33,12 +33,12 @@ def dataset(report: RunReport, options: SectionOptions) -> list[Section]:
 PROMPT_LENGTHS = (
     *WHERE,
     Column("planned", "tokens", "tokens", digits=0),
-    Column("reported", "tokens", "tokens", digits=0),
+    Column("reported", "tokens", "tokens", digits=0, label="server"),
     Column("error", "change", "%"),
     Column("lengths", optional=True),
     Column("tok/word", "float", digits=2, optional=True, label="tok/\nword"),
     Column("warm-up error", "change", "%", optional=True, label="warm-up\nerror"),
-    Column("warm-up n", "int", optional=True, label="warm-up\nn"),
+    Column("warm-up n", "int", optional=True, label="n"),
 )
 
 
@@ -62,8 +62,9 @@ def prompt_lengths(report: RunReport, options: SectionOptions) -> list[Section]:
     if not rows:
         return []
     note = (
-        "mean prompt tokens; error after the warm-up; lengths: how they were made, "
-        "tok/word the calibration's tokens per word (docs/lengths.md)"
+        "mean prompt tokens, planned and server-reported; error after the warm-up; lengths: "
+        "how they were made, tok/word the calibration's tokens per word; warm-up error over "
+        "its n requests (docs/lengths.md)"
     )
     title = "Prompt tokens, planned → server-reported"
     return [Section("prompt-lengths", title, PROMPT_LENGTHS, rows, note)]
