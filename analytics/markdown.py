@@ -40,10 +40,12 @@ def section_lines(section: Section) -> list[str]:
     elif section.title:
         out += [*(f"- {_escape(line)}" for line in section.lines), ""]
     else:
-        out += [*(f"_{_escape(line)}_" if section.key == "answers-notes" else _escape(line)
-                  for line in section.lines), ""]  # fmt: skip
-    if section.note:
-        out += [*(f"_{_escape(line)}_" for line in section.note.split("\n")), ""]
+        # Untitled lines (the dataset, a warning): a paragraph each.
+        style = "_{}_" if section.key == "answers-notes" else "{}"
+        for line in section.lines:
+            out += [style.format(_escape(line)), ""]
+    for line in section.note.split("\n") if section.note else ():
+        out += [f"_{_escape(line)}_", ""]
     return out
 
 
