@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from analytics.markdown import render_markdown, section_lines
 from analytics.sections.model import Column, Section
-from tests.unit.analytics.sections.report_fixture import report
+from tests.support.sample_report import report
 
 COLUMNS = (Column("name", key=True), Column("n", "int"), Column("CI", "ms", optional=True))
 

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from analytics.sections.model import Column, Section
 from analytics.terminal_report import section_tables, terminal_report
-from tests.unit.analytics.sections.report_fixture import report
+from tests.support.sample_report import report
 
 COLUMNS = (
     Column("provider", key=True),

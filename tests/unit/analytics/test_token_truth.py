@@ -11,6 +11,7 @@ import pytest
 from analytics.db import connect
 from analytics.report import build_report
 from analytics.stored import ExactLimits
+from analytics.token_truth import with_token_truth
 from tests.support.analytics_builders import MS, S, ok_result, scenario, store_run
 from workers.client.result import RequestResult
 
@@ -73,3 +74,18 @@ def test_finish_reasons_and_answer_lengths_per_stage(tmp_path: Path) -> None:
     # ok_result: 10 token events against 100 planned output tokens.
     assert rows["usage"]["output_tokens_planned_mean"] == pytest.approx(100)
     assert rows["usage"]["output_tokens_mean"] == pytest.approx(10)
+
+
+def test_the_fields_of_a_row_without_token_truth_rows(tmp_path: Path) -> None:
+    """A stage row the token-truth query has no row for gets zero counts and no figures."""
+    con = connect(tmp_path / "e.duckdb")
+    row = {"provider": "x", "stage": 0, "region": "local"}
+    (out,) = with_token_truth(con, "no-such-run", [row])
+    con.close()
+    assert out == row | {
+        "prompt_tokens_unknown": 0,
+        "prompt_tokens_counted": 0,
+        "finish_reasons": None,
+        "output_tokens_planned_mean": None,
+        "output_tokens_mean": None,
+    }

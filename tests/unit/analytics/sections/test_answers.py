@@ -4,7 +4,7 @@ from typing import Any
 
 from analytics.sections.answers import capacity, sweep
 from analytics.sections.model import SectionOptions
-from tests.unit.analytics.sections.report_fixture import report
+from tests.support.sample_report import report
 
 POINT = {"stage": 0, "role": "level", "offered_rps": 2.0, "request_rate": 1.9, "ttft_p50_ms": 80.0,
          "ttft_p99_ms": 120.0, "output_tok_s": 100.0, "outcome": None}  # fmt: skip

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from analytics.sections.client import client_health, shards
 from analytics.sections.model import SectionOptions
-from tests.unit.analytics.sections.report_fixture import report, stage_row
+from tests.support.sample_report import report, stage_row
 
 HEALTH = {"client_bound_reasons": ["send_lag"], "client_bound_note": "p99 send lag 40.0 ms",
           "prewarmed_connections": 256, "prewarm_ms": 91.6}  # fmt: skip

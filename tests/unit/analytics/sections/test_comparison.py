@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from analytics.sections.comparison import NOTHING, comparison, pareto
 from analytics.sections.model import SectionOptions
-from tests.unit.analytics.sections.report_fixture import report
+from tests.support.sample_report import report
 
 ROW = {"stage": 0, "region": "eu", "metric": "ttft_p50", "a_ms": 80.0, "b_ms": 100.0,
        "ratio": 1.25, "ci_low": 1.1, "ci_high": 1.4, "verdict": "gpu slower"}  # fmt: skip

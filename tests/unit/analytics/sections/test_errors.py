@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from analytics.sections.errors import OTHERS, errors
 from analytics.sections.model import SectionOptions
-from tests.unit.analytics.sections.report_fixture import report, stage_row
+from tests.support.sample_report import report, stage_row
 
 ERROR = {"stage": 0, "provider": "api", "region": "eu", "error_class": "http_429",
          "message": "HTTP 429: slow down", "count": 1500}  # fmt: skip

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from analytics.sections.failover import failover
 from analytics.sections.model import SectionOptions
-from tests.unit.analytics.sections.report_fixture import report
+from tests.support.sample_report import report
 
 LOG = {"upstream": "up-a", "port": 9101, "entries": 6, "unmatched": 1, "missed": 3}
 

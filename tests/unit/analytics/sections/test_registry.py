@@ -5,7 +5,7 @@ import pytest
 from analytics.sections import registry
 from analytics.sections.model import Section, SectionOptions
 from analytics.sections.registry import REGISTRY, build_sections, registered, section
-from tests.unit.analytics.sections.report_fixture import report
+from tests.support.sample_report import report
 
 # The sections of today, in report order.
 ORDER = [

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from analytics.sections.model import SectionOptions
 from analytics.sections.roofline import roofline
-from tests.unit.analytics.sections.report_fixture import report, stage_row
+from tests.support.sample_report import report, stage_row
 
 
 def test_only_rows_with_a_ceiling_are_shown() -> None:

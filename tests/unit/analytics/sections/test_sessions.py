@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from analytics.sections.model import SectionOptions
 from analytics.sections.sessions import sessions
-from tests.unit.analytics.sections.report_fixture import report
+from tests.support.sample_report import report
 
 TURN = {"provider": "a", "stage": 0, "region": "eu", "turn": 2, "requests": 1200, "ok": 1100,
         "ttft_p50_ms": 20.0, "ttft_p99_ms": 31.25, "itl_p50_ms": None,

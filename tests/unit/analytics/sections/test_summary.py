@@ -4,7 +4,7 @@ from analytics.columns import select
 from analytics.formatting import CAPTION, LOW_SAMPLE_NOTE
 from analytics.sections.model import SectionOptions
 from analytics.sections.summary import percentiles, summary
-from tests.unit.analytics.sections.report_fixture import report
+from tests.support.sample_report import report
 
 
 def test_the_summary_has_the_asked_columns_and_the_footnotes() -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from analytics.sections.model import SectionOptions
 from analytics.sections.telemetry import telemetry
-from tests.unit.analytics.sections.report_fixture import report
+from tests.support.sample_report import report
 
 METRICS = {
     "summary": [

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from analytics.sections.model import SectionOptions
 from analytics.sections.workload import dataset, images, prompt_lengths, token_truth, tool_calls
-from tests.unit.analytics.sections.report_fixture import report, stage_row
+from tests.support.sample_report import report, stage_row
 
 OPTIONS = SectionOptions()
 
