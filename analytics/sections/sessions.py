@@ -17,21 +17,21 @@ TURNS = (
     Column("turn", "int", key=True),
     Column("n", "int"),
     Column("ok", "int"),
-    Column("TTFT p50", "ms", "ms"),
-    Column("TTFT p99", "ms", "ms"),
-    Column("ITL p50", "ms", "ms", digits=2),
-    Column("context tok", "tokens", "tokens", digits=0),
-    Column("prompt tok", "tokens", "tokens", digits=0),
+    Column("TTFT p50", "ms", "ms", label="TTFT\np50"),
+    Column("TTFT p99", "ms", "ms", label="TTFT\np99"),
+    Column("ITL p50", "ms", "ms", digits=2, label="ITL\np50"),
+    Column("context tok", "tokens", "tokens", digits=0, label="context\ntok"),
+    Column("prompt tok", "tokens", "tokens", digits=0, label="prompt\ntok"),
 )
 ENDS = (
     *WHERE,
     Column("sessions", "int"),
-    Column("turns mean", "float", digits=2),
-    Column("planned mean", "float", digits=2),
+    Column("turns mean", "float", digits=2, label="turns\nmean"),
+    Column("planned mean", "float", digits=2, label="planned\nmean"),
     Column("done", "int"),
     Column("error", "int"),
-    Column("context cap", "int"),
-    Column("stage end", "int"),
+    Column("context cap", "int", label="context\ncap"),
+    Column("stage end", "int", label="stage\nend"),
 )
 
 
