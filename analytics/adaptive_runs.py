@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.sqlfiles import load_sql
+from analytics.sql.files import load_sql
 from scenarios.adaptive import StopWhen
 from scenarios.slo import SLO
 

@@ -6,7 +6,7 @@ and the report's own stage rows.
   confidence, the bracket around it, the attainment there and the cost per 1M output
   tokens at that load, as one sentence that heads every format;
 - ``sweep``: per provider and region, the curve's points (achieved req/s against TTFT)
-  and its knee (``analytics/sweep.py``);
+  and its knee (``analytics/decide/sweep.py``);
 - ``ended``: each stage a provider's shards stopped early (over-saturated, interval tight
   enough, verdict already certain) or that was marked, with its evidence and the
   requests it did not send.
@@ -23,8 +23,8 @@ from typing import Any
 import duckdb
 from pydantic import ValidationError
 
-from analytics.adaptive_runs import capacity_rows, outcome_rows, role_rows, verdict_rows
-from analytics.sweep import CurvePoint, knee
+from analytics.decide.sweep import CurvePoint, knee
+from analytics.store.adaptive_runs import capacity_rows, outcome_rows, role_rows, verdict_rows
 from scenarios.model import Scenario
 from scenarios.slo import SLO
 

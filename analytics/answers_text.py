@@ -1,4 +1,4 @@
-"""The answers (analytics/answers.py) as text every format writes the same way: the
+"""The answers (analytics/report/answers.py) as text every format writes the same way: the
 capacity sentences, the sweep's curve as a table with its knee, the stages ended early.
 Markdown, HTML and the terminal lay these out; the JSON report carries the raw answers.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from analytics.formatting import number
+from analytics.report.formatting import number
 
 __all__ = [
     "CAPACITY_TITLE",

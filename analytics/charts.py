@@ -1,9 +1,9 @@
 """The HTML report's charts, drawn with Plotly: one function per chart, each a figure.
 
 Every function takes the ``RunReport`` (its summary rows and ``plots`` data, see
-analytics/plots.py) and returns a Plotly figure, or None when the run has nothing to
+analytics/report/plots.py) and returns a Plotly figure, or None when the run has nothing to
 show in it. Styling (one hue per provider, a shade and marker per region, p50 solid and
-p99 dashed, tick formats) comes from analytics/chart_style.py. Values the report marks
+p99 dashed, tick formats) comes from analytics/render/chart_style.py. Values the report marks
 as low-sample keep their mark in hover text; nothing is annotated point by point, so
 labels cannot collide. ``figure_div`` turns a figure into a ``<div>`` for a page that
 carries Plotly's JavaScript once (``plotly_js``).
@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from analytics.chart_style import (
+from analytics.render.chart_style import (
     COUNT_TICKS,
     MS_TICKS,
     OK_COLOUR,
@@ -33,8 +33,8 @@ from analytics.chart_style import (
     error_colour,
     log_ticks,
 )
-from analytics.report import RunReport
-from analytics.telemetry_chart import telemetry_figure
+from analytics.render.telemetry_chart import telemetry_figure
+from analytics.report.build import RunReport
 
 # Markers on a CDF only where a reader looks: the median and the tail.
 _CDF_MARKED = {0.5: 9, 0.9: 7, 0.99: 9}
@@ -559,7 +559,7 @@ def errors_figure(report: RunReport) -> go.Figure | None:
 
 
 def server_telemetry_figure(report: RunReport) -> go.Figure | None:
-    """Server queue depth and KV use against TTFT over time (analytics/telemetry_chart.py),
+    """Server queue depth and KV use against TTFT over time (analytics/render/telemetry_chart.py),
     with the errors chart's stage bands (the same clock)."""
     fig = telemetry_figure(report, palette(report))
     if fig is not None:

@@ -11,7 +11,7 @@ cell shows (an interval, the error classes), and the column sets that include it
 - ``compact``: the default summary of the terminal (analytics/terminal_report.py), which
   reads at 80 columns;
 - ``wide``: every column a text format can show (``--wide``; ``--columns`` picks from it);
-- ``csv``: :func:`analytics.csv_report.render_csv`, which writes each column's raw fields.
+- ``csv``: :func:`analytics.render.csv_report.render_csv`, which writes each column's raw fields.
 
 Adding a report column is one SQL expression in the views (sql/views/, or a macro in
 sql/macros.sql), which puts it in ``stage_summary`` and the JSON rows, and one entry here,
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from analytics.formatting import errors, money, number, percentile
+from analytics.report.formatting import errors, money, number, percentile
 from scenarios.errors import BadInput
 
 __all__ = [
@@ -97,7 +97,7 @@ def text(row: Row, key: str) -> str:
     return str(row[key])
 
 
-# A stage's early end beside its number (analytics/answers.py, docs/answers.md).
+# A stage's early end beside its number (analytics/report/answers.py, docs/answers.md).
 STAGE_MARKS = {
     "saturated": "sat",
     "stopped_early": "early",

@@ -1,7 +1,7 @@
 """Pairwise comparisons (two providers of a run, or two runs) and the cost-vs-p99 Pareto view.
 
 A comparison divides B's percentile by A's, per stage and region both measured, with a
-95 % interval from the two sides' independent bootstrap replicates (``analytics.stats``),
+95 % interval from the two sides' independent bootstrap replicates (``analytics.stats.percentiles``),
 and says it in one sentence. An interval that contains 1 is "no clear difference".
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from analytics.confidence import ReplicateKey
-from analytics.stats import ratio_interval
+from analytics.stats.confidence import ReplicateKey
+from analytics.stats.percentiles import ratio_interval
 
 COMPARED = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"), ("ttft_intent", "TTFT from intent"))
 COMPARED_QUANTILES = ("p50", "p99")

@@ -2,7 +2,7 @@
 
 The SQL summary gives point estimates; this module fetches the sorted values around each
 p50/p99 (one pass, ``bootstrap_windows.sql``), draws the seeded bootstrap replicates
-(``analytics.stats``), and annotates each row with ``*_ci_low``/``*_ci_high`` and the list
+(``analytics.stats.percentiles``), and annotates each row with ``*_ci_low``/``*_ci_high`` and the list
 of percentile columns its sample cannot support.
 
 ITL percentiles get no interval: gaps of one request are correlated (one slow batch step
@@ -17,9 +17,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from analytics.sketch import Histogram
-from analytics.sqlfiles import load_sql
-from analytics.stats import (
+from analytics.sql.files import load_sql
+from analytics.stats.percentiles import (
     CI_QUANTILES,
     QUANTILES,
     SortedWindow,
@@ -30,6 +29,7 @@ from analytics.stats import (
     window_from_split,
     window_half_width,
 )
+from analytics.stats.sketch import Histogram
 
 # Per-request metrics of the summary rows, by column prefix.
 PERCENTILE_METRICS = ("ttft", "itl", "tpot", "e2e", "ttft_intent", "e2e_intent")

@@ -1,7 +1,7 @@
 """The report's summary table as CSV: the registry's ``csv`` columns, raw values.
 
 One line per stage × provider × region row, one CSV column per raw field of each
-registered column (analytics/columns.py): its key, then the fields its cell shows
+registered column (analytics/report/columns.py): its key, then the fields its cell shows
 besides (an interval's bounds, the error classes). Values are as the report holds them,
 not as text formats round them: numbers in full precision, an empty field for a missing
 value, ``true``/``false``, a list joined with ``;``. Headers are the field names, the
@@ -14,8 +14,8 @@ import csv
 import io
 from typing import Any
 
-from analytics.columns import columns
-from analytics.report import RunReport
+from analytics.report.build import RunReport
+from analytics.report.columns import columns
 
 __all__ = ["render_csv"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.datasets import DatasetStore
+from analytics.datasets.uploads import DatasetStore
 
 __all__ = ["dataset_line", "run_dataset"]
 

@@ -1,6 +1,6 @@
 """Converting a dataset file in a child process of bounded memory and time.
 
-``python -m analytics.dataset_process``: the parent writes one JSON header line (the
+``python -m analytics.datasets.process``: the parent writes one JSON header line (the
 conversion, the row and byte caps) and then the file's bytes to the child's stdin; the
 child caps its own memory (``RLIMIT_DATA``, ``scenarios.limits.DATASET_PROCESS_DATA_BYTES``)
 before it reads anything, converts with ``scenarios.dataset_formats.convert`` and
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from typing import Any
 
-from analytics.sql_process import cap_memory
+from analytics.query.sql_process import cap_memory
 from scenarios.dataset_formats import Conversion, Converted, convert
 from scenarios.limits import DATASET_CONVERSION_TIMEOUT_S, DATASET_PROCESS_DATA_BYTES
 from scenarios.workload_files import WorkloadFileError
@@ -47,7 +47,7 @@ def convert_in_child(
     }
     try:
         child = subprocess.run(
-            [sys.executable, "-m", "analytics.dataset_process"],
+            [sys.executable, "-m", "analytics.datasets.process"],
             input=json.dumps(header).encode() + b"\n" + data,
             capture_output=True,
             timeout=timeout_s,

@@ -25,7 +25,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.dataset_process import convert_in_child
+from analytics.datasets.process import convert_in_child
 from scenarios.dataset_formats import Conversion, is_entry_jsonl
 from scenarios.errors import NotFound
 from scenarios.loader import Problem

@@ -3,8 +3,8 @@ the current code.
 
 Tables are migrations: numbered SQL files (``sql/schema_vN.sql``) that create and alter
 tables, and only tables; ``schema_version`` records the last one applied. v1 also creates
-``request_records`` from the Arrow record schema (analytics/record_table.py). Views and
-macros are code (analytics/views.py): every read-write connect creates or replaces them
+``request_records`` from the Arrow record schema (analytics/store/record_table.py). Views and
+macros are code (analytics/store/views.py): every read-write connect creates or replaces them
 from ``sql/macros.sql`` and ``sql/views/``, after the migrations, and records their hash.
 
 An upgrade is one transaction: every pending migration, then the views, then the data
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import duckdb
 
-from analytics.dimensions import backfill_dimensions
-from analytics.record_table import request_records_sql
-from analytics.sqlfiles import load_sql
-from analytics.summaries import backfill_error_messages, backfill_summaries
-from analytics.views import code_sha256, create_views, stored_sha256
+from analytics.sql.files import load_sql
+from analytics.store.dimensions import backfill_dimensions
+from analytics.store.record_table import request_records_sql
+from analytics.store.summaries import backfill_error_messages, backfill_summaries
+from analytics.store.views import code_sha256, create_views, stored_sha256
 
 __all__ = [
     "SCHEMA_VERSION",

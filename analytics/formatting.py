@@ -1,7 +1,7 @@
 """How report values are written as text, shared by every format (table, markdown, HTML);
-the summary columns that use them are registered in analytics/columns.py.
+the summary columns that use them are registered in analytics/report/columns.py.
 
-A percentile whose sample cannot support it (``analytics.stats.supported``) is written
+A percentile whose sample cannot support it (``analytics.stats.percentiles.supported``) is written
 with a trailing ``*``; a footnote in each format says what it means.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analytics.stats import QUANTILES, TAIL_SAMPLES
+from analytics.stats.percentiles import QUANTILES, TAIL_SAMPLES
 
 LOW_SAMPLE_NOTE = (
     f"* fewer than {TAIL_SAMPLES} samples beyond this percentile (n < {TAIL_SAMPLES}/(1−q)): "

@@ -2,7 +2,7 @@
 
 No script, stylesheet, font or image is fetched: Plotly's JavaScript is inlined once in
 the page, so the file opens offline and can be attached to a ticket as is. The charts
-(analytics/charts.py) are interactive: hover for values, click a legend entry to hide it.
+(analytics/render/charts.py) are interactive: hover for values, click a legend entry to hide it.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from analytics.charts import chart_divs, palette, plotly_js
-from analytics.kpi import CARD_STYLE, kpi_cards
-from analytics.report import RunReport
+from analytics.render.charts import chart_divs, palette, plotly_js
+from analytics.render.kpi import CARD_STYLE, kpi_cards
+from analytics.report.build import RunReport
 from analytics.sections.model import Section
 from analytics.sections.registry import build_sections
 

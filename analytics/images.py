@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.sqlfiles import load_sql
+from analytics.sql.files import load_sql
 
 _FIELDS = (
     "image_requests",

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from analytics.chart_style import Palette
-from analytics.formatting import LOW_SAMPLE_NOTE, money, number
-from analytics.report import RunReport
+from analytics.render.chart_style import Palette
+from analytics.report.build import RunReport
+from analytics.report.formatting import LOW_SAMPLE_NOTE, money, number
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from analytics.report import RunReport
+from analytics.report.build import RunReport
 from analytics.sections.model import Section
 from analytics.sections.registry import build_sections
 

@@ -2,7 +2,7 @@
 
 Latency-vs-throughput, cost-vs-p99 and the region comparison come from the summary rows;
 the TTFT and ITL CDFs, the ITL histogram and errors over time need their own queries
-(``sql/ttft_cdf.sql``, ``sql/itl_cdf.sql`` etc.). Rendering: analytics/charts.py.
+(``sql/ttft_cdf.sql``, ``sql/itl_cdf.sql`` etc.). Rendering: analytics/render/charts.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.db import load_sql
+from analytics.store.db import load_sql
 
 CDF_POINTS = 101
 ITL_BINS = 40

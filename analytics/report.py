@@ -17,21 +17,17 @@ from typing import Any
 
 import duckdb
 
-from analytics.answers import build_answers, with_stage_marks
-from analytics.client_health import stage_health, with_client_health
-from analytics.columns import describe
-from analytics.compare import compare_providers, compare_runs, pareto
-from analytics.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
-from analytics.dataset_fingerprint import run_dataset
-from analytics.failover import run_failover
-from analytics.images import with_images
-from analytics.plots import errors_over_time, plot_data
-from analytics.prompt_realism import with_prompt_realism
-from analytics.roofline_view import with_roofline
-from analytics.sessions import session_ends, session_turns
-from analytics.sqlfiles import load_sql
-from analytics.stats import CI_QUANTILES
-from analytics.stored import (
+from analytics.datasets.fingerprint import run_dataset
+from analytics.report.answers import build_answers, with_stage_marks
+from analytics.report.client_health import stage_health, with_client_health
+from analytics.report.columns import describe
+from analytics.report.failover import run_failover
+from analytics.report.images import with_images
+from analytics.report.plots import errors_over_time, plot_data
+from analytics.report.prompt_realism import with_prompt_realism
+from analytics.report.roofline_view import with_roofline
+from analytics.report.sessions import session_ends, session_turns
+from analytics.report.stored import (
     EXACT,
     HISTOGRAM,
     ExactLimits,
@@ -40,10 +36,14 @@ from analytics.stored import (
     stored_summary_rows,
     use_histograms,
 )
-from analytics.telemetry import server_metrics, telemetry_timeline
-from analytics.token_truth import with_token_truth
-from analytics.tool_calls import with_tool_calls
-from analytics.top_errors import top_errors
+from analytics.report.token_truth import with_token_truth
+from analytics.report.tool_calls import with_tool_calls
+from analytics.report.top_errors import top_errors
+from analytics.sql.files import load_sql
+from analytics.stats.compare import compare_providers, compare_runs, pareto
+from analytics.stats.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
+from analytics.stats.percentiles import CI_QUANTILES
+from analytics.telemetry.metrics import server_metrics, telemetry_timeline
 from scenarios.errors import NotFound
 
 
@@ -61,22 +61,22 @@ class RunReport:
     pareto: list[dict[str, Any]] = field(default_factory=list)
     plots: dict[str, Any] = field(default_factory=dict)
     comparison: dict[str, Any] | None = None
-    # Each row's most frequent failures, redacted (analytics/top_errors.py).
+    # Each row's most frequent failures, redacted (analytics/report/top_errors.py).
     errors: list[dict[str, Any]] = field(default_factory=list)
     # How the percentiles were computed: exact, or from stored histograms within a bound.
     percentiles: dict[str, Any] = field(default_factory=lambda: dict(EXACT))
-    # Multi-turn sessions (analytics/sessions.py): by turn index, and how they ended.
+    # Multi-turn sessions (analytics/report/sessions.py): by turn index, and how they ended.
     session_turns: list[dict[str, Any]] = field(default_factory=list)
     sessions: list[dict[str, Any]] = field(default_factory=list)
-    # The dataset the run read and how (analytics/dataset_fingerprint.py), if any.
+    # The dataset the run read and how (analytics/datasets/fingerprint.py), if any.
     dataset: dict[str, Any] | None = None
-    # Server telemetry scraped from providers' metrics_url (analytics/telemetry.py).
+    # Server telemetry scraped from providers' metrics_url (analytics/telemetry/metrics.py).
     server_metrics: dict[str, Any] = field(default_factory=lambda: {"summary": [], "scrapes": []})
-    # Failover (analytics/failover.py): per stage, per upstream, and the upstreams' logs.
+    # Failover (analytics/report/failover.py): per stage, per upstream, and the upstreams' logs.
     failover: list[dict[str, Any]] = field(default_factory=list)
     upstreams: list[dict[str, Any]] = field(default_factory=list)
     upstream_logs: list[dict[str, Any]] = field(default_factory=list)
-    # What a sweep or capacity search found, and the stages ended early (analytics/answers.py).
+    # What a sweep or capacity search found, and the stages ended early (analytics/report/answers.py).
     answers: dict[str, Any] = field(default_factory=dict)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
@@ -95,7 +95,7 @@ class RunReport:
             "shards": self.shards,
             "stages": self.stages,
             # The summary table's columns (header, unit, the fields of ``stages`` each
-            # shows), as the text formats print them: analytics/columns.py.
+            # shows), as the text formats print them: analytics/report/columns.py.
             "columns": describe("summary"),
             "errors": self.errors,
             "percentiles": self.percentiles,
@@ -187,7 +187,7 @@ def build_report(
     """Report of ``run_id`` (raises UnknownRunError if there is none).
 
     Runs within ``exact_limits`` get exact percentiles from the raw records; larger ones
-    are reported from the shards' stored aggregates (analytics/stored.py), which the
+    are reported from the shards' stored aggregates (analytics/report/stored.py), which the
     report's ``percentiles`` entry discloses."""
     run = con.execute("SELECT name, state FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if run is None:

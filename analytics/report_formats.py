@@ -15,9 +15,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from analytics.csv_report import render_csv
-from analytics.markdown import render_markdown
-from analytics.report import RunReport
+from analytics.render.csv_report import render_csv
+from analytics.render.markdown import render_markdown
+from analytics.report.build import RunReport
 from analytics.sections.registry import build_sections
 
 
@@ -51,7 +51,7 @@ def render_json(report: RunReport) -> str:
 
 def _render_html(report: RunReport) -> str:
     # Plotly loads in ~0.1 s: only a process that draws an HTML report pays for it.
-    from analytics.html_report import render_html  # noqa: PLC0415
+    from analytics.render.html_report import render_html  # noqa: PLC0415
 
     return render_html(report)
 

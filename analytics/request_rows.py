@@ -21,8 +21,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from analytics.report import RunReport
-from analytics.report_formats import json_default, render_json
+from analytics.render.report_formats import json_default, render_json
+from analytics.report.build import RunReport
 
 __all__ = ["RowsWritten", "request_batches", "write_report_with_requests"]
 

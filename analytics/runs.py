@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import duckdb
 
-from analytics.dimensions import write_dimensions
-from analytics.summaries import store_shard_summary
+from analytics.store.dimensions import write_dimensions
+from analytics.store.summaries import store_shard_summary
 from scenarios.model import Scenario
 from scenarios.wire import ShardSpec
 
@@ -189,7 +189,7 @@ class RunStore:
         self, run_id: str, shard_id: str, state: str, attempt: int | None, message: str | None
     ) -> None:
         """Settle a shard: its accepted attempt (whose records count) and final state, and
-        the pre-aggregates the report of a large run reads (analytics/summaries.py)."""
+        the pre-aggregates the report of a large run reads (analytics/store/summaries.py)."""
         with transaction(self.con):
             self.con.execute(
                 "UPDATE shards SET state = ?, accepted_attempt = ?, message = ?, "

@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from analytics.db import is_current, schema_version, upgrade
+from analytics.store.db import is_current, schema_version, upgrade
 from scenarios.errors import BadInput, Refused, Timeout, Unavailable
 from scenarios.limits import SQL_PROCESS_DATA_BYTES
 from scenarios.settings import env_name
@@ -176,7 +176,7 @@ def open_locked(path: str | Path, limits: SqlLimits | None = None) -> duckdb.Duc
     """A read-only connection to ``path`` with the locked configuration.
 
     A tokenbench file written by another version is upgraded first (briefly read-write,
-    as a report does: analytics/db.py), so user SQL reads this version's views."""
+    as a report does: analytics/store/db.py), so user SQL reads this version's views."""
     if not Path(path).exists():
         raise FileNotFoundError(f"no tokenbench database at {path}")
     con = _connect_locked(path, limits or SqlLimits())

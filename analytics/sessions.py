@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.sqlfiles import load_sql
+from analytics.sql.files import load_sql
 
 __all__ = [
     "ENDS_TITLE",

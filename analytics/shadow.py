@@ -20,7 +20,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
-from analytics.db import load_sql
+from analytics.store.db import load_sql
 
 __all__ = [
     "CAPTURE_SCHEMA",

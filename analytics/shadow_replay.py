@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import orjson
 
-from analytics.shadow import replay_entries
+from analytics.shadow.capture import replay_entries
 from scenarios.wire import DEFAULT_MAX_TOKENS
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import duckdb
 from rich.console import Console
 
-from analytics.fitted_tables import Column, fit, print_tables
-from analytics.shadow import comparison
+from analytics.render.fitted_tables import Column, fit, print_tables
+from analytics.shadow.capture import comparison
 
 
 def _ms(value: Any) -> str:
@@ -31,7 +31,7 @@ def _usd(value: Any) -> str:
 
 def print_comparison(console: Console, session_id: str, rows: list[dict[str, Any]]) -> None:
     """Each shadow × region against the primary on the same requests, in as many tables
-    as the console's width needs (analytics/fitted_tables.py)."""
+    as the console's width needs (analytics/render/fitted_tables.py)."""
 
     def few(row: dict[str, Any]) -> str:
         return "*" if row["few_pairs"] else ""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from analytics.stats import SortedWindow
+from analytics.stats.percentiles import SortedWindow
 
 RELATIVE_ERROR = 0.0005  # α: 0.05 %, about 1,000 buckets per factor e of range
 GAMMA = (1.0 + RELATIVE_ERROR) / (1.0 - RELATIVE_ERROR)

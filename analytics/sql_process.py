@@ -1,9 +1,9 @@
-"""User SQL in a child process: ``python -m analytics.sql_process`` and its async caller.
+"""User SQL in a child process: ``python -m analytics.query.sql_process`` and its async caller.
 
 The server that ingests cannot run user SQL on its own connection (see
-analytics/snapshot.py), and should not: a query that escapes its limits must not take
+analytics/query/snapshot.py), and should not: a query that escapes its limits must not take
 the control plane with it. Each query runs in a fresh child that opens the database
-copy through :func:`analytics.safe_sql.run_query` (statement check, read-only locked
+copy through :func:`analytics.query.safe_sql.run_query` (statement check, read-only locked
 connection, memory and thread caps, statement timeout, row and byte caps) and encodes
 the answer itself, so the control plane only ever relays bytes it has bounded:
 
@@ -41,7 +41,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from analytics.safe_sql import (
+from analytics.query.safe_sql import (
     DatabaseBusyError,
     SqlError,
     SqlLimits,
@@ -191,7 +191,7 @@ async def run_in_child(
     child = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "analytics.sql_process",
+        "analytics.query.sql_process",
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -1,13 +1,13 @@
-"""The report of a large run from the shards' stored pre-aggregates (analytics/summaries.py).
+"""The report of a large run from the shards' stored pre-aggregates (analytics/store/summaries.py).
 
 A run small enough (``ExactLimits``) is reported from its raw records: exact percentiles,
 as tests compare them with numpy. Above that, reading 10M requests and 80M ITL gaps per
 report cannot fit a 2 s budget on two cores, so the report reads the stored per-shard
 sums (``stored_summary.sql``) and histograms (``stored_histograms.sql``): counts, rates,
 goodput and cost are the same arithmetic on stored sums; the most frequent error messages
-come from each shard's stored list (analytics/top_errors.py); percentiles, their bootstrap
+come from each shard's stored list (analytics/report/top_errors.py); percentiles, their bootstrap
 intervals, the means and standard deviations and the TTFT and ITL CDFs come from the
-log-bucketed histograms, within a relative error of ``RELATIVE_ERROR`` (analytics/sketch.py;
+log-bucketed histograms, within a relative error of ``RELATIVE_ERROR`` (analytics/stats/sketch.py;
 the deviation relative to the root mean square), and the report says so.
 """
 
@@ -21,11 +21,11 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from analytics.plots import ITL_BINS, cdf_fractions
-from analytics.sketch import RELATIVE_ERROR, Histogram
-from analytics.sqlfiles import load_sql
-from analytics.stats import QUANTILES
-from analytics.summaries import summaries_complete
+from analytics.report.plots import ITL_BINS, cdf_fractions
+from analytics.sql.files import load_sql
+from analytics.stats.percentiles import QUANTILES
+from analytics.stats.sketch import RELATIVE_ERROR, Histogram
+from analytics.store.summaries import summaries_complete
 
 GroupKey = tuple[int, str, str]  # stage, provider, region
 # Percentile metrics of the summary rows; each is also a stored histogram's name.

@@ -5,7 +5,7 @@ reads instead of the raw records.
 ``shard_summaries``, ``shard_errors`` and ``shard_histograms`` (schema_v3.sql) and
 ``shard_error_messages`` (schema_v8.sql) with those of its accepted attempt: the sums and
 counts behind every report figure, a log-bucketed histogram per latency metric
-(analytics/sketch.py), and its most frequent error messages. The cost is one scan of
+(analytics/stats/sketch.py), and its most frequent error messages. The cost is one scan of
 the shard's own records, paid once while the run goes on, instead of a scan of the whole
 run at every report.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import duckdb
 
-from analytics.sketch import LOG_GAMMA, ZERO_BUCKET
-from analytics.sqlfiles import load_sql
+from analytics.sql.files import load_sql
+from analytics.stats.sketch import LOG_GAMMA, ZERO_BUCKET
 
 # Fixed table names (never user input), one DELETE each.
 _DELETES = tuple(

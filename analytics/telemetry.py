@@ -13,7 +13,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.sqlfiles import load_sql
+from analytics.sql.files import load_sql
 
 # Time buckets of the chart: at most this many, and no more than a series has scrapes
 # (a bucket without a scrape would be a gap, not a finer view).

@@ -4,7 +4,7 @@ Top panel: requests running (solid) and waiting (dashed) on the server, per prov
 region, with the KV cache's share in use (dotted) on the right axis. Bottom panel: the
 median TTFT of the requests sent in the same time bucket. Both share the x axis
 (seconds since the run's first send, the errors chart's clock) and its stage bands, so
-a queue building up and TTFT climbing line up by eye. Data: analytics/telemetry.py.
+a queue building up and TTFT climbing line up by eye. Data: analytics/telemetry/metrics.py.
 """
 
 from __future__ import annotations
@@ -14,8 +14,15 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analytics.chart_style import COUNT_TICKS, MS_TICKS, SHARE_TICKS, Palette, axis, base_layout
-from analytics.report import RunReport
+from analytics.render.chart_style import (
+    COUNT_TICKS,
+    MS_TICKS,
+    SHARE_TICKS,
+    Palette,
+    axis,
+    base_layout,
+)
+from analytics.report.build import RunReport
 
 # (metric, panel row, right axis, dash, what it is)
 _TRACES = (

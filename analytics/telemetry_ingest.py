@@ -6,7 +6,7 @@ already in ``server_metric_scrapes`` (or twice in one call) is skipped inside th
 transaction that stores the new ones with their samples in ``server_metrics``.
 
 The control plane calls this on its event loop, so it is built like record ingest
-(analytics/ingest.py): the new keys are found with one anti-join of a small key table,
+(analytics/store/ingest.py): the new keys are found with one anti-join of a small key table,
 the rows are selected and the samples flattened in Arrow, and each table gets one Arrow
 insert (a temporary table per call cost ~100 ms under load, benchmarks/telemetry.py). The
 control plane stores every entry of one stream read in one call, in a thread.

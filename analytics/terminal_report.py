@@ -1,6 +1,6 @@
 """The report as terminal tables (rich), fitted to a width: a loop over the report's
 sections (analytics/sections/), each table split to fit and never cutting a figure
-(analytics/fitted_tables.py). The command line only prints what this returns."""
+(analytics/render/fitted_tables.py). The command line only prints what this returns."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from rich.table import Table
 from rich.text import Text
 
-from analytics.columns import ReportColumn, select
-from analytics.fitted_tables import Column, fit
-from analytics.report import RunReport
+from analytics.render.fitted_tables import Column, fit
+from analytics.report.build import RunReport
+from analytics.report.columns import ReportColumn, select
 from analytics.sections.model import Section, SectionOptions
 from analytics.sections.registry import build_sections
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.sqlfiles import load_sql
+from analytics.sql.files import load_sql
 
 __all__ = ["SHORT_ANSWER_RATIO", "with_token_truth"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.sqlfiles import load_sql
+from analytics.sql.files import load_sql
 
 _FIELDS = ("tool_requests", "tool_call_pct", "tool_call_p50_ms")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.sqlfiles import load_sql
+from analytics.sql.files import load_sql
 from scenarios.redaction import redact
 
 __all__ = [

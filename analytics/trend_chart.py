@@ -4,7 +4,7 @@ One panel per figure (TTFT p50, p99, output tok/s, error rate, $/1M output), one
 provider · region (· stage when the runs have several), each run a point at its creation
 time with its 95 % interval as an error bar when the run has one; the latest value of a
 series flagged as a regression is ringed in red. Plotly's JavaScript is inlined (no
-CDN), as in the run report (analytics/html_report.py); text others wrote is escaped.
+CDN), as in the run report (analytics/render/html_report.py); text others wrote is escaped.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analytics.chart_style import Palette, base_layout
-from analytics.charts import figure_div, plotly_js
-from analytics.trend_formats import JUDGEMENT_HEADER, judgement_cells, span_note
-from analytics.trends import METRICS, TrendReport
+from analytics.render.chart_style import Palette, base_layout
+from analytics.render.charts import figure_div, plotly_js
+from analytics.trends.build import METRICS, TrendReport
+from analytics.trends.text import JUDGEMENT_HEADER, judgement_cells, span_note
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}

@@ -1,7 +1,7 @@
 """The trend report's document formats: JSON, markdown, CSV and an HTML chart over time.
 
 One table of name → media type and renderer, as for the run report
-(analytics/report_formats.py): ``GET /v1/trends`` and ``tokenbench trend --format``
+(analytics/render/report_formats.py): ``GET /v1/trends`` and ``tokenbench trend --format``
 serve exactly these. The terminal table is drawn by the command line (api/cli/trend.py)
 from the same rows and the same texts (:func:`judgement_cells`).
 """
@@ -15,9 +15,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from analytics.markdown import table
-from analytics.report_formats import json_default
-from analytics.trends import METRIC_BY_KEY, METRICS, TrendReport, created
+from analytics.render.markdown import table
+from analytics.render.report_formats import json_default
+from analytics.trends.build import METRIC_BY_KEY, METRICS, TrendReport, created
 
 SPARKS = "▁▂▃▄▅▆▇█"
 JUDGEMENT_HEADER = (
@@ -224,7 +224,7 @@ def render_csv(report: TrendReport) -> str:
 
 def _render_html(report: TrendReport) -> str:
     # Plotly loads in ~0.1 s: only a process that draws a chart pays for it.
-    from analytics.trend_chart import render_html  # noqa: PLC0415
+    from analytics.trends.chart import render_html  # noqa: PLC0415
 
     return render_html(report)
 

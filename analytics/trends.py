@@ -3,7 +3,7 @@
 For each provider × region × stage of the selected runs it follows five figures, each the
 report's own (``stage_summary``): TTFT p50 and p99, output tok/s, error rate and $ per 1M
 output tokens. The latest run is judged against the runs before it
-(``analytics.regression``): each TTFT percentile carries its run's bootstrap interval
+(``analytics.trends.regression``): each TTFT percentile carries its run's bootstrap interval
 (computed for the runs the verdict reads: the latest and its window), each error rate
 its binomial error. A TTFT percentile its run's sample cannot support (the report's
 low-sample rule, ``*``) is shown but not judged, and left out of the window.
@@ -23,8 +23,16 @@ from typing import Any
 
 import duckdb
 
-from analytics.confidence import CI_METRICS, bootstrap_rows, flag_low_samples
-from analytics.regression import (
+from analytics.report.stored import (
+    ExactLimits,
+    group_histograms,
+    stored_summary_rows,
+    use_histograms,
+)
+from analytics.sql.files import load_sql
+from analytics.stats.confidence import CI_METRICS, bootstrap_rows, flag_low_samples
+from analytics.stats.percentiles import CI_QUANTILES
+from analytics.trends.regression import (
     CONFIDENCE,
     DEFAULT_MIN_CHANGE,
     DEFAULT_WINDOW,
@@ -34,14 +42,6 @@ from analytics.regression import (
     judge,
     rate_se,
     se_from_interval,
-)
-from analytics.sqlfiles import load_sql
-from analytics.stats import CI_QUANTILES
-from analytics.stored import (
-    ExactLimits,
-    group_histograms,
-    stored_summary_rows,
-    use_histograms,
 )
 from scenarios.errors import BadInput, NotFound
 

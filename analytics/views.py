@@ -1,19 +1,19 @@
 """The database's views and macros, as code: (re)created from ``sql/`` on connect.
 
-Tables are migrations (``sql/schema_vN.sql``, analytics/db.py): data outlives the code
+Tables are migrations (``sql/schema_vN.sql``, analytics/store/db.py): data outlives the code
 that wrote it. Views and macros hold no data, so they are not frozen into a migration:
 ``sql/macros.sql`` (the report's formulas: SLO attainment, steady window, cost) and then
 ``sql/views/*.sql`` in file-name order (a view must follow the views it reads; DuckDB
 binds a view when it is created) run as ``CREATE OR REPLACE`` on a read-write connect
 whose file holds other views than this version's (or none). They are persistent in the
-file, so SQL users, ``tokenbench sql`` and the REST copy (analytics/snapshot.py copies
+file, so SQL users, ``tokenbench sql`` and the REST copy (analytics/query/snapshot.py copies
 them with the data) see them.
 
 ``view_code`` stores the SHA-256 of that SQL; a file whose hash matches is left as it
 is (a view edited by hand there stays until the code's views change, or until
 ``DELETE FROM view_code``). A read-only connection cannot create anything; when the
 stored hash differs from this version's, the opener upgrades the file briefly read-write
-(analytics/db.py), as it does for an older schema.
+(analytics/store/db.py), as it does for an older schema.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from importlib import resources
 
 import duckdb
 
-from analytics.sqlfiles import load_sql
+from analytics.sql.files import load_sql
 
 __all__ = ["code_sha256", "create_views", "definitions", "stored_sha256"]
 

@@ -1,4 +1,4 @@
-"""What a sweep or capacity search found (analytics/answers.py, docs/answers.md): the
+"""What a sweep or capacity search found (analytics/report/answers.py, docs/answers.md): the
 capacity sentences that head the report, the sweep's curve per provider and region with
 its knee, and the stages ended early."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analytics.answers_text import (
+from analytics.render.answers_text import (
     CAPACITY_TITLE,
     ENDED_TITLE,
     SWEEP_TITLE,
@@ -19,7 +19,7 @@ from analytics.sections.model import Column, Kind, Section, SectionOptions
 from analytics.sections.registry import section
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 
 @section(order=10)

@@ -1,4 +1,4 @@
-"""The load generator's own health (analytics/client_health.py, docs/load.md):
+"""The load generator's own health (analytics/report/client_health.py, docs/load.md):
 connections pre-warmed before the stage clock, stages the client itself bounded, and
 shards that failed or ran more than once."""
 
@@ -11,7 +11,7 @@ from analytics.sections.registry import section
 from scenarios.wire import ShardState
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 PREWARM = (
     *WHERE,

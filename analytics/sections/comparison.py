@@ -1,16 +1,16 @@
-"""How runs or providers compare (analytics/compare.py): a comparison's ratios and
+"""How runs or providers compare (analytics/stats/compare.py): a comparison's ratios and
 verdicts, and cost against p99 TTFT with the Pareto-optimal rows marked."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analytics.formatting import number
+from analytics.report.formatting import number
 from analytics.sections.model import Column, Section, SectionOptions
 from analytics.sections.registry import section
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 COMPARISON = (
     Column("stage", "int", key=True),

@@ -1,16 +1,16 @@
-"""Why requests failed (analytics/top_errors.py): each group's most frequent error
+"""Why requests failed (analytics/report/top_errors.py): each group's most frequent error
 messages, redacted, with how many failures had other messages."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from analytics.report.top_errors import ERRORS_NOTE, ERRORS_TITLE
 from analytics.sections.model import WHERE, Cell, Column, Section, SectionOptions
 from analytics.sections.registry import section
-from analytics.top_errors import ERRORS_NOTE, ERRORS_TITLE
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 COLUMNS = (
     *WHERE,

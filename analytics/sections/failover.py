@@ -1,16 +1,16 @@
-"""Failover through a gateway (analytics/failover.py, docs/failover.md): per stage, per
+"""Failover through a gateway (analytics/report/failover.py, docs/failover.md): per stage, per
 upstream, and the upstreams' logs; none for a run without upstreams."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analytics.failover import failover_sections
+from analytics.report.failover import failover_sections
 from analytics.sections.model import Column, Section, SectionOptions
 from analytics.sections.registry import section
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 
 # The terminal's headers, on two lines.

@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from analytics.formatting import money
+from analytics.report.formatting import money
 
 if TYPE_CHECKING:
-    from analytics.columns import ReportColumn
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
+    from analytics.report.columns import ReportColumn
 
 __all__ = [
     "MISSING",
@@ -165,7 +165,7 @@ class Section:
 class SectionOptions:
     """What a renderer asks of the sections it loops over."""
 
-    # The summary table's columns (analytics/columns.py): the ``summary`` set by default.
+    # The summary table's columns (analytics/report/columns.py): the ``summary`` set by default.
     summary: Sequence[ReportColumn] | None = None
     # Percentile cells with their 95 % interval (markdown, HTML), not the terminal's.
     interval: bool = True

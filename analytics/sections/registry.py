@@ -17,7 +17,7 @@ from analytics.sections.model import Section, SectionBuilder, SectionOptions
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 __all__ = ["REGISTRY", "Registered", "build_sections", "section"]
 

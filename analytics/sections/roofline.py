@@ -1,5 +1,5 @@
 """Self-hosted providers against the roofline ceiling at the observed batch
-(analytics/roofline_view.py, docs/roofline.md); none when no row has a ceiling."""
+(analytics/report/roofline_view.py, docs/roofline.md); none when no row has a ceiling."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from analytics.sections.model import WHERE, Column, Section, SectionOptions
 from analytics.sections.registry import section
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 TITLE = "self-hosted vs roofline ceiling (docs/roofline.md)"
 NOTE = (

@@ -1,16 +1,16 @@
-"""Multi-turn sessions (analytics/sessions.py, docs/workloads.md): figures by turn index
+"""Multi-turn sessions (analytics/report/sessions.py, docs/workloads.md): figures by turn index
 and how sessions ended; none for a run without sessions."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from analytics.report.sessions import ENDS_TITLE, TURNS_NOTE, TURNS_TITLE
 from analytics.sections.model import WHERE, Column, Section, SectionOptions
 from analytics.sections.registry import section
-from analytics.sessions import ENDS_TITLE, TURNS_NOTE, TURNS_TITLE
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 TURNS = (
     *WHERE,

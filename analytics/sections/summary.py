@@ -1,12 +1,12 @@
 """The summary table (per provider × stage × region, its columns from the registry of
-analytics/columns.py) and the latency percentiles per metric."""
+analytics/report/columns.py) and the latency percentiles per metric."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analytics.columns import ROW_KEYS, ReportColumn, columns
-from analytics.formatting import (
+from analytics.report.columns import ROW_KEYS, ReportColumn, columns
+from analytics.report.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
@@ -17,7 +17,7 @@ from analytics.sections.model import MISSING, Column, Kind, Section, SectionOpti
 from analytics.sections.registry import section
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 SUMMARY_TITLE = "Summary"
 PERCENTILES_TITLE = "Latency percentiles, mean and standard deviation (ms)"

@@ -1,4 +1,4 @@
-"""Server telemetry scraped from providers' ``metrics_url`` (analytics/telemetry.py,
+"""Server telemetry scraped from providers' ``metrics_url`` (analytics/telemetry/metrics.py,
 docs/telemetry.md): per provider × region × stage that was scraped."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from analytics.sections.model import Column, Section, SectionOptions
 from analytics.sections.registry import section
-from analytics.telemetry import (
+from analytics.telemetry.metrics import (
     TELEMETRY_HEADER,
     TELEMETRY_NOTE,
     TELEMETRY_NUMERIC,
@@ -16,7 +16,7 @@ from analytics.telemetry import (
 )
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 COLUMNS = tuple(
     Column(name, "float" if numeric else "text", key=i < 3)

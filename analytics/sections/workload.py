@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from analytics.dataset_fingerprint import dataset_line
+from analytics.datasets.fingerprint import dataset_line
+from analytics.report.token_truth import SHORT_ANSWER_RATIO
 from analytics.sections.model import WHERE, Column, Section, SectionOptions
 from analytics.sections.registry import section
-from analytics.token_truth import SHORT_ANSWER_RATIO
 
 if TYPE_CHECKING:
-    from analytics.report import RunReport
+    from analytics.report.build import RunReport
 
 Row = Mapping[str, Any]
 
@@ -24,7 +24,7 @@ def _where(row: Row) -> tuple[str, int, str]:
 
 @section(order=120)
 def dataset(report: RunReport, options: SectionOptions) -> list[Section]:
-    """The dataset the run read and how (analytics/dataset_fingerprint.py), if any."""
+    """The dataset the run read and how (analytics/datasets/fingerprint.py), if any."""
     if report.dataset is None:
         return []
     return [Section("dataset", "", lines=(dataset_line(report.dataset),))]

@@ -8,6 +8,10 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
+from analytics.render.fitted_tables import print_tables
+from analytics.render.report_formats import REPORT_FORMATS
+from analytics.report.build import RunReport
+from analytics.report.columns import ReportColumn, UnknownColumnError, select
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -18,10 +22,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from analytics.columns import ReportColumn, UnknownColumnError, select
-from analytics.fitted_tables import print_tables
-from analytics.report import RunReport
-from analytics.report_formats import REPORT_FORMATS
 from analytics.terminal_report import terminal_report
 from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
@@ -171,7 +171,7 @@ def print_report(
 ) -> None:
     """Print the report as the terminal tables (analytics/terminal_report.py: the
     summary's ``shown`` columns, default the compact set, fitted to the console's width)
-    or as a document format (json, markdown, html, csv: ``analytics.report_formats``, the
+    or as a document format (json, markdown, html, csv: ``analytics.render.report_formats``, the
     same bytes the REST API serves)."""
     document = REPORT_FORMATS.get(fmt)
     if document is not None:

@@ -21,11 +21,7 @@ import sys
 from pathlib import Path
 
 import duckdb
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
-from analytics.safe_sql import (
+from analytics.query.safe_sql import (
     DatabaseBusyError,
     ExportResult,
     QueryResult,
@@ -36,6 +32,10 @@ from analytics.safe_sql import (
     encode,
     export_query,
 )
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from api.cli.errors import exit_for
 from api.cli.local_db import database_error
 from scenarios.errors import BadInput, NotFound

@@ -21,9 +21,9 @@ import pyarrow as pa
 import pytest
 import redis
 import yaml
+from analytics.datasets.uploads import content_id
 from redis.asyncio import Redis
 
-from analytics.datasets import content_id
 from api.local.redis_server import RedisServer
 from scenarios.loader import validate_scenario
 from scenarios.settings import RedisSettings, Settings

@@ -1,10 +1,10 @@
-"""A report as analytics/report.py builds it, with the fields the sections read."""
+"""A report as analytics/report/build.py builds it, with the fields the sections read."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from analytics.report import RunReport
+from analytics.report.build import RunReport
 
 
 def stage_row(provider: str, stage: int = 0, **extra: Any) -> dict[str, Any]:

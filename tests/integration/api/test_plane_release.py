@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from analytics.store.db import connect
 from celery import Celery
 from redis.asyncio import Redis
 
-from analytics.db import connect
 from api.control.plane import ControlPlane
 from api.local.redis_server import RedisServer
 from scenarios.model import Scenario

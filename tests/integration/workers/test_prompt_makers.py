@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from analytics.datasets.uploads import content_id
 from redis.asyncio import Redis
 
-from analytics.datasets import content_id
 from api.local.redis_server import RedisServer
 from scenarios.model import Workload
 from scenarios.tokenizer_files import TokenizerUnavailable

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from analytics.adaptive_runs import (
+from analytics.decide.early_stop import interval_ranks
+from analytics.store.adaptive_runs import (
     CapacityRow,
     OutcomeRow,
     RoleRow,
@@ -24,8 +24,8 @@ from analytics.adaptive_runs import (
     write_roles,
     write_verdict,
 )
-from analytics.db import connect
-from analytics.early_stop import interval_ranks
+from analytics.store.db import connect
+
 from scenarios.adaptive import StopWhen
 from scenarios.slo import SLO
 from tests.support.analytics_builders import failed_result, ok_result, scenario, store_run

@@ -8,8 +8,9 @@ from typing import Any
 
 import duckdb
 import pytest
-
-from analytics.adaptive_runs import (
+from analytics.report.answers import slo_text
+from analytics.report.build import build_report
+from analytics.store.adaptive_runs import (
     CapacityRow,
     OutcomeRow,
     RoleRow,
@@ -19,9 +20,8 @@ from analytics.adaptive_runs import (
     write_roles,
     write_verdict,
 )
-from analytics.answers import slo_text
-from analytics.db import connect
-from analytics.report import build_report
+from analytics.store.db import connect
+
 from scenarios.model import Scenario
 from scenarios.slo import SLO
 from tests.support.analytics_builders import ok_result, store_run

@@ -7,8 +7,7 @@ import math
 import random
 
 import pytest
-
-from analytics.capacity_search import (
+from analytics.decide.capacity_search import (
     Probe,
     SearchState,
     interim_alpha,
@@ -17,6 +16,7 @@ from analytics.capacity_search import (
     region_verdict,
     wilson,
 )
+
 from scenarios.adaptive import FindCapacity
 from scenarios.slo import SLO
 

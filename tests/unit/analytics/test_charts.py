@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from analytics.chart_style import log_ticks
-from analytics.charts import (
+from analytics.render.chart_style import log_ticks
+from analytics.render.charts import (
     CHARTS,
     cost_figure,
     errors_figure,
@@ -27,11 +26,12 @@ from analytics.charts import (
     region_figure,
     ttft_cdf_figure,
 )
-from analytics.formatting import money, number
-from analytics.html_report import render_html
-from analytics.kpi import provider_kpis
-from analytics.plots import cdf_fractions
-from analytics.report import RunReport, build_report
+from analytics.render.html_report import render_html
+from analytics.render.kpi import provider_kpis
+from analytics.report.build import RunReport, build_report
+from analytics.report.formatting import money, number
+from analytics.report.plots import cdf_fractions
+
 from tests.support.builders import MS
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from tests.support.regional_run import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analytics.client_health import stage_health, with_client_health
-from analytics.db import connect
+from analytics.report.client_health import stage_health, with_client_health
+from analytics.store.db import connect
 
 
 def test_a_stage_is_judged_on_its_shards_combined_figures(tmp_path: Path) -> None:

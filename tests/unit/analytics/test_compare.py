@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from analytics.compare import compare_providers, compare_runs, pareto, verdict
-from analytics.confidence import ReplicateKey
-from analytics.stats import SortedWindow, bootstrap_quantile, stable_seed, type7
+from analytics.stats.compare import compare_providers, compare_runs, pareto, verdict
+from analytics.stats.confidence import ReplicateKey
+from analytics.stats.percentiles import SortedWindow, bootstrap_quantile, stable_seed, type7
 
 
 def _side(

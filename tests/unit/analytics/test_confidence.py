@@ -11,12 +11,14 @@ from typing import Any
 import duckdb
 import numpy as np
 import pytest
-
-from analytics.confidence import CI_METRICS, PERCENTILE_METRICS, bootstrap_rows, flag_low_samples
-from analytics.db import connect
-from analytics.report import summary_rows
-from analytics.sketch import LOG_GAMMA, RELATIVE_ERROR, Histogram
-from analytics.stats import (
+from analytics.report.build import summary_rows
+from analytics.stats.confidence import (
+    CI_METRICS,
+    PERCENTILE_METRICS,
+    bootstrap_rows,
+    flag_low_samples,
+)
+from analytics.stats.percentiles import (
     CONFIDENCE,
     SortedWindow,
     bootstrap_quantile,
@@ -24,6 +26,9 @@ from analytics.stats import (
     stable_seed,
     type7,
 )
+from analytics.stats.sketch import LOG_GAMMA, RELATIVE_ERROR, Histogram
+from analytics.store.db import connect
+
 from tests.support.analytics_builders import MS, S, ok_result, scenario, store_run, ttft_ms
 
 # Lognormal(mu, sigma) TTFTs: the q-quantile is exp(mu + sigma * z_q).
@@ -46,7 +51,7 @@ def _row(stage: int, values: np.ndarray) -> dict[str, Any]:
 
 
 def _histogram(values: np.ndarray) -> Histogram:
-    """The log-bucketed histogram of positive values (analytics/sketch.py's buckets)."""
+    """The log-bucketed histogram of positive values (analytics/stats/sketch.py's buckets)."""
     buckets, counts = np.unique(
         np.ceil(np.log(values) / LOG_GAMMA).astype(np.int64), return_counts=True
     )

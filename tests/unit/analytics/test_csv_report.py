@@ -6,10 +6,11 @@ import csv
 import io
 from pathlib import Path
 
-from analytics.columns import columns
-from analytics.csv_report import render_csv
-from analytics.db import connect
-from analytics.report import build_report
+from analytics.render.csv_report import render_csv
+from analytics.report.build import build_report
+from analytics.report.columns import columns
+from analytics.store.db import connect
+
 from tests.support.builders import MS, S, failed_result, ok_result
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from tests.support.builders import store_run as store

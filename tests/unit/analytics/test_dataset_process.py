@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from analytics.datasets.process import convert_in_child
 
-from analytics.dataset_process import convert_in_child
 from scenarios.dataset_formats import Conversion, convert
 from scenarios.workload_files import WorkloadFileError
 from tests.support.dataset_files import parquet_bytes, prompts_table, sharegpt_json

@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from analytics.datasets import (
+from analytics.datasets.uploads import (
     DatasetStore,
     UnknownDatasetError,
     content_id,
     dataset_problems,
     workload_datasets,
 )
-from analytics.db import connect
+from analytics.store.db import connect
+
 from api.cli.datasets import local_files, store_local_datasets, with_datasets
 from api.control.planner import plan_run
 from api.rest.validation import PATH_REFUSED, check_scenario_datasets

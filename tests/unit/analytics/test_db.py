@@ -7,14 +7,14 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from analytics.query.safe_sql import open_locked, run_query
+from analytics.report.build import build_report
+from analytics.report.stored import ExactLimits
+from analytics.store.db import SCHEMA_VERSION, connect, is_current, load_sql, schema_version
+from analytics.store.record_table import request_records_sql
+from analytics.store.views import code_sha256, stored_sha256
 from pydantic import ValidationError
 
-from analytics.db import SCHEMA_VERSION, connect, is_current, load_sql, schema_version
-from analytics.record_table import request_records_sql
-from analytics.report import build_report
-from analytics.safe_sql import open_locked, run_query
-from analytics.stored import ExactLimits
-from analytics.views import code_sha256, stored_sha256
 from scenarios.records import REQUEST_RECORD_SCHEMA
 from scenarios.settings import DuckDBSettings
 from tests.support.builders import MS, S, failed_result, ok_result

@@ -7,8 +7,9 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from analytics.db import connect
-from analytics.dimensions import backfill_dimensions, gpu_hour_price, write_dimensions
+from analytics.store.db import connect
+from analytics.store.dimensions import backfill_dimensions, gpu_hour_price, write_dimensions
+
 from scenarios.catalog import default_catalog
 from tests.support.analytics_builders import scenario
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from analytics.early_stop import QuantileInterval, interval_ranks, tight_enough
+from analytics.decide.early_stop import QuantileInterval, interval_ranks, tight_enough
 
 
 def test_ranks_bracket_the_quantile_and_close_only_with_enough_samples() -> None:

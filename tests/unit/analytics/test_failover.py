@@ -9,9 +9,10 @@ from typing import Any
 
 import duckdb
 import pytest
-
-from analytics.db import connect
-from analytics.failover import (
+from analytics.render.html_report import render_html
+from analytics.render.markdown import render_markdown
+from analytics.report.build import build_report
+from analytics.report.failover import (
     FAILOVER_HEADER,
     FAILOVER_TITLE,
     UPSTREAMS_HEADER,
@@ -21,12 +22,11 @@ from analytics.failover import (
     run_failover,
     upstream_rows,
 )
-from analytics.html_report import render_html
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.markdown import render_markdown
-from analytics.report import build_report
-from analytics.runs import PlannedShard, RunStore
-from analytics.upstream_log import store_upstream_entries, store_upstream_summary
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
+from analytics.store.upstream_log import store_upstream_entries, store_upstream_summary
+
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result

@@ -1,13 +1,20 @@
-"""analytics/fitted_tables.py: tables split to fit a width, never cutting a figure."""
+"""analytics/render/fitted_tables.py: tables split to fit a width, never cutting a figure."""
 
 from __future__ import annotations
 
 import io
 import itertools
 
+from analytics.render.fitted_tables import (
+    GAP,
+    TEXT_CAP,
+    Column,
+    fit,
+    print_tables,
+    split,
+    table_width,
+)
 from rich.console import Console
-
-from analytics.fitted_tables import GAP, TEXT_CAP, Column, fit, print_tables, split, table_width
 
 KEYS = [Column("provider", ["alpha", "beta-long-name"], numeric=False), Column("stage", ["0", "1"])]
 VALUES = [Column(f"v{i}\nms", [f"{1000 * i:,.1f}", f"{i}.25*"]) for i in range(1, 9)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analytics.formatting import (
+from analytics.report.formatting import (
     LATENCY_METRICS,
     PERCENTILE_HEADER,
     errors,
@@ -15,7 +15,7 @@ from analytics.formatting import (
     percentile,
     percentile_rows,
 )
-from analytics.stats import QUANTILES
+from analytics.stats.percentiles import QUANTILES
 
 
 def _row(**values: Any) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from analytics.html_report import render_html, section_html
+from analytics.render.html_report import render_html, section_html
+
 from analytics.sections.model import Column, Section
 from tests.support.sample_report import report
 

@@ -3,7 +3,7 @@ and every chart draws (Plotly's ``main-svg`` with traces inside each chart's sec
 
 Chromium runs with name resolution cut (``--host-resolver-rules``) and background
 networking off, as on a machine with no network: a page that needed a CDN would not draw
-(tests/unit/analytics/test_report_formats.py checks that the markup links nothing). The DOM is
+(tests/unit/analytics/render/test_report_formats.py checks that the markup links nothing). The DOM is
 read after the scripts ran (``--dump-dom`` with a virtual-time budget); console messages
 come from Chromium's log on stderr (``--enable-logging=stderr``), where an uncaught error
 is a ``CONSOLE`` line like any ``console.error``. The page writes nothing to the console.
@@ -18,10 +18,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from analytics.render.charts import chart_divs
+from analytics.render.html_report import render_html
+from analytics.report.build import build_report
 
-from analytics.charts import chart_divs
-from analytics.html_report import render_html
-from analytics.report import build_report
 from tests.support.regional_run import open_read_only, store_regional_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

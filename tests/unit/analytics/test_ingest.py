@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+from analytics.store.db import SCHEMA_VERSION, connect, migrate, schema_version
+from analytics.store.ingest import BatchMessage, ingest_batches
 
-from analytics.db import SCHEMA_VERSION, connect, migrate, schema_version
-from analytics.ingest import BatchMessage, ingest_batches
 from scenarios.loader import parse_scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from analytics.report.build import build_report
+from analytics.store.db import connect, load_sql
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 
-from analytics.db import connect, load_sql
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.report import build_report
-from analytics.runs import PlannedShard, RunStore
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import MS, ROW_CONTEXT, VALID_SCENARIO, timed_result

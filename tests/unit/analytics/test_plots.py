@@ -8,9 +8,9 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+from analytics.report.plots import CDF_POINTS, ITL_BINS, TIME_BUCKETS, plot_data
+from analytics.store.db import connect
 
-from analytics.db import connect
-from analytics.plots import CDF_POINTS, ITL_BINS, TIME_BUCKETS, plot_data
 from tests.support.analytics_builders import (
     MS,
     S,

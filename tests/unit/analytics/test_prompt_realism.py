@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from analytics.report.prompt_realism import with_prompt_realism
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 
-from analytics.db import connect
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.prompt_realism import with_prompt_realism
-from analytics.runs import PlannedShard, RunStore
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result

@@ -8,8 +8,7 @@ import io
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
-from analytics.record_export import arrow_stream, parquet_stream
+from analytics.query.record_export import arrow_stream, parquet_stream
 
 SCHEMA = pa.schema([("seq", pa.int64()), ("shard_id", pa.string())])
 

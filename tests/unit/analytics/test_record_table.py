@@ -7,9 +7,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
+from analytics.store.db import connect
+from analytics.store.record_table import create_table_sql, duckdb_type
 
-from analytics.db import connect
-from analytics.record_table import create_table_sql, duckdb_type
 from scenarios.records import REQUEST_RECORD_SCHEMA
 
 SCHEMA_V1_AS_SHIPPED = (

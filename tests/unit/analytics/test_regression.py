@@ -1,4 +1,4 @@
-"""analytics/regression.py: the trailing-window verdict against numpy's own arithmetic, the
+"""analytics/trends/regression.py: the trailing-window verdict against numpy's own arithmetic, the
 t quantiles against the published table, and the rules that keep noise from paging."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 import pytest
-
-from analytics.regression import (
+from analytics.trends.regression import (
     ERROR_RATE_FLOOR,
     Z_95,
     Point,

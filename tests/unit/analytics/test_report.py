@@ -8,11 +8,11 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+from analytics.report.build import RunReport, UnknownProviderError, build_report
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 
-from analytics.db import connect
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.report import RunReport, UnknownProviderError, build_report
-from analytics.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import (
@@ -252,8 +252,8 @@ def split_stage_run(tmp_path: Path) -> duckdb.DuckDBPyConnection:
 
 
 def test_a_split_stage_reports_its_level_and_keeps_the_parts_share(tmp_path: Path) -> None:
-    from analytics.markdown import render_markdown
-    from analytics.stored import ExactLimits
+    from analytics.render.markdown import render_markdown
+    from analytics.report.stored import ExactLimits
 
     con = split_stage_run(tmp_path)
     assert con.execute("SELECT concurrency, part_concurrency, shards FROM stages").fetchall() == [
@@ -270,7 +270,7 @@ def test_a_split_stage_reports_its_level_and_keeps_the_parts_share(tmp_path: Pat
 
 
 def test_a_v6_database_gets_each_stage_level_back_filled(tmp_path: Path) -> None:
-    from analytics.db import SCHEMA_VERSION
+    from analytics.store.db import SCHEMA_VERSION
 
     con = split_stage_run(tmp_path)
     # As v6 stored it: no plan, the parts' shares only (and no stored messages: v8).

@@ -1,4 +1,4 @@
-"""The report's document formats (analytics/report_formats.py): every format of the
+"""The report's document formats (analytics/render/report_formats.py): every format of the
 table renders a stored report, under its media type, the JSON round-tripping."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analytics.db import connect
-from analytics.report import build_report
-from analytics.report_formats import REPORT_FORMATS, render_json
+from analytics.render.report_formats import REPORT_FORMATS, render_json
+from analytics.report.build import build_report
+from analytics.store.db import connect
+
 from tests.support.builders import REPORT_SCENARIO, ok_result, store_run
 
 

@@ -7,11 +7,11 @@ import json
 
 import duckdb
 import pytest
+from analytics.render.report_formats import render_json
+from analytics.render.request_rows import BATCH_ROWS, request_batches, write_report_with_requests
+from analytics.report.build import build_report
+from analytics.store.db import connect
 
-from analytics.db import connect
-from analytics.report import build_report
-from analytics.report_formats import render_json
-from analytics.request_rows import BATCH_ROWS, request_batches, write_report_with_requests
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from analytics.report.roofline_view import with_roofline
 
-from analytics.roofline_view import with_roofline
 from scenarios.catalog import default_catalog
 from scenarios.roofline import decode_ceiling, memory_fit, resolve_deployment
 

@@ -9,9 +9,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from analytics.db import connect
-from analytics.safe_sql import (
+from analytics.query.safe_sql import (
     BATCH_ROWS,
     SqlError,
     SqlLimits,
@@ -25,6 +23,7 @@ from analytics.safe_sql import (
     public_message,
     run_query,
 )
+from analytics.store.db import connect
 
 
 @pytest.fixture

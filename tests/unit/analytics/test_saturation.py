@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
-
-from analytics.saturation import ShardSamples, StageSnapshot, judge, quarter_in_flight
+from analytics.decide.saturation import ShardSamples, StageSnapshot, judge, quarter_in_flight
 
 
 def growing(offered: float, served: float, seconds: int) -> ShardSamples:

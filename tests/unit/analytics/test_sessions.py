@@ -7,16 +7,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from analytics.render.html_report import render_html
+from analytics.render.markdown import render_markdown
+from analytics.report.build import build_report
+from analytics.report.sessions import TURNS_TITLE, session_ends, session_turns
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 
-from analytics.db import connect
-from analytics.html_report import render_html
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.markdown import render_markdown
-from analytics.report import build_report
-from analytics.runs import PlannedShard, RunStore
 from analytics.sections.model import SectionOptions
 from analytics.sections.sessions import sessions
-from analytics.sessions import TURNS_TITLE, session_ends, session_turns
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result

@@ -6,11 +6,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from analytics.db import connect
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.runs import RunStore
-from analytics.shadow import (
+from analytics.shadow.capture import (
     comparison,
     ensure_shadow_schema,
     ingest_captures,
@@ -19,6 +15,10 @@ from analytics.shadow import (
     replay_entries,
     session_summary,
 )
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import RunStore
+
 from api.control.coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.records import batch_to_ipc, records_to_batch

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import orjson
 import pytest
+from analytics.shadow.capture import ensure_shadow_schema, ingest_captures
+from analytics.shadow.replay import replay_jsonl
+from analytics.store.db import connect
 
-from analytics.db import connect
-from analytics.shadow import ensure_shadow_schema, ingest_captures
-from analytics.shadow_replay import replay_jsonl
 from scenarios.wire import DEFAULT_MAX_TOKENS
 from scenarios.workload_files import parse_entries
 

@@ -1,4 +1,4 @@
-"""analytics/shadow_report.py: a shadow session's comparison fits the terminal's width."""
+"""analytics/shadow/report.py: a shadow session's comparison fits the terminal's width."""
 
 from __future__ import annotations
 
@@ -6,13 +6,12 @@ import io
 from typing import Any
 
 import pytest
+from analytics.shadow.report import print_comparison
 from rich.console import Console
-
-from analytics.shadow_report import print_comparison
 
 
 def _row(region: str, few: bool) -> dict[str, Any]:
-    """One row as ``analytics.shadow.comparison`` gives it (the fields the table reads)."""
+    """One row as ``analytics.shadow.capture.comparison`` gives it (the fields the table reads)."""
     return {
         "shadow_provider": "candidate-llama-70b", "shadow_region": region, "pairs": 1234,
         "few_pairs": few, "primary_error_rate": 0.0, "shadow_error_rate": 0.0125,

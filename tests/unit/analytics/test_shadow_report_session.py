@@ -8,13 +8,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from analytics.shadow.capture import comparison, ensure_shadow_schema
+from analytics.shadow.report import print_comparison, print_shadow_report
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import RunStore
 from rich.console import Console
 
-from analytics.db import connect
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.runs import RunStore
-from analytics.shadow import comparison, ensure_shadow_schema
-from analytics.shadow_report import print_comparison, print_shadow_report
 from api.control.coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.records import batch_to_ipc, records_to_batch

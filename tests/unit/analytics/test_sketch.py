@@ -13,13 +13,13 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+from analytics.render.html_report import render_html
+from analytics.render.markdown import render_markdown
+from analytics.report.build import build_report
+from analytics.report.stored import ExactLimits
+from analytics.stats.sketch import RELATIVE_ERROR, ZERO_BUCKET, Histogram
+from analytics.store.db import SCHEMA_VERSION, connect
 
-from analytics.db import SCHEMA_VERSION, connect
-from analytics.html_report import render_html
-from analytics.markdown import render_markdown
-from analytics.report import build_report
-from analytics.sketch import RELATIVE_ERROR, ZERO_BUCKET, Histogram
-from analytics.stored import ExactLimits
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
 
@@ -66,7 +66,7 @@ def test_histogram_report_matches_the_exact_one(two_stage_run: duckdb.DuckDBPyCo
         assert list(e) == list(a)  # same columns in the same order
         for column, value in e.items():
             if column.endswith("_std_ms"):
-                # Within α of the root mean square (analytics/sketch.py).
+                # Within α of the root mean square (analytics/stats/sketch.py).
                 mean = e[column.replace("_std_", "_mean_")]
                 if value is None:
                     assert a[column] is None, column

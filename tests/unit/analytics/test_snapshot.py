@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analytics.db import connect
-from analytics.safe_sql import run_query
-from analytics.snapshot import SqlSnapshot
+from analytics.query.safe_sql import run_query
+from analytics.query.snapshot import SqlSnapshot
+from analytics.store.db import connect
+
 from api.schedules.store import ScheduleStore
 
 

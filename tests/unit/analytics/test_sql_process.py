@@ -6,11 +6,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
-from analytics.db import connect
-from analytics.safe_sql import SqlLimits, SqlRefused, SqlTimeout
-from analytics.snapshot import SqlSnapshot
-from analytics.sql_process import run_in_child
+from analytics.query.safe_sql import SqlLimits, SqlRefused, SqlTimeout
+from analytics.query.snapshot import SqlSnapshot
+from analytics.query.sql_process import run_in_child
+from analytics.store.db import connect
 
 
 def test_child_process_answers_refuses_and_times_out(tmp_path: Path) -> None:

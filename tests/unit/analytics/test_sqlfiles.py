@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
+from analytics.sql.files import load_sql
 
 import analytics
-from analytics.sqlfiles import load_sql
 
 PACKAGE = Path(analytics.__file__).parent
 

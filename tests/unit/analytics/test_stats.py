@@ -10,8 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-
-from analytics.stats import (
+from analytics.stats.percentiles import (
     QUANTILES,
     SortedWindow,
     bootstrap_quantile,
@@ -24,6 +23,7 @@ from analytics.stats import (
     window_from_split,
     window_half_width,
 )
+
 from tests.conftest import REPO
 
 
@@ -115,7 +115,7 @@ def test_ratio_interval_of_replicates() -> None:
 def test_stable_seed_is_the_same_in_another_process() -> None:
     """Unlike hash(), so a report printed twice, anywhere, has the same intervals."""
     parts = ("run-1", 0, "api", "eu", "ttft", "p99")
-    code = f"from analytics.stats import stable_seed; print(stable_seed(*{parts!r}))"
+    code = f"from analytics.stats.percentiles import stable_seed; print(stable_seed(*{parts!r}))"
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

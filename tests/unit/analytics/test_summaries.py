@@ -9,12 +9,12 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pytest
+from analytics.report.build import build_report
+from analytics.report.stored import ExactLimits
+from analytics.stats.sketch import RELATIVE_ERROR
+from analytics.store.db import connect
+from analytics.store.summaries import backfill_summaries, store_shard_summary, summaries_complete
 
-from analytics.db import connect
-from analytics.report import build_report
-from analytics.sketch import RELATIVE_ERROR
-from analytics.stored import ExactLimits
-from analytics.summaries import backfill_summaries, store_shard_summary, summaries_complete
 from tests.support.analytics_builders import MS, S, failed_result, ok_result, scenario, store_run
 from workers.client.errors import ErrorClass
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from analytics.sweep import CurvePoint, knee, sweep_rates
+from analytics.decide.sweep import CurvePoint, knee, sweep_rates
 
 
 def test_rates_are_evenly_spaced_strictly_between_the_two_measured() -> None:

@@ -1,4 +1,4 @@
-"""Server telemetry in the report (analytics/telemetry.py): per stage mean and max over the
+"""Server telemetry in the report (analytics/telemetry/metrics.py): per stage mean and max over the
 scrapes taken while the stage's requests ran, how the scrapes went, the timeline of queue
 depth and KV use against TTFT, and the table rows the text formats print."""
 
@@ -8,15 +8,15 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from analytics.db import connect
-from analytics.report import build_report
-from analytics.telemetry import (
+from analytics.report.build import build_report
+from analytics.store.db import connect
+from analytics.telemetry.metrics import (
     TELEMETRY_HEADER,
     server_metrics,
     telemetry_rows,
     telemetry_timeline,
 )
+
 from tests.support.builders import REPORT_SCENARIO, evenly_paced, store_run
 from tests.support.scrapes import store_scraped_run
 

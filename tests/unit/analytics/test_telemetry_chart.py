@@ -1,15 +1,16 @@
-"""The server-telemetry chart (analytics/telemetry_chart.py): queue depth and KV use on the
+"""The server-telemetry chart (analytics/render/telemetry_chart.py): queue depth and KV use on the
 top panel (KV on the right axis), TTFT below, on one clock; no chart without scrapes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from analytics.charts import palette, server_telemetry_figure
-from analytics.db import connect
-from analytics.html_report import render_html
-from analytics.report import build_report
-from analytics.telemetry_chart import telemetry_figure
+from analytics.render.charts import palette, server_telemetry_figure
+from analytics.render.html_report import render_html
+from analytics.render.telemetry_chart import telemetry_figure
+from analytics.report.build import build_report
+from analytics.store.db import connect
+
 from tests.support.builders import REPORT_SCENARIO, evenly_paced, store_run
 from tests.support.scrapes import store_scraped_run
 

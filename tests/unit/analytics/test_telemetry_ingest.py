@@ -1,4 +1,4 @@
-"""Storing scrapes (analytics/telemetry_ingest.py) and the canonical view over them
+"""Storing scrapes (analytics/telemetry/ingest.py) and the canonical view over them
 (sql/views/9*_server_metric*.sql): each scrape once, failed ones kept, engine names to
 canonical ones with their units, series combined per scrape, counters as rates."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
+from analytics.store.db import connect
+from analytics.telemetry.ingest import ingest_scrapes
 
-from analytics.db import connect
-from analytics.telemetry_ingest import ingest_scrapes
 from tests.support.scrapes import S, payload, scrape_row
 
 T0 = 1_700_000_000 * S

@@ -1,4 +1,4 @@
-"""analytics/trend_formats.py and analytics/trend_chart.py: every format of a real trend
+"""analytics/trends/formats.py and analytics/trends/chart.py: every format of a real trend
 (two steady runs, then a slow one), text others wrote escaped, the regression in each."""
 
 from __future__ import annotations
@@ -10,17 +10,12 @@ import json
 from pathlib import Path
 
 import pytest
+from analytics.store.db import connect
+from analytics.trends.build import TrendReport, TrendSelection, build_trend
+from analytics.trends.chart import figure
+from analytics.trends.formats import TREND_FORMATS
+from analytics.trends.text import SPARKS, band_text, judgement_cells, sparkline
 
-from analytics.db import connect
-from analytics.trend_chart import figure
-from analytics.trend_formats import (
-    SPARKS,
-    TREND_FORMATS,
-    band_text,
-    judgement_cells,
-    sparkline,
-)
-from analytics.trends import TrendReport, TrendSelection, build_trend
 from tests.support.analytics_builders import store_trend_runs
 
 HOSTILE = "<b>y</b>|x"  # a name a client asks the trend for

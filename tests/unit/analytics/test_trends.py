@@ -1,4 +1,4 @@
-"""analytics/trends.py on real DuckDB files: runs stored along the control plane's path, the
+"""analytics/trends/build.py on real DuckDB files: runs stored along the control plane's path, the
 trend's figures are the report's own (intervals included), a slowed latest run is flagged,
 what cannot be judged says why, and runs are selected by schedule, scenario or name."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from analytics.report.build import build_report
+from analytics.store.db import connect
+from analytics.store.runs import RunStore
+from analytics.trends.build import METRICS, TrendOptions, TrendSelection, build_trend, created
 
-from analytics.db import connect
-from analytics.report import build_report
-from analytics.runs import RunStore
-from analytics.trends import METRICS, TrendOptions, TrendSelection, build_trend, created
 from scenarios.errors import BadInput, NotFound
 from tests.support.analytics_builders import MS, failed_result, ok_result, scenario, store_run
 from workers.client.errors import ErrorClass

@@ -1,8 +1,8 @@
-"""Which stages make a run exit 1 (analytics/verdict.py)."""
+"""Which stages make a run exit 1 (analytics/decide/verdict.py)."""
 
 from __future__ import annotations
 
-from analytics.verdict import failed_stages
+from analytics.decide.verdict import failed_stages
 
 
 def _row(stage: int, requests: int, errors: int, provider: str = "p") -> dict[str, object]:

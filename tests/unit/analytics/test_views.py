@@ -8,11 +8,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-
-from analytics.db import connect, is_current
-from analytics.safe_sql import open_locked
-from analytics.snapshot import SqlSnapshot
-from analytics.views import code_sha256, definitions, stored_sha256
+from analytics.query.safe_sql import open_locked
+from analytics.query.snapshot import SqlSnapshot
+from analytics.store.db import connect, is_current
+from analytics.store.views import code_sha256, definitions, stored_sha256
 
 SQL = resources.files("analytics").joinpath("sql")
 

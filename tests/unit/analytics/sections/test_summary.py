@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from analytics.columns import select
-from analytics.formatting import CAPTION, LOW_SAMPLE_NOTE
+from analytics.report.columns import select
+from analytics.report.formatting import CAPTION, LOW_SAMPLE_NOTE
+
 from analytics.sections.model import SectionOptions
 from analytics.sections.summary import percentiles, summary
 from tests.support.sample_report import report
