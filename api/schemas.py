@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
-from analytics.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
+from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from scenarios.base import Name
 from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import (

@@ -1,8 +1,8 @@
 """Analytics at scale: ingest 10M synthetic request records and time the full report.
 
 Records are generated vectorised (numpy → Arrow) in the real REQUEST_RECORD_SCHEMA and
-go through the real path: Arrow IPC bytes → ``analytics.ingest.ingest_batches`` →
-DuckDB, then ``analytics.report.build_report`` (summary SQL, bootstrap intervals, chart
+go through the real path: Arrow IPC bytes → ``analytics.store.ingest.ingest_batches`` →
+DuckDB, then ``analytics.report.build.build_report`` (summary SQL, bootstrap intervals, chart
 data). Before and after are measured side by side in one run:
 
 - *worker-sized ingest*: batches of 256 rows (the publisher's default), 64 per call and
@@ -13,7 +13,7 @@ data). Before and after are measured side by side in one run:
 - *bulk ingest*: 65,536-row batches, 4 per call, for the whole data set (after only;
   the writer's checkpoint vacuum is off, ``benchmarks/ingest.py`` compares it on and off);
 - *settle*: ``RunStore.shard_done`` per shard, which now stores the shard's
-  pre-aggregates (analytics/summaries.py), paid once per shard while a run goes on;
+  pre-aggregates (analytics/store/summaries.py), paid once per shard while a run goes on;
 - *report*: ``build_report`` exact from the raw records (before; ``--skip-before`` drops
   it) and from the stored aggregates (after), with a profile of the latter.
 
@@ -37,11 +37,11 @@ import pyarrow as pa
 from rich.console import Console
 from rich.table import Table
 
-from analytics.db import connect
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.report import build_report
-from analytics.runs import PlannedShard, RunStore
-from analytics.stored import ExactLimits
+from analytics.report.build import build_report
+from analytics.report.stored import ExactLimits
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, STAMPS, batch_to_ipc, ipc_to_table
 from scenarios.settings import PublishSettings

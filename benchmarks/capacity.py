@@ -39,7 +39,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analytics.capacity_search import region_verdict  # noqa: E402
+from analytics.decide.capacity_search import region_verdict  # noqa: E402
 from scenarios.model import SimulateSpec  # noqa: E402
 from workers.simulator.capacity import model_capacity, stage_ttfts_ms  # noqa: E402
 

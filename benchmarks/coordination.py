@@ -38,9 +38,9 @@ from control_plane import scenario, spawn, wait_http
 from rich.console import Console
 from rich.table import Table
 
-from analytics.db import connect
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.runs import PlannedShard, RunStore
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 from api.local.redis_server import free_port, start_redis_server
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch

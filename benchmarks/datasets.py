@@ -4,7 +4,7 @@
 
 Generates a ShareGPT dump (JSON), the same rows as OpenAI chat JSONL and as Parquet,
 converts each the way an upload is converted (a child process of bounded memory:
-``analytics.dataset_process.convert_in_child``), then counts and filters the entries the
+``analytics.datasets.process.convert_in_child``), then counts and filters the entries the
 way a worker does (``workers.prompts.dataset_rows``), with the 4-characters estimate and
 with a tiny BPE tokenizer trained here. Prints one table: file size, conversion time
 (child start included), rows, and counting time.
@@ -27,7 +27,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analytics.dataset_process import convert_in_child  # noqa: E402
+from analytics.datasets.process import convert_in_child  # noqa: E402
 from scenarios.dataset_formats import Conversion  # noqa: E402
 from scenarios.model import Workload  # noqa: E402
 from scenarios.workload_files import parse_entries  # noqa: E402

@@ -6,7 +6,7 @@ on average (``benchmarks/analytics_10m.py``'s generator). One run, side by side:
 
 0. *DuckDB's own ceiling*: the records already in memory as one Arrow table, stored by a
    bulk ``INSERT INTO request_records SELECT * FROM arrow_table`` per commit into a fresh
-   file opened as the control plane opens it (``analytics.db.connect``), then a final
+   file opened as the control plane opens it (``analytics.store.db.connect``), then a final
    checkpoint; no Redis, no IPC, no Python per batch. The writer's cheap levers side by
    side: commit size (one, two, eight row groups, everything), the Arrow input's chunks
    (one per commit, 65,536 or 1,024 rows: what entries of those sizes hand DuckDB),
@@ -61,9 +61,9 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 
-from analytics.db import connect
-from analytics.ingest import BatchMessage, IngestProfile, ingest_batches
-from analytics.record_table import request_records_sql
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, IngestProfile, ingest_batches
+from analytics.store.record_table import request_records_sql
 from api.control.record_buffer import ROW_GROUP_ROWS, RecordBuffer
 from api.local.redis_server import RedisServer, start_redis_server
 from scenarios.records import batch_to_ipc

@@ -9,7 +9,7 @@ Run: ``python benchmarks/memory.py`` (``--help``; ``--minutes 10`` is the defaul
    against ``tests/fakes/sse_server.py`` with two closed-loop stages, 1 stream then
    ``--streams`` (1,000); the worker's RSS is sampled every 0.2 s and the figure is the
    largest sample of the big stage minus the median of the one-stream stage, per 1,000.
-2. *Control plane per 1M records*: the control plane's ingest (``analytics.ingest``, the
+2. *Control plane per 1M records*: the control plane's ingest (``analytics.store.ingest``, the
    Arrow IPC → DuckDB path every record takes) of ``--records`` synthetic records in
    1,024-row batches (the publisher's default), 64 per call, into a fresh DuckDB file, in
    a child process; RSS after set-up, after every 250k records and at the end (and the
@@ -18,7 +18,7 @@ Run: ``python benchmarks/memory.py`` (``--help``; ``--minutes 10`` is the defaul
    ``--records`` synthetic records (two shards) stored in a DuckDB file, then exported in
    a fresh child process per way and format (Arrow IPC stream, Parquet): *before*, as
    the route did until issue 14 (the whole answer as one Arrow table, encoded into a
-   buffer, copied to bytes); *after*, ``analytics/record_export.py`` (a record-batch
+   buffer, copied to bytes); *after*, ``analytics/query/record_export.py`` (a record-batch
    reader encoded piece by piece, each piece dropped as a client reads it), with DuckDB's
    default memory limit and with ``TOKENBENCH__DUCKDB__MEMORY_LIMIT=256MB`` (the query's
    sort spills past it). Peak RSS over the child's RSS after opening the file, and the
@@ -163,8 +163,8 @@ INGEST_CHILD = """
 import os, sys, psutil, numpy as np
 sys.path.insert(0, {bench!r})
 import analytics_10m as a
-from analytics.db import connect
-from analytics.ingest import ingest_batches
+from analytics.store.db import connect
+from analytics.store.ingest import ingest_batches
 process = psutil.Process()
 con = connect({db!r})
 rng = np.random.default_rng(7)
@@ -215,9 +215,9 @@ EXPORT_STORE_CHILD = """
 import sys, numpy as np
 sys.path.insert(0, {bench!r})
 import analytics_10m as a
-from analytics.db import connect
-from analytics.ingest import ingest_batches
-from analytics.runs import PlannedShard, RunStore
+from analytics.store.db import connect
+from analytics.store.ingest import ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
 con = connect({db!r})
 half = {records} // 2
@@ -239,8 +239,8 @@ print(con.execute("SELECT count(*) FROM requests").fetchone()[0])
 EXPORT_CHILD = """
 import resource, sys, psutil
 import pyarrow as pa, pyarrow.parquet as pq
-from analytics.db import connect
-from analytics.record_export import arrow_stream, parquet_stream, record_reader
+from analytics.store.db import connect
+from analytics.query.record_export import arrow_stream, parquet_stream, record_reader
 run, way, fmt = "bench", {way!r}, {fmt!r}
 con = connect({db!r}, memory_limit={limit!r})
 start = psutil.Process().memory_info().rss

@@ -34,8 +34,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from analytics.db import connect  # noqa: E402
-from analytics.telemetry_ingest import ingest_scrapes  # noqa: E402
+from analytics.store.db import connect  # noqa: E402
+from analytics.telemetry.ingest import ingest_scrapes  # noqa: E402
 from scenarios.server_metrics import scrapes_to_ipc  # noqa: E402
 from workers.metrics_scraper import parse_body  # noqa: E402
 

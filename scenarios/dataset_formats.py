@@ -16,7 +16,7 @@ readers, only the mapped columns are decoded, and the decoded size is checked ag
 file's own metadata before a Parquet row group is read. A row that cannot be a prompt
 (no user turn, images, an empty text) is skipped and counted by reason; a file that is
 not what it claims is refused naming the row or line. Uploads are converted in a
-process of bounded memory and time (``analytics/dataset_process.py``).
+process of bounded memory and time (``analytics/datasets/process.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A shard's health figures (schedule lag, send lag, TTFT tail; ``workers/health.py
 were Python lists of ints, about 36 bytes a request each: a 600 s stage at 500 req/s
 grew the worker by ~5.45 MB/min (benchmarks/memory.py). :class:`LogHistogram` keeps
 counts in log-spaced buckets instead (the DDSketch construction the reports use,
-``analytics/sketch.py``): a value v > 0 goes to bucket ceil(ln v / ln γ), γ = (1+α)/(1−α),
+``analytics/stats/sketch.py``): a value v > 0 goes to bucket ceil(ln v / ln γ), γ = (1+α)/(1−α),
 whose representative is within a factor α of every value in it, so a percentile is
 within α of the exact one (α = 0.1 % here: 0.01 ms on a 10 ms lag). Values ≤ 0 share one
 bucket represented by 0. Nanosecond values from 1 ns to an hour need at most ~14,000

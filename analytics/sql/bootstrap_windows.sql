@@ -1,5 +1,5 @@
 -- Sorted values around each percentile the report puts a confidence interval on, for the
--- bootstrap in analytics/stats.py: per group, how many successful requests lie below the
+-- bootstrap in analytics/stats/percentiles.py: per group, how many successful requests lie below the
 -- point estimate (the pivot), the largest of those (descending) and the smallest of the
 -- rest (ascending), at most $w50 / $w99 of each. Top-n aggregates keep this one pass.
 -- Parameters: $run_id, $w50, $w99; the caller registers `boot_pivots` (one row per

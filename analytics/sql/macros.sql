@@ -1,7 +1,7 @@
 -- The report's formulas, each written once: DuckDB macros that the views (sql/views/) and
 -- the queries on stored pre-aggregates (shard_summary.sql when a shard settles,
 -- stored_summary.sql for a large run's report) share, so both paths give the same figures.
--- (Re)created before the views on every read-write connect (analytics/views.py). DuckDB
+-- (Re)created before the views on every read-write connect (analytics/store/views.py). DuckDB
 -- checks that a macro's callees exist when it is created: a macro follows those it calls.
 -- Definitions: docs/analytics.md ("Steady-state window", "SLO check per request", "Cost").
 

@@ -1,7 +1,7 @@
 -- tokenbench DuckDB schema, version 1: the run lifecycle. Applied once by
--- analytics.db.migrate(), which also creates `request_records` in this version from the
--- Arrow record schema (scenarios/records.py, through analytics/record_table.py). Views and
--- macros are not migrations: they are (re)created on connect (analytics/views.py).
+-- analytics.store.db.migrate(), which also creates `request_records` in this version from the
+-- Arrow record schema (scenarios/records.py, through analytics/store/record_table.py). Views and
+-- macros are not migrations: they are (re)created on connect (analytics/store/views.py).
 
 CREATE TABLE runs (
     run_id        VARCHAR PRIMARY KEY,

@@ -1,6 +1,6 @@
 -- tokenbench DuckDB schema, version 2: the scenario's dimensions as tables. Applied once
--- by analytics.db.migrate(); runs stored under v1 get their dimension rows back-filled
--- from runs.scenario (analytics/dimensions.py). The summary views that read them are
+-- by analytics.store.db.migrate(); runs stored under v1 get their dimension rows back-filled
+-- from runs.scenario (analytics/store/dimensions.py). The summary views that read them are
 -- code (sql/views/), (re)created on connect. Definitions: docs/analytics.md.
 
 -- One row per provider of a run, with what cost needs. gpu_hour_usd is resolved when the

@@ -1,5 +1,5 @@
 -- tokenbench DuckDB schema, version 3: per-shard pre-aggregates, written when a shard
--- settles (analytics/summaries.py), so that the report of a large run reads a few
+-- settles (analytics/store/summaries.py), so that the report of a large run reads a few
 -- thousand stored rows instead of re-scanning every request and ITL gap. Runs stored
 -- under v2 get theirs back-filled by the migration. Definitions: docs/analytics.md.
 
@@ -50,7 +50,7 @@ CREATE TABLE shard_errors (
 );
 
 -- Log-bucketed histogram of each latency metric of a shard's successful requests:
--- bucket b holds values in (γ^(b−1), γ^b], γ = (1 + α)/(1 − α) (analytics/sketch.py);
+-- bucket b holds values in (γ^(b−1), γ^b], γ = (1 + α)/(1 − α) (analytics/stats/sketch.py);
 -- values ≤ 0 (an ITL gap of two events read together) are in bucket -1000000000.
 -- Buckets add across shards, so a group's histogram is the sum of its shards'.
 CREATE TABLE shard_histograms (

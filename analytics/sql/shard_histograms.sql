@@ -1,5 +1,5 @@
 -- Log-bucketed histograms of one settled shard's latency metrics (successful requests;
--- intent-based ones for open loop only), bucket = ceil(ln(v) / ln γ) (analytics/sketch.py).
+-- intent-based ones for open loop only), bucket = ceil(ln(v) / ln γ) (analytics/stats/sketch.py).
 -- Parameters: $run_id, $shard_id, $log_gamma, $zero_bucket.
 INSERT INTO shard_histograms
 WITH ok AS (

@@ -1,6 +1,6 @@
 -- The report's per stage x provider x region rows of one run, from the shards' stored
 -- pre-aggregates (schema_v3.sql) instead of the raw records: every `stage_summary`
--- column except the percentiles, which analytics/sketch.py reads from the stored
+-- column except the percentiles, which analytics/stats/sketch.py reads from the stored
 -- histograms. The rates, attainment and cost are the view's macros (sql/macros.sql).
 -- Parameters: $run_id.
 WITH m AS (

@@ -19,18 +19,20 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from analytics.answers_text import (
+from analytics.datasets.fingerprint import dataset_line
+from analytics.render.answers_text import (
     CAPACITY_TITLE,
     TextTable,
     capacity_lines,
     ended_table,
     sweep_tables,
 )
-from analytics.columns import ROW_KEYS, ReportColumn, UnknownColumnError, select
-from analytics.dataset_fingerprint import dataset_line
-from analytics.failover import failover_sections
-from analytics.fitted_tables import Column, fit, print_tables
-from analytics.formatting import (
+from analytics.render.fitted_tables import Column, fit, print_tables
+from analytics.render.report_formats import REPORT_FORMATS
+from analytics.report.build import RunReport
+from analytics.report.columns import ROW_KEYS, ReportColumn, UnknownColumnError, select
+from analytics.report.failover import failover_sections
+from analytics.report.formatting import (
     CAPTION,
     LOW_SAMPLE_NOTE,
     PERCENTILE_HEADER,
@@ -38,9 +40,7 @@ from analytics.formatting import (
     method_note,
     percentile_rows,
 )
-from analytics.report import RunReport
-from analytics.report_formats import REPORT_FORMATS
-from analytics.sessions import (
+from analytics.report.sessions import (
     ENDS_HEADER,
     ENDS_TITLE,
     TURNS_HEADER,
@@ -49,8 +49,8 @@ from analytics.sessions import (
     end_rows,
     turn_rows,
 )
-from analytics.token_truth import token_truth_lines
-from analytics.top_errors import error_lines
+from analytics.report.token_truth import token_truth_lines
+from analytics.report.top_errors import error_lines
 from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
 from scenarios.errors import BadInput
@@ -271,7 +271,7 @@ def comparison_tables(comparison: dict[str, Any], width: int) -> list[Table | Te
 
 def answer_tables(report: RunReport, width: int) -> list[Table | Text]:
     """The sweep's curve per provider and region (knee marked) and the stages ended
-    early, fitted to ``width`` (analytics/answers_text.py)."""
+    early, fitted to ``width`` (analytics/render/answers_text.py)."""
     tables: list[TextTable] = list(sweep_tables(report.answers))
     ended = ended_table(report.answers)
     if ended is not None:
@@ -419,7 +419,8 @@ def print_report(
 ) -> None:
     """Print the report as the terminal tables (the summary's ``shown`` columns, default
     the compact set, fitted to the console's width) or as a document format (json,
-    markdown, html, csv: ``analytics.report_formats``, the same bytes the REST API serves)."""
+    markdown, html, csv: ``analytics.render.report_formats``, the same bytes the REST API
+    serves)."""
     document = REPORT_FORMATS.get(fmt)
     if document is not None:
         # Raw text: rich must neither wrap nor interpret markup in it.

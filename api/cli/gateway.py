@@ -21,7 +21,7 @@ import httpx
 import typer
 from rich.console import Console
 
-from analytics.shadow_report import print_comparison
+from analytics.shadow.report import print_comparison
 from api.cli.errors import exit_for
 from api.cli.local_db import open_read_only
 from api.cli.rest_client import (
@@ -156,7 +156,7 @@ def compare(
             rows = _check(client.get(f"/v1/shadow-sessions/{session}/comparison"), session)
             rows = rows["comparison"]
     else:
-        from analytics.shadow import comparison, is_session  # noqa: PLC0415
+        from analytics.shadow.capture import comparison, is_session  # noqa: PLC0415
 
         con = open_read_only(db or get_settings().duckdb.path)
         try:
@@ -190,8 +190,8 @@ def export_replay(
                 _check(answer, session)
             payload = answer.content
     else:
-        from analytics.shadow import is_session  # noqa: PLC0415
-        from analytics.shadow_replay import replay_jsonl  # noqa: PLC0415
+        from analytics.shadow.capture import is_session  # noqa: PLC0415
+        from analytics.shadow.replay import replay_jsonl  # noqa: PLC0415
 
         con = open_read_only(db or get_settings().duckdb.path)
         try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from analytics.db import connect
+from analytics.store.db import connect
 from api.cli.errors import exit_for
 from scenarios.errors import NotFound, TokenbenchError, Unavailable
 

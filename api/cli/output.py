@@ -15,9 +15,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from analytics.columns import ReportColumn
-from analytics.report import RunReport
-from analytics.verdict import failed_stages
+from analytics.decide.verdict import failed_stages
+from analytics.report.build import RunReport
+from analytics.report.columns import ReportColumn
 from api.cli.console import OutputFormat, print_report
 from api.cli.errors import exit_for
 from api.cli.streams import stderr, stdout

@@ -21,21 +21,21 @@ import pyarrow as pa
 import typer
 from rich.console import Console
 
-from analytics.report import (
-    RunReport,
-    UnknownProviderError,
-    UnknownRunError,
-    build_report,
-    latest_run_id,
-)
-from analytics.safe_sql import (
+from analytics.query.safe_sql import (
     DatabaseBusyError,
     QueryResult,
     SqlError,
     SqlLimits,
     run_query,
 )
-from analytics.shadow import comparison, is_session
+from analytics.report.build import (
+    RunReport,
+    UnknownProviderError,
+    UnknownRunError,
+    build_report,
+    latest_run_id,
+)
+from analytics.shadow.capture import comparison, is_session
 from api.cli.console import ColumnsOption, OutputFormat, WideOption, table_columns
 from api.cli.errors import exit_for
 from api.cli.local_db import database_error, open_read_only
@@ -194,7 +194,7 @@ def report(
         if out_file is not None:
             err.print(f"report with {rows:,} requests written to {out_file}", highlight=False)
         return
-    from analytics.shadow_report import print_comparison  # noqa: PLC0415
+    from analytics.shadow.report import print_comparison  # noqa: PLC0415
 
     if out_file is None:
         print_report(out, result, output.value, shown)

@@ -1,6 +1,6 @@
 """``tokenbench report --format json --requests``: the JSON report with every request's row.
 
-Rows are streamed into the document as they are read (analytics/request_rows.py): from
+Rows are streamed into the document as they are read (analytics/render/request_rows.py): from
 the DuckDB file, or, with ``--server``, from the control plane's records route
 (``GET /v1/runs/{id}/records``, Arrow), which has every row; the report route's own
 ``?requests=true`` is capped for answers held in memory, so the command does not use it.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from analytics.report import RunReport
-from analytics.request_rows import RowsWritten, request_batches, write_report_with_requests
+from analytics.render.request_rows import RowsWritten, request_batches, write_report_with_requests
+from analytics.report.build import RunReport
 from api.cli.errors import exit_for
 from api.cli.local_db import open_read_only
 from api.cli.rest_client import raise_for, remote

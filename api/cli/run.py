@@ -14,10 +14,10 @@ import yaml
 from celery import Celery
 from redis.asyncio import Redis
 
-from analytics.columns import ReportColumn
-from analytics.db import connect
-from analytics.report import build_report
-from analytics.verdict import ALL_FAILED
+from analytics.decide.verdict import ALL_FAILED
+from analytics.report.build import build_report
+from analytics.report.columns import ReportColumn
+from analytics.store.db import connect
 from api.cli.console import ColumnsOption, OutputFormat, WideOption, table_columns
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.output import exit_on_verdict, write_report
@@ -268,7 +268,7 @@ def _run_scenario(
 def _local_datasets(scenario: Scenario, con: duckdb.DuckDBPyConnection) -> Scenario:
     """The user's own workload files stored as datasets in the local DuckDB file, so the
     run takes the same path as in a deployment (workers never read files)."""
-    from analytics.datasets import DatasetStore  # noqa: PLC0415
+    from analytics.datasets.uploads import DatasetStore  # noqa: PLC0415
     from api.cli.datasets import store_local_datasets  # noqa: PLC0415
 
     try:

@@ -19,8 +19,8 @@ import httpx
 import typer
 from rich.console import Console
 
-from analytics.fitted_tables import Column, fit, print_tables
-from analytics.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
+from analytics.render.fitted_tables import Column, fit, print_tables
+from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from api.cli.datasets import upload_local_datasets
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.rest_client import TokenOption, get_json, raise_for, remote

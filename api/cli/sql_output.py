@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from analytics.safe_sql import (
+from analytics.query.safe_sql import (
     DatabaseBusyError,
     ExportResult,
     QueryResult,

@@ -11,7 +11,7 @@ from rich.console import Console
 
 # Where output is not a terminal (CI logs, pipes) and COLUMNS does not say, tables are
 # laid out for this width: wide enough that a report splits little, and nothing is cut
-# at any width (analytics/fitted_tables.py).
+# at any width (analytics/render/fitted_tables.py).
 PIPE_WIDTH = 200
 
 

@@ -20,16 +20,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from analytics.fitted_tables import Column, fit, print_tables
-from analytics.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
-from analytics.trend_formats import (
-    JUDGEMENT_HEADER,
-    TREND_FORMATS,
-    history_rows,
-    judgement_cells,
-    span_note,
-)
-from analytics.trends import (
+from analytics.render.fitted_tables import Column, fit, print_tables
+from analytics.trends.build import (
     DEFAULT_TREND_RUNS,
     METRICS,
     TrendOptions,
@@ -37,6 +29,14 @@ from analytics.trends import (
     TrendSelection,
     build_trend,
 )
+from analytics.trends.formats import (
+    JUDGEMENT_HEADER,
+    TREND_FORMATS,
+    history_rows,
+    judgement_cells,
+    span_note,
+)
+from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from api.cli.errors import exit_for
 from api.cli.local_db import open_read_only
 from api.cli.rest_client import (

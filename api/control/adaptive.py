@@ -7,11 +7,11 @@ for all regions of a stage together:
   each is planned like a stage of a fixed plan and *appended* to the stored plan, so the
   plan stays the record of what ran and views, progress, REST and a restarted control
   plane read it as before. The decision is a function of the stored results only
-  (``analytics/capacity_search.py``, ``analytics/sweep.py``), so a restarted control
+  (``analytics/decide/capacity_search.py``, ``analytics/decide/sweep.py``), so a restarted control
   plane decides exactly what the first would have;
 - **an early end** of the running stage for one provider: over-saturated (an open loop
-  whose queue grows without bound: ``analytics/saturation.py``), its percentile's
-  interval tight enough (``load.stop_when``: ``analytics/early_stop.py``), or a capacity
+  whose queue grows without bound: ``analytics/decide/saturation.py``), its percentile's
+  interval tight enough (``load.stop_when``: ``analytics/decide/early_stop.py``), or a capacity
   stage's verdict already certain. The provider's shards in every region are told to
   stop sending (``scenarios.wire.stop_key``); they finish normally with what they
   recorded, and the stage is marked with its evidence (``stage_outcomes``).
@@ -33,7 +33,20 @@ from typing import Any, Literal, cast
 
 import duckdb
 
-from analytics.adaptive_runs import (
+from analytics.decide.capacity_search import (
+    Probe,
+    Role,
+    Verdict,
+    interim_alpha,
+    next_step,
+    provider_verdict,
+    region_verdict,
+    wilson,
+)
+from analytics.decide.early_stop import QuantileInterval, tight_enough
+from analytics.decide.saturation import ShardSamples, StageSnapshot, judge
+from analytics.decide.sweep import sweep_rates
+from analytics.store.adaptive_runs import (
     CapacityRow,
     OutcomeRow,
     RegionFigures,
@@ -49,20 +62,7 @@ from analytics.adaptive_runs import (
     write_roles,
     write_verdict,
 )
-from analytics.capacity_search import (
-    Probe,
-    Role,
-    Verdict,
-    interim_alpha,
-    next_step,
-    provider_verdict,
-    region_verdict,
-    wilson,
-)
-from analytics.early_stop import QuantileInterval, tight_enough
-from analytics.runs import PlannedShard, RunStore, transaction
-from analytics.saturation import ShardSamples, StageSnapshot, judge
-from analytics.sweep import sweep_rates
+from analytics.store.runs import PlannedShard, RunStore, transaction
 from api.control.planner import Stage, initial_levels, plan_decided_stage
 from scenarios.adaptive import FindCapacity
 from scenarios.limits import MAX_DURATION_S

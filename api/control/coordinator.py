@@ -19,11 +19,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from analytics.adaptive_runs import RoleRow, outcome_rows, role_rows, write_roles
-from analytics.datasets import DatasetStore, UnknownDatasetError
-from analytics.runs import PlannedShard, RunStore
-from analytics.saturation import ShardSamples
-from analytics.shadow import SessionShard, activate_session, close_session, register_session
+from analytics.datasets.uploads import DatasetStore, UnknownDatasetError
+from analytics.decide.saturation import ShardSamples
+from analytics.shadow.capture import SessionShard, activate_session, close_session, register_session
+from analytics.store.adaptive_runs import RoleRow, outcome_rows, role_rows, write_roles
+from analytics.store.runs import PlannedShard, RunStore
 from api.control.adaptive import (
     AdaptiveState,
     MonitorInput,

@@ -38,7 +38,7 @@ from typing import Protocol
 import duckdb
 from redis.asyncio import Redis
 
-from analytics.ingest import BatchMessage, IngestProfile, IngestResult, ingest_batches
+from analytics.store.ingest import BatchMessage, IngestProfile, IngestResult, ingest_batches
 from scenarios.wire import RecordBatch
 
 __all__ = [

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from redis.asyncio import Redis
 
-from analytics.db import connect
+from analytics.store.db import connect
 from api.control.plane import ControlPlane
 from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import duckdb
 from redis.asyncio import Redis
 
-from analytics.datasets import DatasetStore
+from analytics.datasets.uploads import DatasetStore
 from api.control.coordinator import RunCoordinator
 from api.control.plane import ControlPlane, live_worker_count
 from api.rest.errors import RegionUnavailable

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from analytics.datasets import DatasetStore, dataset_problems
+from analytics.datasets.uploads import DatasetStore, dataset_problems
 from api.rest.errors import ProviderEgressDenied
 from api.schemas import RunOverrides
 from scenarios.egress import EgressDenied, check_url, metrics_endpoints, provider_endpoints

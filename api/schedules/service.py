@@ -15,7 +15,7 @@ fire is recorded (``GET /v1/schedules/{id}/runs``). Fires of one schedule are se
 by a lock, and each computes what is due from the stored anchor, so a catch-up and a
 regular fire never start the same run twice.
 
-When a fired run has ended, its trend is judged (``analytics.trends``, as of that run);
+When a fired run has ended, its trend is judged (``analytics.trends.build``, as of that run);
 what it flags is stored with the fire, and the schedule's webhook, if any, is POSTed a
 small JSON (``api/schedules/webhook.py``), its outcome recorded.
 """
@@ -33,7 +33,7 @@ from typing import Any
 import duckdb
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from analytics.trends import TrendOptions, TrendSelection, build_trend
+from analytics.trends.build import TrendOptions, TrendSelection, build_trend
 from api.schedules.cron import fires_between, parse_cron
 from api.schedules.store import (
     FireKind,

@@ -13,7 +13,7 @@ The URL itself is a credential (``user:password@``, ``?token=``, a hook's secret
 it is sent as given (user and password as Basic auth, as httpx does), but every read
 path shows only :func:`scenarios.redaction.public_url` of it: the REST schedule views
 (and so the CLI), each delivery's message (:func:`shown`), and the SQL API's copy of the
-database (analytics/snapshot.py rewrites the column there).
+database (analytics/query/snapshot.py rewrites the column there).
 """
 
 from __future__ import annotations

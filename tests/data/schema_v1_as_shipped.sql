@@ -2,7 +2,7 @@
 -- before the views and the request_records DDL moved out of the migrations): what a file
 -- written by v1 holds. Tests build such a file and upgrade it (tests/unit/analytics/).
 
--- tokenbench DuckDB schema, version 1. Applied once by analytics.db.migrate().
+-- tokenbench DuckDB schema, version 1. Applied once by analytics.store.db.migrate().
 -- request_records mirrors scenarios/records.py REQUEST_RECORD_SCHEMA (a test holds them together).
 
 CREATE TABLE runs (

@@ -16,7 +16,7 @@ import pytest
 from celery import Celery
 from redis.asyncio import Redis
 
-from analytics.db import connect
+from analytics.store.db import connect
 from api.control.plane import ControlPlane
 from api.local.redis_server import RedisServer
 from scenarios.model import Scenario

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from analytics.capacity_search import region_verdict
+from analytics.decide.capacity_search import region_verdict
 from api.local.redis_server import RedisServer
 from scenarios.model import SimulateSpec
 from tests.conftest import API_TOKEN, CliResult, start_control_plane, start_worker

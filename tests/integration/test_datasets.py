@@ -23,7 +23,7 @@ import redis
 import yaml
 from redis.asyncio import Redis
 
-from analytics.datasets import content_id
+from analytics.datasets.uploads import content_id
 from api.local.redis_server import RedisServer
 from scenarios.loader import validate_scenario
 from scenarios.settings import RedisSettings, Settings

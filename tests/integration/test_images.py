@@ -17,7 +17,7 @@ import duckdb
 import pytest
 import yaml
 
-from analytics.images import with_images
+from analytics.report.images import with_images
 from tests.conftest import CliResult
 from tests.fakes.provider_server import KEY, FakeProviders
 

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 import yaml
 
-from analytics.tool_calls import with_tool_calls
+from analytics.report.tool_calls import with_tool_calls
 from tests.conftest import CliResult
 
 pytestmark = pytest.mark.integration

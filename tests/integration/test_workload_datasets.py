@@ -22,7 +22,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from analytics.dataset_fingerprint import run_dataset
+from analytics.datasets.fingerprint import run_dataset
 from scenarios.model import Workload
 from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait_for_run
 from tests.support.dataset_files import (

@@ -9,8 +9,8 @@ from typing import Any
 
 import duckdb
 
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.runs import PlannedShard, RunStore
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from workers.client.errors import ErrorClass, RequestFailure

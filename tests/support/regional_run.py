@@ -12,9 +12,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from analytics.db import connect
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.runs import PlannedShard, RunStore
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import MS, S, failed_result, ok_result

@@ -6,7 +6,7 @@ from typing import Any
 
 import duckdb
 
-from analytics.telemetry_ingest import ingest_scrapes
+from analytics.telemetry.ingest import ingest_scrapes
 from scenarios.server_metrics import scrapes_to_ipc
 from tests.support.builders import REPORT_SCENARIO, evenly_paced, store_run
 

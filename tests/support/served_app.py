@@ -14,8 +14,8 @@ import pyarrow as pa
 import uvicorn
 from fastapi import FastAPI
 
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.runs import PlannedShard, RunStore
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 from api.local.redis_server import free_port
 from scenarios.model import Scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch

@@ -22,7 +22,7 @@ import duckdb
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from analytics.datasets import DatasetInfo, DatasetStore
+from analytics.datasets.uploads import DatasetInfo, DatasetStore
 from api.rest.deps import Authenticated, CursorDep, HeavyDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, UnsupportedMediaType
 from scenarios.dataset_formats import Conversion

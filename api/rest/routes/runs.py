@@ -11,10 +11,10 @@ from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter
 
-from analytics.record_export import arrow_stream, parquet_stream, record_reader
-from analytics.report import RunReport, UnknownRunError, build_report
-from analytics.report_formats import REPORT_FORMATS, ReportFormat
-from analytics.request_rows import request_batches, write_report_with_requests
+from analytics.query.record_export import arrow_stream, parquet_stream, record_reader
+from analytics.render.report_formats import REPORT_FORMATS, ReportFormat
+from analytics.render.request_rows import request_batches, write_report_with_requests
+from analytics.report.build import RunReport, UnknownRunError, build_report
 from api.control.coordinator import Coordinator
 from api.control.run_views import LiveState, live_state, live_view, stored_view
 from api.rest.deps import (
@@ -280,7 +280,7 @@ def get_records(
     accept: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """The run's request records (accepted attempts) as an Arrow IPC stream or Parquet,
-    streamed: encoded batch by batch as DuckDB reads them (analytics/record_export.py)."""
+    streamed: encoded batch by batch as DuckDB reads them (analytics/query/record_export.py)."""
     if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall():
         raise UnknownRunError(run_id)
     wants_parquet = output == "parquet" or (output is None and PARQUET in (accept or ""))

@@ -15,8 +15,8 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from analytics.shadow import comparison, pairs, session_summary
-from analytics.shadow_replay import replay_jsonl
+from analytics.shadow.capture import comparison, pairs, session_summary
+from analytics.shadow.replay import replay_jsonl
 from api.control.plane import live_worker_count
 from api.rest.deps import Authenticated, HeavyDep, PlaneDep, RedisDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, RegionUnavailable, UnknownShadowSessionError

@@ -1,7 +1,7 @@
 """``/v1/sql``: read-only SQL over the results, sandboxed, away from the ingest writer.
 
-Each query runs in a child process (analytics/sql_process.py) on a read-only copy of the
-database (analytics/snapshot.py), under analytics/safe_sql.py's rules: one SELECT, no
+Each query runs in a child process (analytics/query/sql_process.py) on a read-only copy of the
+database (analytics/query/snapshot.py), under analytics/query/safe_sql.py's rules: one SELECT, no
 file or network access, no extensions, locked configuration, memory and thread caps, a
 statement timeout (the child is killed if it overruns) and a row cap. The copy is
 refreshed when it is older than the request's ``max_staleness_s``; the answer says how
@@ -24,9 +24,9 @@ from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from analytics.safe_sql import SqlLimits
-from analytics.snapshot import SnapshotInfo, SqlSnapshot
-from analytics.sql_process import ChildResult, run_in_child
+from analytics.query.safe_sql import SqlLimits
+from analytics.query.snapshot import SnapshotInfo, SqlSnapshot
+from analytics.query.sql_process import ChildResult, run_in_child
 from api.rest.deps import Authenticated, SettingsDep, WriterDep
 from scenarios.limits import MAX_SQL_ANSWER_ROWS
 

@@ -1,5 +1,5 @@
 """``/v1/trends``: a schedule's (or a scenario's) figures across its runs, and whether the
-latest run regressed (analytics/trends.py), as JSON, markdown, CSV or an HTML chart."""
+latest run regressed (analytics/trends/build.py), as JSON, markdown, CSV or an HTML chart."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Annotated
 import duckdb
 from fastapi import APIRouter, Header, Query, Response
 
-from analytics.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
-from analytics.trend_formats import TREND_FORMATS, TrendFormat
-from analytics.trends import DEFAULT_TREND_RUNS, TrendOptions, TrendSelection, build_trend
+from analytics.trends.build import DEFAULT_TREND_RUNS, TrendOptions, TrendSelection, build_trend
+from analytics.trends.formats import TREND_FORMATS, TrendFormat
+from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from api.rest.deps import Authenticated, HeavyDep, WriterDep
 from api.rest.errors import UnknownScenarioError
 from api.rest.negotiation import chosen_format

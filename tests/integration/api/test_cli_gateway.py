@@ -17,9 +17,9 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from analytics.db import connect
-from analytics.runs import RunStore
-from analytics.shadow import ensure_shadow_schema, ingest_captures
+from analytics.shadow.capture import ensure_shadow_schema, ingest_captures
+from analytics.store.db import connect
+from analytics.store.runs import RunStore
 from api.cli.gateway import gateway, shadow_app
 from api.control.coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config

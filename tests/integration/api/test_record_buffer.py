@@ -16,8 +16,8 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from analytics.db import connect
-from analytics.ingest import IngestResult
+from analytics.store.db import connect
+from analytics.store.ingest import IngestResult
 from api.control.record_buffer import MIN_READ_ENTRIES, RecordBuffer, _Pending, store_due
 from api.local.redis_server import RedisServer
 from scenarios.records import batch_to_ipc, records_to_batch

@@ -17,8 +17,8 @@ import pytest
 from celery import Celery
 from pydantic import SecretStr
 
-from analytics.db import connect
-from analytics.record_export import BATCH_ROWS, ROW_GROUP_ROWS
+from analytics.query.record_export import BATCH_ROWS, ROW_GROUP_ROWS
+from analytics.store.db import connect
 from api.local.redis_server import RedisServer
 from api.rest.app import create_app
 from api.rest.routes.runs import ARROW_STREAM, PARQUET

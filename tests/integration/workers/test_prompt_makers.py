@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from analytics.datasets import content_id
+from analytics.datasets.uploads import content_id
 from api.local.redis_server import RedisServer
 from scenarios.model import Workload
 from scenarios.tokenizer_files import TokenizerUnavailable

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from analytics.datasets import UnknownDatasetError
-from analytics.report import UnknownProviderError, UnknownRunError
-from analytics.safe_sql import DatabaseBusyError, SqlError, SqlRefused, SqlTimeout, SqlTooLarge
-from analytics.sql_process import SqlUnavailable
+from analytics.datasets.uploads import UnknownDatasetError
+from analytics.query.safe_sql import (
+    DatabaseBusyError,
+    SqlError,
+    SqlRefused,
+    SqlTimeout,
+    SqlTooLarge,
+)
+from analytics.query.sql_process import SqlUnavailable
+from analytics.report.build import UnknownProviderError, UnknownRunError
 from api.cli.plan import PlanInputError
 from api.rest.errors import (
     RegionUnavailable,

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from analytics.db import connect
-from analytics.runs import PlannedShard, RunStore, transaction
-from analytics.safe_sql import SqlLimits, SqlTooLarge, encode, encode_capped, run_query
+from analytics.query.safe_sql import SqlLimits, SqlTooLarge, encode, encode_capped, run_query
+from analytics.store.db import connect
+from analytics.store.runs import PlannedShard, RunStore, transaction
 from api.control.planner import closed_parts, plan_run, split
 from api.schemas import RunCreate, RunOverrides
 from scenarios import limits

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from analytics.db import connect
+from analytics.store.db import connect
 from scenarios.server_metrics import (
     KNOWN_NAMES,
     NAME_MAP,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from analytics.html_report import render_html
-from analytics.markdown import render_markdown
-from analytics.report import RunReport
+from analytics.render.html_report import render_html
+from analytics.render.markdown import render_markdown
+from analytics.report.build import RunReport
 from api.cli.console import StageProgress, print_report
 from api.schemas import RunPublic, ShardPublic, StagePublic
 
@@ -111,7 +111,7 @@ def test_one_bar_per_started_stage() -> None:
 
 
 def _row(provider: str, **extra: Any) -> dict[str, Any]:
-    """One summary row as analytics/report.py builds it (the fields the renderers read)."""
+    """One summary row as analytics/report/build.py builds it (the fields the renderers read)."""
     row: dict[str, Any] = {
         "provider": provider, "stage": 0, "region": "eu", "concurrency": 4, "requests": 120,
         "errors": 2, "errors_by_class": "http_429: 2", "request_rate": 3.5,

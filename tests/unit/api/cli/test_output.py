@@ -10,8 +10,8 @@ import duckdb
 import pytest
 import typer
 
-from analytics.db import connect
-from analytics.report import RunReport, build_report
+from analytics.report.build import RunReport, build_report
+from analytics.store.db import connect
 from api.cli.console import OutputFormat
 from api.cli.output import exit_on_verdict, write_report
 from scenarios.wire import RunState

@@ -14,12 +14,12 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from analytics.charts import CHARTS, plotly_js
-from analytics.columns import columns
-from analytics.db import connect
-from analytics.formatting import PERCENTILE_HEADER, PERCENTILE_KEYS, percentile_rows
-from analytics.markdown import render_markdown
-from analytics.report import build_report
+from analytics.render.charts import CHARTS, plotly_js
+from analytics.render.markdown import render_markdown
+from analytics.report.build import build_report
+from analytics.report.columns import columns
+from analytics.report.formatting import PERCENTILE_HEADER, PERCENTILE_KEYS, percentile_rows
+from analytics.store.db import connect
 from api.cli.report import report, sql
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
@@ -182,7 +182,7 @@ def test_markdown_and_html_files(db: Path, tmp_path: Path) -> None:
         assert f'id="chart-{anchor}"' in html and heading in html
     # Self-contained: Plotly's bundle is inlined once (its source mentions links, such as
     # map attributions, that a chart without maps never loads) and the page itself links
-    # to nothing; tests/unit/analytics/test_html_report_browser.py loads it with the network cut.
+    # to nothing; tests/unit/analytics/render/test_html_report_browser.py loads it with the network cut.
     assert html.count(plotly_js()) == 1
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html.replace(plotly_js(), ""))
     with duckdb.connect(str(db), read_only=True) as con:

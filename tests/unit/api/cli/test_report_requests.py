@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analytics.db import connect
-from analytics.report import build_report
+from analytics.report.build import build_report
+from analytics.store.db import connect
 from api.cli.report_requests import write_report_with_rows
 from tests.conftest import CliResult
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from analytics.db import connect
+from analytics.store.db import connect
 from api.cli.trend import trend
 from api.schedules.store import ScheduleStore
 from tests.support.analytics_builders import store_trend_runs

@@ -10,11 +10,11 @@ from typing import Any
 import duckdb
 import pytest
 
-from analytics.adaptive_runs import capacity_rows, role_rows, verdict_rows
-from analytics.db import connect
-from analytics.ingest import BatchMessage, ingest_batches
-from analytics.runs import RunStore
-from analytics.saturation import ShardSamples
+from analytics.decide.saturation import ShardSamples
+from analytics.store.adaptive_runs import capacity_rows, role_rows, verdict_rows
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import RunStore
 from api.control.adaptive import MonitorInput, ProviderLive, decide_next, monitor_stage
 from api.control.coordinator import RunCoordinator
 from api.control.planner import stored_stages

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from analytics.db import connect
+from analytics.store.db import connect
 from api.local.redis_server import free_port
 from api.local.upstreams import UpstreamCollector, local_upstreams
 from scenarios.errors import BadInput

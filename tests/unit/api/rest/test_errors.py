@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
-from analytics.report import UnknownRunError
-from analytics.safe_sql import SqlRefused
+from analytics.query.safe_sql import SqlRefused
+from analytics.report.build import UnknownRunError
 from api.rest.errors import (
     ProviderEgressDenied,
     RegionUnavailable,

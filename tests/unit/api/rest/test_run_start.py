@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from analytics.db import connect
+from analytics.store.db import connect
 from api.rest.errors import ProviderEgressDenied, UnknownScenarioError
 from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from analytics.db import connect
-from analytics.runs import RunStore
+from analytics.store.db import connect
+from analytics.store.runs import RunStore
 from api.control.coordinator import RunCoordinator
 from api.rest.routes import runs
 from scenarios.model import Scenario
