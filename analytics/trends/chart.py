@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 from analytics.render.chart_style import Palette, base_layout
 from analytics.render.charts import figure_div, plotly_js
 from analytics.trends.build import METRICS, TrendReport
-from analytics.trends.formats import JUDGEMENT_HEADER, judgement_cells, span_note
+from analytics.trends.text import JUDGEMENT_HEADER, judgement_cells, span_note
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}

@@ -29,14 +29,9 @@ from analytics.trends.build import (
     TrendSelection,
     build_trend,
 )
-from analytics.trends.formats import (
-    JUDGEMENT_HEADER,
-    TREND_FORMATS,
-    history_rows,
-    judgement_cells,
-    span_note,
-)
+from analytics.trends.formats import TREND_FORMATS, history_rows
 from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
+from analytics.trends.text import JUDGEMENT_HEADER, judgement_cells, span_note
 from api.cli.errors import exit_for
 from api.cli.local_db import open_read_only
 from api.cli.rest_client import (

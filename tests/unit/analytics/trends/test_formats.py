@@ -1,5 +1,6 @@
 """analytics/trends/formats.py and analytics/trends/chart.py: every format of a real trend
-(two steady runs, then a slow one), text others wrote escaped, the regression in each."""
+(two steady runs, then a slow one: tests/unit/analytics/trends/conftest.py), text others
+wrote escaped, the regression in each."""
 
 from __future__ import annotations
 
@@ -7,40 +8,19 @@ import csv
 import dataclasses
 import io
 import json
-from pathlib import Path
 
 import pytest
 
-from analytics.store.db import connect
-from analytics.trends.build import TrendReport, TrendSelection, build_trend
+from analytics.trends.build import TrendReport
 from analytics.trends.chart import figure
-from analytics.trends.formats import SPARKS, TREND_FORMATS, band_text, judgement_cells, sparkline
-from tests.support.analytics_builders import store_trend_runs
+from analytics.trends.formats import TREND_FORMATS
 
 HOSTILE = "<b>y</b>|x"  # a name a client asks the trend for
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> TrendReport:
-    con = connect(Path(tmp_path_factory.mktemp("trend")) / "trend.duckdb")
-    store_trend_runs(con, [20.0, 20.3, 80.0])
-    trend = build_trend(con, TrendSelection(schedule_id="sch-1"))
-    return dataclasses.replace(trend, title=f"trend of {HOSTILE}")
-
-
-def test_sparklines_scale_from_low_to_high() -> None:
-    assert sparkline([1.0, 2.0, 3.0]) == SPARKS[0] + SPARKS[4] + SPARKS[-1]
-    assert sparkline([5.0, None, 5.0]) == SPARKS[0] + " " + SPARKS[0]
-    assert sparkline([]) == ""
-
-
-def test_the_judgement_row_reads_as_text(report: TrendReport) -> None:
-    row = next(r for r in report.rows if r["metric"] == "ttft_p50_ms")
-    cells = judgement_cells(report, row)
-    assert cells[:4] == ["api", "local", "0", "TTFT p50"]
-    assert cells[4][-1] == SPARKS[-1] and cells[-1] == "REGRESSION"
-    assert cells[6] == band_text(row) and "–" in cells[6]
-    assert cells[7].startswith("+")
+def report(slow_trend: TrendReport) -> TrendReport:
+    return dataclasses.replace(slow_trend, title=f"trend of {HOSTILE}")
 
 
 def test_markdown_names_the_regression_and_escapes_names(report: TrendReport) -> None:
