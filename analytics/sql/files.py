@@ -9,4 +9,4 @@ from importlib import resources
 @cache
 def load_sql(name: str) -> str:
     """Text of ``analytics/sql/<name>.sql``."""
-    return resources.files("analytics").joinpath("sql", f"{name}.sql").read_text("utf-8")
+    return resources.files("analytics.sql").joinpath(f"{name}.sql").read_text("utf-8")

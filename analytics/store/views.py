@@ -32,7 +32,7 @@ __all__ = ["code_sha256", "create_views", "definitions", "stored_sha256"]
 @cache
 def definitions() -> tuple[tuple[str, str], ...]:
     """(name, SQL) of every macro and view script, in the order they are created."""
-    folder = resources.files("analytics").joinpath("sql", "views")
+    folder = resources.files("analytics.sql").joinpath("views")
     views = sorted(
         (entry.name, entry.read_text("utf-8"))
         for entry in folder.iterdir()
