@@ -636,7 +636,7 @@ class Gateway:
         """Find the primary, start the capture process, prepare request heads."""
         primary = self.config.primary
         salt_env = self.config.privacy.hash_salt_env
-        from workers.secrets import is_reserved  # noqa: PLC0415
+        from workers.client.secrets import is_reserved  # noqa: PLC0415
 
         if salt_env and is_reserved(salt_env):
             raise RuntimeError(
@@ -857,7 +857,7 @@ async def serve(gateway: Gateway, host: str, port: int) -> None:
 
 def run(gateway: Gateway, host: str, port: int) -> None:
     """:func:`serve` on a uvloop event loop (the ``tokenbench gateway`` command)."""
-    from workers.event_loop import new_loop  # noqa: PLC0415
+    from workers.runtime.event_loop import new_loop  # noqa: PLC0415
 
     with asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(serve(gateway, host, port))

@@ -26,7 +26,7 @@ from workers.client.image_parts import with_images
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import Limits, json_headers
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 
 class ChatParser:

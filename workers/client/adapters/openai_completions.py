@@ -30,7 +30,7 @@ from workers.client.streaming import (
     stream_error,
     token_event,
 )
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 _DONE = b"[DONE]"
 _REASONING_KEYS = ("reasoning_content", "reasoning")
