@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Protocol
 
 import orjson
 from redis.asyncio import Redis
 
 from scenarios.wire import calibration_key
-from workers.client.result import RequestResult
 from workers.prompts.plan import PlannedRequest, PromptText, make_prompt
 
-__all__ = ["MIN_SAMPLES", "CalibratedPrompts", "LengthFit", "load_fit", "save_fit"]
+__all__ = ["MIN_SAMPLES", "Answer", "CalibratedPrompts", "LengthFit", "load_fit", "save_fit"]
 
 MIN_SAMPLES = 8
 # Tokens per word a fit may claim: beyond, the server's counts are not believed (and a
@@ -35,6 +35,20 @@ MAX_TOKENS_PER_WORD = 8.0
 # (nearly) fixed lengths the intercept cannot be told from the slope.
 MIN_RELATIVE_SPREAD = 0.1
 FIT_TTL_S = 7 * 24 * 3600
+
+
+class Answer(Protocol):
+    """What calibration reads of a measured answer: a ``RequestResult`` of the client
+    (``workers/client/result.py``; the prompts room sits below the client it feeds)."""
+
+    @property
+    def failure(self) -> object | None: ...
+    @property
+    def prompt_count_source(self) -> str | None: ...
+    @property
+    def prompt_tokens(self) -> int | None: ...
+    @property
+    def image_prompt_tokens(self) -> int | None: ...
 
 
 @dataclass(slots=True)
@@ -94,7 +108,7 @@ class CalibratedPrompts:
         self.fit.add(words, reported)
         self._line = self.fit.line()
 
-    def observe_answer(self, request: PlannedRequest, result: RequestResult) -> None:
+    def observe_answer(self, request: PlannedRequest, result: Answer) -> None:
         """Learn from a successful answer whose server reported its prompt tokens. A
         session's later turns are not words alone (their conversation holds answers), and
         image tokens are not text: a request with images counts only where the server

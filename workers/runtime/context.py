@@ -40,7 +40,7 @@ class WorkerContext:
     worker_name: str
     region: str
     secrets: Secrets = field(default_factory=Secrets)
-    # Scrapes of providers' metrics_url (workers/telemetry/scraper.py) use a client of their
+    # Scrapes of providers' metrics_url (workers/shard/telemetry.py) use a client of their
     # own, so that they never take a measurement connection; None: ``http``.
     metrics_http: httpx.AsyncClient | None = None
 

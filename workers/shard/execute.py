@@ -55,7 +55,7 @@ from workers.shard.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUna
 from workers.shard.progress import Progress
 from workers.shard.publisher import ShardPublisher
 from workers.shard.rows import RowContext, record_row, tagged, wall_ns
-from workers.telemetry.scraper import MetricsScraper
+from workers.shard.telemetry import MetricsScraper
 
 OWNER_TTL_S = 10.0
 T = TypeVar("T")

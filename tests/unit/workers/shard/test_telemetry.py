@@ -1,4 +1,4 @@
-"""The scraper's own logic (workers/telemetry/scraper.py), against real loopback servers:
+"""The scraper's own logic (workers/shard/telemetry.py), against real loopback servers:
 a scrape's deadline, the simulator's URL, which shards scrape, and how one scrape fails
 (HTTP status, not Prometheus text, too large, too slow) without raising anything else.
 The loop through Redis and DuckDB is tested in tests/integration/test_server_telemetry.py."""
@@ -20,9 +20,7 @@ from scenarios.model import SimulateSpec
 from scenarios.settings import ControlSettings, EgressSettings, Settings, get_settings
 from scenarios.wire import ShardSpec
 from workers.runtime.context import WorkerContext
-from workers.simulator.pool import SimulatorPool
-from workers.simulator.server import SimulatorApp, start_server
-from workers.telemetry.scraper import (
+from workers.shard.telemetry import (
     MetricsScraper,
     ScrapeFailed,
     Target,
@@ -33,6 +31,8 @@ from workers.telemetry.scraper import (
     scrape_timeout_s,
     simulator_metrics_url,
 )
+from workers.simulator.pool import SimulatorPool
+from workers.simulator.server import SimulatorApp, start_server
 
 
 def test_a_scrape_never_outlasts_the_interval_or_the_bound() -> None:

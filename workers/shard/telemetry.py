@@ -6,7 +6,7 @@ it starts, every ``metrics_interval_s`` while its load runs and once when it end
 scrape shares the shard's event loop, so it is kept light: its own HTTP client (it never
 takes a pooled measurement connection, nor counts against the pre-warm), one request at
 a time, a deadline, at most ``MAX_METRICS_BODY_BYTES`` read, and the text parsed in a
-thread (only the lines of known names, ``workers/telemetry/prometheus_text.py``).
+thread (only the lines of known names, ``workers/shard/prometheus_text.py``).
 
 Every scrape is a row, failed ones included (refused by the egress policy, unbound
 token, HTTP error, timeout, body too large): telemetry never fails a shard. Rows travel
@@ -35,7 +35,7 @@ from scenarios.wire import STREAM_MAXLEN, MetricsBatch, ShardSpec, metrics_strea
 from workers.client.provider_setup import ProviderSetupError
 from workers.runtime.context import WorkerContext
 from workers.shard.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
-from workers.telemetry.prometheus_text import Parsed, parse_known
+from workers.shard.prometheus_text import Parsed, parse_known
 
 log = logging.getLogger("tokenbench.worker")
 

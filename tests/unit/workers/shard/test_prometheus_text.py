@@ -1,11 +1,11 @@
-"""Reading the known series of a Prometheus exposition (workers/telemetry/prometheus_text.py): other
+"""Reading the known series of a Prometheus exposition (workers/shard/prometheus_text.py): other
 names and comments are skipped unparsed, a bad or out-of-bounds kept line is dropped and
 counted, never an error."""
 
 from __future__ import annotations
 
 from scenarios.limits import MAX_METRICS_LABEL_CHARS, MAX_METRICS_LABELS
-from workers.telemetry.prometheus_text import parse_known
+from workers.shard.prometheus_text import parse_known
 
 NAMES = {"vllm:num_requests_running", "vllm:prompt_tokens_total", "DCGM_FI_DEV_GPU_UTIL"}
 
