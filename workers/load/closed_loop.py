@@ -1,6 +1,6 @@
 """Closed-loop load: N virtual users, each sending its next request when the last ends.
 
-The executor knows nothing of HTTP or Redis: it draws planned requests, calls ``send``
+The closed loop knows nothing of HTTP or Redis: it draws planned requests, calls ``send``
 and hands each result to ``record``. For a closed loop the intended start of a request
 is the moment its user's slot freed (docs/metrics.md), so schedule lag measures only the
 client's own delay between a slot freeing and the request going out. The open loop is
