@@ -46,8 +46,8 @@ from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from scenarios.wire import heartbeat_pattern
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import RowContext, record_row
 
 TOKEN = "bench-token"
 POLL_S = 0.2

@@ -30,7 +30,7 @@ from scenarios.loader import ScenarioError, load_document, validate_scenario
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
 from scenarios.wire import REDIS_CLIENT_OPTIONS
-from workers.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
+from workers.client.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
 
 
 def _check_keys(scenario: Scenario) -> None:
@@ -224,7 +224,7 @@ def _run_scenario(
 ) -> None:
     from api.local.embedded import local_stack  # noqa: PLC0415
     from api.local.upstreams import local_upstreams  # noqa: PLC0415
-    from workers.celery_app import app as celery_app  # noqa: PLC0415
+    from workers.runtime.celery_app import app as celery_app  # noqa: PLC0415
 
     settings = get_settings()
     secret_hosts = None

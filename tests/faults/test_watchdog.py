@@ -23,7 +23,7 @@ from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.wire import region_queue
 from tests.faults.conftest import MISSING, scenario
-from workers.broker import TRANSPORT
+from workers.runtime.broker import TRANSPORT
 
 pytestmark = pytest.mark.integration
 

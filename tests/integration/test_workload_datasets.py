@@ -34,7 +34,7 @@ from tests.support.dataset_files import (
     sharegpt_json,
     sharegpt_rows,
 )
-from workers.prompts import plan_request
+from workers.prompts.plan import plan_request
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,8 @@ from tests.support.builders import MS, S, failed_result, ok_result
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import RowContext, record_row
 
 PROVIDERS = ("api", "gpu", "own")
 REGIONS = ("eu-west", "us-east")

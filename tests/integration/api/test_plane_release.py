@@ -21,7 +21,7 @@ from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.shard_payload import message_task_id
 from scenarios.wire import attempts_key, region_queue, run_spec_key, token_key
-from workers.broker import TRANSPORT
+from workers.runtime.broker import TRANSPORT
 
 pytestmark = pytest.mark.integration
 

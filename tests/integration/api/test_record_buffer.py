@@ -23,8 +23,8 @@ from api.local.redis_server import RedisServer
 from scenarios.records import batch_to_ipc, records_to_batch
 from scenarios.wire import RecordBatch, records_stream
 from tests.support.builders import ROW_CONTEXT, timed_result
-from workers.prompts import PlannedRequest
-from workers.rows import record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import record_row
 
 pytestmark = pytest.mark.integration
 

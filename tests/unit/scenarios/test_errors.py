@@ -26,9 +26,9 @@ from scenarios.errors import (
 )
 from scenarios.loader import Problem, ScenarioError
 from scenarios.workload_files import WorkloadFileError
-from workers.ownership import RedisUnavailable
-from workers.provider_setup import ProviderSetupError
-from workers.secrets import SecretRefused
+from workers.client.provider_setup import ProviderSetupError
+from workers.client.secrets import SecretRefused
+from workers.shard.ownership import RedisUnavailable
 
 
 @pytest.mark.parametrize(

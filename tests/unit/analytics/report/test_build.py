@@ -26,8 +26,8 @@ from tests.support.builders import (
 )
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import RowContext, record_row
 
 
 @pytest.fixture

@@ -32,9 +32,9 @@ from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result
 from workers.client.errors import ErrorClass
-from workers.prompts import PlannedRequest
-from workers.request_ids import prompt_hash
-from workers.rows import record_row, tagged
+from workers.client.request_ids import prompt_hash
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import record_row, tagged
 
 TAGGING = dataclasses.replace(ROW_CONTEXT, tag_requests=True)
 T0 = 1_800_000_000 * S  # wall clock of the upstream entries (ns)

@@ -16,8 +16,8 @@ from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import MS, ROW_CONTEXT, VALID_SCENARIO, timed_result
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.rows import record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import record_row
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from analytics.store.runs import PlannedShard, RunStore
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result
-from workers.prompts import PlannedRequest
-from workers.rows import record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import record_row
 
 
 def test_prompt_realism_is_the_mean_relative_error_of_reported_prompt_lengths(

@@ -28,8 +28,8 @@ from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result
 from workers.client.errors import ErrorClass
-from workers.prompts import PlannedRequest, SessionTurn
-from workers.rows import record_row
+from workers.prompts.plan import PlannedRequest, SessionTurn
+from workers.shard.rows import record_row
 
 # Session 0: three turns, done; session 1: a second turn that failed; session 2: capped.
 TURNS = [

@@ -24,8 +24,8 @@ from scenarios.gateway_config import parse_gateway_config
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import timed_result
 from workers.client.errors import ErrorClass, RequestFailure
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import RowContext, record_row
 
 MS = 1_000_000
 CONFIG = parse_gateway_config(

@@ -11,8 +11,8 @@ from analytics.store.ingest import BatchMessage, ingest_batches
 from scenarios.loader import parse_scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result
-from workers.prompts import PlannedRequest
-from workers.rows import record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import record_row
 
 # A file written by schema v1 (its tables and views as they shipped).
 SCHEMA_V1_AS_SHIPPED = (

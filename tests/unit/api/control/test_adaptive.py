@@ -23,8 +23,8 @@ from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import MS, S, ok_result
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import RowContext, record_row
 
 
 def scenario(load: dict[str, Any], providers: int = 1) -> Scenario:
