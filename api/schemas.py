@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Any
 
-from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
+from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from scenarios.base import Name
 from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import (

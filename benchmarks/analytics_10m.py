@@ -34,14 +34,14 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
+from rich.console import Console
+from rich.table import Table
+
 from analytics.report.build import build_report
 from analytics.report.stored import ExactLimits
 from analytics.store.db import connect
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
-from rich.console import Console
-from rich.table import Table
-
 from scenarios.model import Scenario
 from scenarios.records import REQUEST_RECORD_SCHEMA, STAMPS, batch_to_ipc, ipc_to_table
 from scenarios.settings import PublishSettings

@@ -36,10 +36,10 @@ import psutil  # noqa: E402
 from scenarios.model import FixedLength, MixClass, Workload  # noqa: E402
 from tests.fakes.load_harness import chat_adapter  # noqa: E402
 from workers.client.http import UNBOUNDED, make_client  # noqa: E402
-from workers.event_loop import new_loop  # noqa: E402
-from workers.executor import ClosedLoop, RequestSource  # noqa: E402
-from workers.health import ShardHealth  # noqa: E402
-from workers.prompts import request_planner  # noqa: E402
+from workers.load.closed_loop import ClosedLoop, RequestSource  # noqa: E402
+from workers.prompts.plan import request_planner  # noqa: E402
+from workers.runtime.event_loop import new_loop  # noqa: E402
+from workers.shard.health import ShardHealth  # noqa: E402
 
 CLIENTS = (
     "httpx-default",

@@ -34,20 +34,20 @@ import httpx
 import psutil
 import pyarrow as pa
 import redis
-from analytics.store.db import connect
-from analytics.store.ingest import BatchMessage, ingest_batches
-from analytics.store.runs import PlannedShard, RunStore
 from control_plane import scenario, spawn, wait_http
 from rich.console import Console
 from rich.table import Table
 
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.runs import PlannedShard, RunStore
 from api.local.redis_server import free_port, start_redis_server
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from scenarios.wire import heartbeat_pattern
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import RowContext, record_row
 
 TOKEN = "bench-token"
 POLL_S = 0.2

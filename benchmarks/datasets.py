@@ -5,7 +5,7 @@
 Generates a ShareGPT dump (JSON), the same rows as OpenAI chat JSONL and as Parquet,
 converts each the way an upload is converted (a child process of bounded memory:
 ``analytics.datasets.process.convert_in_child``), then counts and filters the entries the
-way a worker does (``workers.prompts.dataset_rows``), with the 4-characters estimate and
+way a worker does (``workers.prompts.plan.dataset_rows``), with the 4-characters estimate and
 with a tiny BPE tokenizer trained here. Prints one table: file size, conversion time
 (child start included), rows, and counting time.
 """
@@ -28,14 +28,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from analytics.datasets.process import convert_in_child  # noqa: E402
-
 from scenarios.dataset_formats import Conversion  # noqa: E402
 from scenarios.model import Workload  # noqa: E402
 from scenarios.workload_files import parse_entries  # noqa: E402
 from tests.support.dataset_files import parquet_bytes, sharegpt_rows  # noqa: E402
 from tests.support.tiny_tokenizer import train_bpe  # noqa: E402
-from workers.exact_prompts import ExactPrompts  # noqa: E402
-from workers.prompts import WORDS, PromptMaker, WordPrompts, dataset_rows  # noqa: E402
+from workers.prompts.exact import ExactPrompts  # noqa: E402
+from workers.prompts.plan import WORDS, PromptMaker, WordPrompts, dataset_rows  # noqa: E402
 
 MAX_BYTES = 256 * 1024 * 1024
 

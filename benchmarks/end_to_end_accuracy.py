@@ -8,7 +8,7 @@ The endpoint is ``tests/fakes/sse_server.py`` in its own process (TTFT 50 ms, IT
 serves both at ``GET /requests``, keyed by a hash of the prompt. Each variant runs the
 real command line, ``tokenbench run --target ... --concurrency N --requests 3N``, into a
 fresh DuckDB file; the benchmark plans every request of the stage the way the workers
-did (``workers.prompts``, from the scenario the run saved), joins the stored records to
+did (``workers.prompts.plan``, from the scenario the run saved), joins the stored records to
 the server's stamps by prompt hash and reports client TTFT − server TTFT. Variants are
 set by settings environment variables, so "before" is the same code with the issue-14
 changes switched off: ``TOKENBENCH__WORKER__PREWARM=false`` and
@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenarios.loader import load_scenario
 from tests.fakes.sse_server import READY_PREFIX, prompt_key
-from workers.prompts import request_planner
+from workers.prompts.plan import request_planner
 
 VARIANTS: dict[str, dict[str, str]] = {
     "before": {"TOKENBENCH__WORKER__PREWARM": "false", "TOKENBENCH__WORKER__GC_TUNING": "false"},

@@ -58,7 +58,7 @@ from workers.client.adapters.openai_chat import ChatParser, chat_body  # noqa: E
 from workers.client.http import make_client  # noqa: E402
 from workers.client.result import RequestResult  # noqa: E402
 from workers.client.streaming import HttpCall, Limits, json_headers, measure_request  # noqa: E402
-from workers.prompts import PlannedRequest  # noqa: E402
+from workers.prompts.plan import PlannedRequest  # noqa: E402
 
 TOKEN = "bench-token"
 ROUND = 20  # requests per path before switching to the other one
@@ -220,10 +220,10 @@ def capture_alone(redis_url: str, requests: int, rps: float, sample_rate: float)
     """Child process: the capture's code fed ``requests`` requests at ``rps``; prints
     its CPU per request and the sender's counters as JSON."""
     from scenarios.gateway_config import parse_gateway_config  # noqa: PLC0415
-    from workers.event_loop import new_loop  # noqa: PLC0415
     from workers.gateway.capture import Answer, Capture  # noqa: PLC0415
     from workers.gateway.sender import ShadowSender  # noqa: PLC0415
     from workers.gateway.sink import RecordSink  # noqa: PLC0415
+    from workers.runtime.event_loop import new_loop  # noqa: PLC0415
 
     config = parse_gateway_config(
         {
@@ -244,7 +244,7 @@ def capture_alone(redis_url: str, requests: int, rps: float, sample_rate: float)
     async def go() -> dict[str, Any]:
         from redis.asyncio import Redis  # noqa: PLC0415
 
-        from workers.celery_app import app as celery_app  # noqa: PLC0415
+        from workers.runtime.celery_app import app as celery_app  # noqa: PLC0415
 
         redis = Redis.from_url(redis_url)
         sender = ShadowSender(

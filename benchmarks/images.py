@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO))
 from scenarios.images import ImagesSpec  # noqa: E402
 from scenarios.model import SimulateSpec  # noqa: E402
 from workers.client.adapters.openai_chat import chat_body  # noqa: E402
-from workers.images import build_pool, generate_image  # noqa: E402
-from workers.prompts import PlannedRequest  # noqa: E402
+from workers.prompts.images import build_pool, generate_image  # noqa: E402
+from workers.prompts.plan import PlannedRequest  # noqa: E402
 from workers.simulator.image_tokens import image_tokens  # noqa: E402
 
 SIZES = [(256, 256), (512, 512), (1024, 1024), (1920, 1080)]

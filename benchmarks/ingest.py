@@ -56,14 +56,14 @@ import numpy as np
 import psutil
 import pyarrow as pa
 import redis
-from analytics.store.db import connect
-from analytics.store.ingest import BatchMessage, IngestProfile, ingest_batches
-from analytics.store.record_table import request_records_sql
 from analytics_10m import shard_table
 from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 
+from analytics.store.db import connect
+from analytics.store.ingest import BatchMessage, IngestProfile, ingest_batches
+from analytics.store.record_table import request_records_sql
 from api.control.record_buffer import ROW_GROUP_ROWS, RecordBuffer
 from api.local.redis_server import RedisServer, start_redis_server
 from scenarios.records import batch_to_ipc

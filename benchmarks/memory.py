@@ -365,8 +365,8 @@ def per_request_state(requests: int) -> dict[str, float]:
     from array import array  # noqa: PLC0415
 
     from workers.client.result import RequestResult  # noqa: PLC0415
-    from workers.health import ShardHealth  # noqa: PLC0415
-    from workers.quantiles import LogHistogram  # noqa: PLC0415
+    from workers.load.quantiles import LogHistogram  # noqa: PLC0415
+    from workers.shard.health import ShardHealth  # noqa: PLC0415
 
     rng = np.random.default_rng(5)
     sent = (1_700_000_000_000_000_000 + np.cumsum(rng.exponential(2e6, requests))).astype(int)

@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from scenarios.model import SimulateSpec
-from workers.event_loop import new_loop
+from workers.runtime.event_loop import new_loop
 from workers.simulator.process import READY_PREFIX
 from workers.simulator.scheduler import BatchScheduler
 

@@ -7,7 +7,7 @@ Median wall time of ``--runs`` runs (default 10) of each case, each a fresh proc
 - ``tokenbench validate scenarios/examples/quickstart.yaml``;
 - a worker ready to consume: ``tokenbench worker --processes 1`` started against a
   private Redis until it reports ready (the pipe ``TOKENBENCH_READY_FD`` names,
-  workers/worker_main.py), then stopped with SIGTERM.
+  workers/runtime/worker_main.py), then stopped with SIGTERM.
 
 With ``--baseline VENV`` (e.g. the venv of a checkout of main) each case is also timed
 with that install, the runs of the two interleaved so that the machine's load falls on

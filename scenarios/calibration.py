@@ -22,7 +22,7 @@ reason         figure                                                 threshold
                without kernel stamps (read time): loop lag p99        > 10 ms
 =============  =====================================================  =================
 
-Each shard measures itself (``workers/health.py``) and publishes the figures with
+Each shard measures itself (``workers/shard/health.py``) and publishes the figures with
 ``shard_finished``; these pure functions turn them into a verdict and a note stating the
 expected error, shared by the worker, analytics and the API. A stage is judged on its
 shards' figures combined (:meth:`ClientHealth.combine`). Event-loop lag and CPU are

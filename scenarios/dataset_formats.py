@@ -9,7 +9,7 @@ of the JSONL entry model of ``scenarios.workload_files``: ``{"row": N, "messages
 format only. How the rows' columns are found (``columns``, or the usual names
 ``conversations``, ``messages``, ``prompt``, ``completion``, ``max_tokens``) is part of
 the conversion; which of the kept rows a request uses is decided when requests are
-planned (``workers/dataset_requests.py``).
+planned (``workers/prompts/dataset_requests.py``).
 
 Nothing here executes code from a file: JSON is read by orjson, tables by pyarrow's
 readers, only the mapped columns are decoded, and the decoded size is checked against the

@@ -2,7 +2,7 @@
 
 A failed request's message quotes what a provider answered (an error body, an exception
 text), and providers echo what they were sent: keys, signed URLs, prompts' ids. Every
-message a worker records goes through :func:`redact` (workers/rows.py), and the report
+message a worker records goes through :func:`redact` (workers/shard/rows.py), and the report
 applies it again to what it shows, so a file written by an older version shows nothing
 more. The rules, in order (docs/security.md, "Error messages"):
 

@@ -118,7 +118,7 @@ class WorkerSettings(BaseModel):
         default=True,
         description=(
             "After start-up collect, gc.freeze() and raise the GC thresholds; GC pauses are "
-            "recorded per shard either way (workers/gc_tuning.py)."
+            "recorded per shard either way (workers/runtime/gc_tuning.py)."
         ),
     )
 

@@ -8,7 +8,7 @@ per run in Redis (:func:`scenarios.wire.run_spec_key`). A digest names exactly t
 stored, so the worker checks what it reads before it trusts it.
 
 Pure functions: the control plane encodes and sizes, the worker decodes; both sides
-touch Redis elsewhere (``api/control/run_spec.py``, ``workers/run_spec.py``).
+touch Redis elsewhere (``api/control/run_spec.py``, ``workers/shard/run_spec.py``).
 """
 
 from __future__ import annotations

@@ -233,7 +233,7 @@ class ShardMessage(ShardFields):
     :func:`run_spec_key` (docs/decisions.md, 72; docs/concepts.md, "shard"). A provider's
     ``extra_body`` and tools may be megabytes; 300 shards sharing them would otherwise
     queue 300 copies in Redis. The worker resolves a message into its :class:`ShardSpec`
-    (``workers/run_spec.py``)."""
+    (``workers/shard/run_spec.py``)."""
 
     provider_digest: str = Field(pattern=r"^[0-9a-f]{64}$")
     workload_digest: str = Field(pattern=r"^[0-9a-f]{64}$")

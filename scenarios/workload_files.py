@@ -9,7 +9,7 @@ Errors name the source and line, so a bad log fails before any request.
 
 Parsing works on bytes, and is shared: the dataset store validates uploads with it
 (``analytics/datasets/uploads.py``), workers parse the bytes they get from Redis
-(``workers/datasets.py``), never a file a scenario names. The only file access is
+(``workers/prompts/datasets.py``), never a file a scenario names. The only file access is
 :func:`read_bounded`, used where the local user's own files are read (``tokenbench run``
 and ``submit``): regular files of bounded size only; a FIFO or device never blocks it.
 """

@@ -188,7 +188,7 @@ def test_every_cited_repository_path_exists() -> None:
     assert not broken, "\n".join(broken)
 
 
-# ``workers/run_spec.py`` in a docstring or comment: reStructuredText's double backticks.
+# ``workers/shard/run_spec.py`` in a docstring or comment: reStructuredText's double backticks.
 _RST_CODE = re.compile(r"``([^`\n]+)``")
 
 

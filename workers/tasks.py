@@ -12,12 +12,12 @@ from scenarios.wire import (
     ShadowBatch,
     ShadowTask,
 )
-from workers.celery_app import app
-from workers.context import get_context
-from workers.event_loop import run_in_loop
-from workers.run_spec import SpecUnavailable, resolve_shard
-from workers.shadow import execute_shadow, execute_shadow_batch
-from workers.shard import execute_shard
+from workers.gateway.shadow import execute_shadow, execute_shadow_batch
+from workers.runtime.celery_app import app
+from workers.runtime.context import get_context
+from workers.runtime.event_loop import run_in_loop
+from workers.shard.execute import execute_shard
+from workers.shard.run_spec import SpecUnavailable, resolve_shard
 
 log = logging.getLogger("tokenbench.worker")
 
@@ -25,7 +25,7 @@ log = logging.getLogger("tokenbench.worker")
 @app.task(name=RUN_SHARD)  # type: ignore[untyped-decorator]
 def run_shard(spec: dict[str, Any]) -> int:
     """Execute one shard on this process's event loop; returns its record count. The
-    message refers to its run's stored provider and workload (``workers/run_spec.py``)."""
+    message refers to its run's stored provider and workload (``workers/shard/run_spec.py``)."""
 
     async def execute() -> int:
         context = await get_context()

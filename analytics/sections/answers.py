@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analytics.render.answers_text import (
+from analytics.sections.answers_text import (
     CAPACITY_TITLE,
     ENDED_TITLE,
     SWEEP_TITLE,

@@ -107,3 +107,23 @@ CREATE OR REPLACE MACRO cost_usd(
     CASE WHEN input_per_mtok IS NOT NULL
          THEN list_cost_usd(input_tokens, output_tokens, input_per_mtok, output_per_mtok)
          ELSE deployment_usd_per_hour(gpu_hour_usd, gpus) * span_s / 3600 END;
+
+-- Every cost column of a stage row, in the order the summaries show them: one definition
+-- for the stage summary of the records (views/40_stage_summary_measured.sql) and of the
+-- stored pre-aggregates (stored_summary.sql), which expand it with unnest().
+CREATE OR REPLACE MACRO stage_costs(
+    input_per_mtok, output_per_mtok, gpu_hour_usd, gpus,
+    input_tokens, output_tokens, ok, ok_request_rate, input_tok_s, output_tok_s, span_s
+) AS {
+    'cost_basis': cost_basis(input_per_mtok, gpu_hour_usd, gpus),
+    'deployment_usd_per_hour': deployment_usd_per_hour(gpu_hour_usd, gpus),
+    'cost_per_mtok_input':
+        cost_per_mtok(input_per_mtok, input_per_mtok, gpu_hour_usd, gpus, input_tok_s),
+    'cost_per_mtok_output':
+        cost_per_mtok(input_per_mtok, output_per_mtok, gpu_hour_usd, gpus, output_tok_s),
+    'cost_per_1k_requests': cost_per_1k_requests(
+        input_per_mtok, output_per_mtok, gpu_hour_usd, gpus,
+        input_tokens, output_tokens, ok, ok_request_rate),
+    'cost_usd': cost_usd(
+        input_per_mtok, output_per_mtok, gpu_hour_usd, gpus, input_tokens, output_tokens, span_s)
+};

@@ -64,17 +64,9 @@ SELECT
     g.input_tokens, g.output_tokens, g.input_tok_s, g.output_tok_s,
     goodput_rps(g.has_slo, g.goodput_rps)                          AS goodput_rps,
     slo_attainment_pct(g.has_slo, g.met_slo, g.requests)           AS slo_attainment_pct,
-    cost_basis(p.input_per_mtok, p.gpu_hour_usd, p.gpus)           AS cost_basis,
-    deployment_usd_per_hour(p.gpu_hour_usd, p.gpus)                AS deployment_usd_per_hour,
-    cost_per_mtok(p.input_per_mtok, p.input_per_mtok, p.gpu_hour_usd, p.gpus, g.input_tok_s)
-                                                                   AS cost_per_mtok_input,
-    cost_per_mtok(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus, g.output_tok_s)
-                                                                   AS cost_per_mtok_output,
-    cost_per_1k_requests(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
-                         g.input_tokens, g.output_tokens, g.ok, g.ok_request_rate)
-                                                                   AS cost_per_1k_requests,
-    cost_usd(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
-             g.input_tokens, g.output_tokens, g.span_s)            AS cost_usd
+    unnest(stage_costs(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
+                       g.input_tokens, g.output_tokens, g.ok, g.ok_request_rate,
+                       g.input_tok_s, g.output_tok_s, g.span_s))
 FROM g
 LEFT JOIN errs AS e USING (stage, provider, region)
 LEFT JOIN providers AS p USING (run_id, provider)

@@ -1,5 +1,5 @@
 """Terminal output: live stage progress, and printing the report (its tables are laid out
-by analytics/terminal_report.py; markdown/HTML as text)."""
+by analytics/render/terminal_report.py; markdown/HTML as text)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from analytics.terminal_report import terminal_report
+from analytics.render.terminal_report import terminal_report
 from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
 from scenarios.errors import BadInput
@@ -169,7 +169,7 @@ class StageProgress:
 def print_report(
     console: Console, report: RunReport, fmt: str, shown: Sequence[ReportColumn] | None = None
 ) -> None:
-    """Print the report as the terminal tables (analytics/terminal_report.py: the
+    """Print the report as the terminal tables (analytics/render/terminal_report.py: the
     summary's ``shown`` columns, default the compact set, fitted to the console's width)
     or as a document format (json, markdown, html, csv: ``analytics.render.report_formats``, the
     same bytes the REST API serves)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from analytics.datasets.uploads import DatasetStore, dataset_problems
-
 from api.cli.dataset_files import DatasetBlob, read_dataset_source
 from scenarios.dataset_formats import Conversion
 from scenarios.dataset_spec import DatasetWorkload

@@ -19,9 +19,9 @@ from typing import Annotated, Any
 
 import httpx
 import typer
-from analytics.shadow.report import print_comparison
 from rich.console import Console
 
+from analytics.shadow.report import print_comparison
 from api.cli.errors import exit_for
 from api.cli.local_db import open_read_only
 from api.cli.rest_client import (

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 
 import duckdb
-from analytics.store.db import connect
 
+from analytics.store.db import connect
 from api.cli.errors import exit_for
 from scenarios.errors import NotFound, TokenbenchError, Unavailable
 

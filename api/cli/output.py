@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import typer
+from rich.console import Console
+
 from analytics.decide.verdict import failed_stages
 from analytics.report.build import RunReport
 from analytics.report.columns import ReportColumn
-from rich.console import Console
-
 from api.cli.console import OutputFormat, print_report
 from api.cli.errors import exit_for
 from api.cli.streams import stderr, stdout

@@ -38,8 +38,8 @@ from workers.client.adapters import AdapterContext, ProviderSetupError, build_ad
 from workers.client.errors import ErrorClass
 from workers.client.http import make_client
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.secrets import Secrets, owner_bindings, worker_secrets
+from workers.client.secrets import Secrets, owner_bindings, worker_secrets
+from workers.prompts.plan import PlannedRequest
 from workers.simulator.pool import SimulatorPool
 
 providers_app = typer.Typer(

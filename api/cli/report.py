@@ -19,6 +19,8 @@ import duckdb
 import httpx
 import pyarrow as pa
 import typer
+from rich.console import Console
+
 from analytics.query.safe_sql import (
     DatabaseBusyError,
     QueryResult,
@@ -34,8 +36,6 @@ from analytics.report.build import (
     latest_run_id,
 )
 from analytics.shadow.capture import comparison, is_session
-from rich.console import Console
-
 from api.cli.console import ColumnsOption, OutputFormat, WideOption, table_columns
 from api.cli.errors import exit_for
 from api.cli.local_db import database_error, open_read_only

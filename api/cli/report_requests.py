@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
+
 from analytics.render.request_rows import RowsWritten, request_batches, write_report_with_requests
 from analytics.report.build import RunReport
-
 from api.cli.errors import exit_for
 from api.cli.local_db import open_read_only
 from api.cli.rest_client import raise_for, remote

@@ -16,8 +16,8 @@ from typing import Annotated, Any
 
 import httpx
 import typer
-from analytics.report.build import RunReport
 
+from analytics.report.build import RunReport
 from api.cli.errors import error_for_status, exit_for
 from scenarios.errors import BadInput, TokenbenchError, Unavailable
 

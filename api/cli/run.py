@@ -11,13 +11,13 @@ from typing import Annotated
 import duckdb
 import typer
 import yaml
+from celery import Celery
+from redis.asyncio import Redis
+
 from analytics.decide.verdict import ALL_FAILED
 from analytics.report.build import build_report
 from analytics.report.columns import ReportColumn
 from analytics.store.db import connect
-from celery import Celery
-from redis.asyncio import Redis
-
 from api.cli.console import ColumnsOption, OutputFormat, WideOption, table_columns
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.output import exit_on_verdict, write_report
@@ -30,7 +30,7 @@ from scenarios.loader import ScenarioError, load_document, validate_scenario
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
 from scenarios.wire import REDIS_CLIENT_OPTIONS
-from workers.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
+from workers.client.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
 
 
 def _check_keys(scenario: Scenario) -> None:
@@ -224,7 +224,7 @@ def _run_scenario(
 ) -> None:
     from api.local.embedded import local_stack  # noqa: PLC0415
     from api.local.upstreams import local_upstreams  # noqa: PLC0415
-    from workers.celery_app import app as celery_app  # noqa: PLC0415
+    from workers.runtime.celery_app import app as celery_app  # noqa: PLC0415
 
     settings = get_settings()
     secret_hosts = None
@@ -269,7 +269,6 @@ def _local_datasets(scenario: Scenario, con: duckdb.DuckDBPyConnection) -> Scena
     """The user's own workload files stored as datasets in the local DuckDB file, so the
     run takes the same path as in a deployment (workers never read files)."""
     from analytics.datasets.uploads import DatasetStore  # noqa: PLC0415
-
     from api.cli.datasets import store_local_datasets  # noqa: PLC0415
 
     try:

@@ -17,10 +17,10 @@ from typing import Annotated, Any
 
 import httpx
 import typer
-from analytics.render.fitted_tables import Column, fit, print_tables
-from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from rich.console import Console
 
+from analytics.render.fitted_tables import Column, fit, print_tables
+from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from api.cli.datasets import upload_local_datasets
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.rest_client import TokenOption, get_json, raise_for, remote

@@ -23,7 +23,7 @@ def serve(
     from api.cli.signals import sigterm_as_interrupt  # noqa: PLC0415
     from api.local.redis_server import start_redis_server  # noqa: PLC0415
     from api.rest.app import create_app  # noqa: PLC0415
-    from workers.celery_app import app as celery_app  # noqa: PLC0415
+    from workers.runtime.celery_app import app as celery_app  # noqa: PLC0415
 
     # SIGTERM stops the server as Ctrl-C does: gracefully, the embedded Redis too, exit 0.
     sigterm_as_interrupt()

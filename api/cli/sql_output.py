@@ -21,6 +21,10 @@ import sys
 from pathlib import Path
 
 import duckdb
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
 from analytics.query.safe_sql import (
     DatabaseBusyError,
     ExportResult,
@@ -32,10 +36,6 @@ from analytics.query.safe_sql import (
     encode,
     export_query,
 )
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 from api.cli.errors import exit_for
 from api.cli.local_db import database_error
 from scenarios.errors import BadInput, NotFound

@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from analytics.render.fitted_tables import Column, fit, print_tables
 from analytics.trends.build import (
     DEFAULT_TREND_RUNS,
@@ -28,10 +32,6 @@ from analytics.trends.build import (
 from analytics.trends.formats import TREND_FORMATS, history_rows
 from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
 from analytics.trends.text import JUDGEMENT_HEADER, judgement_cells, span_note
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from api.cli.errors import exit_for
 from api.cli.local_db import open_read_only
 from api.cli.rest_client import (

@@ -1,5 +1,5 @@
 """``tokenbench worker``: a region's worker processes, the long-running data plane of a
-deployment (one process, or a supervisor of several: ``workers/worker_processes.py``)."""
+deployment (one process, or a supervisor of several: ``workers/runtime/worker_processes.py``)."""
 
 from __future__ import annotations
 
@@ -32,11 +32,11 @@ def worker(
         raise SystemExit(f"set {env_name('redis.url')} to the broker a worker should use")
     count = processes or settings.worker.processes or os.cpu_count() or 1
     if count == 1:
-        from workers.worker_main import start_worker  # noqa: PLC0415
+        from workers.runtime.worker_main import start_worker  # noqa: PLC0415
 
         start_worker(region, concurrency, loglevel)
         return
-    from workers.worker_processes import run_worker_processes  # noqa: PLC0415
+    from workers.runtime.worker_processes import run_worker_processes  # noqa: PLC0415
 
     code = run_worker_processes(region, concurrency, loglevel, count)
     if code:

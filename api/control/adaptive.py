@@ -32,6 +32,7 @@ from statistics import NormalDist
 from typing import Any, Literal, cast
 
 import duckdb
+
 from analytics.decide.capacity_search import (
     Probe,
     Role,
@@ -62,7 +63,6 @@ from analytics.store.adaptive_runs import (
     write_verdict,
 )
 from analytics.store.runs import PlannedShard, RunStore, transaction
-
 from api.control.planner import Stage, initial_levels, plan_decided_stage
 from scenarios.adaptive import FindCapacity
 from scenarios.limits import MAX_DURATION_S

@@ -24,7 +24,6 @@ from analytics.decide.saturation import ShardSamples
 from analytics.shadow.capture import SessionShard, activate_session, close_session, register_session
 from analytics.store.adaptive_runs import RoleRow, outcome_rows, role_rows, write_roles
 from analytics.store.runs import PlannedShard, RunStore
-
 from api.control.adaptive import (
     AdaptiveState,
     MonitorInput,

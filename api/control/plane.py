@@ -38,15 +38,15 @@ import uuid
 from typing import Any
 
 import duckdb
+from celery import Celery
+from redis.asyncio import Redis
+from redis.exceptions import RedisError, ResponseError
+
 from analytics.datasets.uploads import DatasetStore, UnknownDatasetError, workload_datasets
 from analytics.shadow.capture import ensure_shadow_schema, ingest_captures, session_ids
 from analytics.store.adaptive_runs import write_outcome
 from analytics.store.runs import RunStore
 from analytics.telemetry.ingest import ingest_scrapes
-from celery import Celery
-from redis.asyncio import Redis
-from redis.exceptions import RedisError, ResponseError
-
 from api.control.adaptive import (
     MAX_MONITOR_INTERVAL_S,
     MONITOR_COST_FACTOR,

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import duckdb
-from analytics.store.ingest import BatchMessage, IngestProfile, IngestResult, ingest_batches
 from redis.asyncio import Redis
 
+from analytics.store.ingest import BatchMessage, IngestProfile, IngestResult, ingest_batches
 from scenarios.wire import RecordBatch
 
 __all__ = [

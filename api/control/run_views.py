@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import duckdb
+
 from analytics.datasets.uploads import DatasetStore
 from analytics.report.build import UnknownRunError
 from analytics.store.adaptive_runs import OutcomeRow, outcome_rows, role_rows
 from analytics.store.runs import RunStore
-
 from api.control.coordinator import Coordinator, RunCoordinator
 from api.control.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run, stored_stages
 from api.schemas import RunPublic, ShardPublic, StageEndPublic, StagePublic

@@ -21,7 +21,7 @@ import redis
 
 from api.local.redis_server import start_redis_server
 from scenarios.settings import env_name, get_settings
-from workers.worker_main import live_workers
+from workers.runtime.worker_main import live_workers
 
 WORKER_START_TIMEOUT_S = 60.0
 
@@ -52,7 +52,7 @@ class LocalWorker:
             env_name("egress.allow_private"): "true",
         }
         if secret_hosts is not None:
-            # The user's own scenario's keys, bound to its own hosts (workers/secrets.py).
+            # The user's own scenario's keys, bound to its own hosts (workers/client/secrets.py).
             env[env_name("worker.secret_hosts")] = secret_hosts
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(

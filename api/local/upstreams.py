@@ -25,8 +25,8 @@ from typing import IO
 
 import duckdb
 import httpx
-from analytics.store.upstream_log import store_upstream_entries, store_upstream_summary
 
+from analytics.store.upstream_log import store_upstream_entries, store_upstream_summary
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_REQUEST_LOG_PAGE
 from scenarios.upstreams import UPSTREAM_HOST, Upstream

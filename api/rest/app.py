@@ -12,12 +12,12 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from analytics.store.db import connect
 from celery import Celery
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from redis.asyncio import Redis
 
+from analytics.store.db import connect
 from api.control.plane import ControlPlane
 from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers

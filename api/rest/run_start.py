@@ -13,9 +13,9 @@ import asyncio
 from dataclasses import dataclass
 
 import duckdb
-from analytics.datasets.uploads import DatasetStore
 from redis.asyncio import Redis
 
+from analytics.datasets.uploads import DatasetStore
 from api.control.coordinator import RunCoordinator
 from api.control.plane import ControlPlane, live_worker_count
 from api.rest.errors import RegionUnavailable

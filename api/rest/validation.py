@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from analytics.datasets.uploads import DatasetStore, dataset_problems
-
 from api.rest.errors import ProviderEgressDenied
 from api.schemas import RunOverrides
 from scenarios.egress import EgressDenied, check_url, metrics_endpoints, provider_endpoints

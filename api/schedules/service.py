@@ -31,9 +31,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import duckdb
-from analytics.trends.build import TrendOptions, TrendSelection, build_trend
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from analytics.trends.build import TrendOptions, TrendSelection, build_trend
 from api.schedules.cron import fires_between, parse_cron
 from api.schedules.store import (
     FireKind,

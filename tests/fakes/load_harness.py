@@ -24,10 +24,10 @@ from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.client.streaming import Limits, json_headers
-from workers.event_loop import new_loop
-from workers.health import ShardHealth
 from workers.load.shapes import LoadShape, rate_figures
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
+from workers.runtime.event_loop import new_loop
+from workers.shard.health import ShardHealth
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,17 +13,17 @@ import uuid
 from pathlib import Path
 
 import pytest
-from analytics.store.db import connect
 from celery import Celery
 from redis.asyncio import Redis
 
+from analytics.store.db import connect
 from api.control.plane import ControlPlane
 from api.local.redis_server import RedisServer
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.wire import region_queue
 from tests.faults.conftest import MISSING, scenario
-from workers.broker import TRANSPORT
+from workers.runtime.broker import TRANSPORT
 
 pytestmark = pytest.mark.integration
 

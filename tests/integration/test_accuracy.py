@@ -16,8 +16,8 @@ import pytest
 
 from scenarios.model import FixedLength, MixClass, Workload
 from tests.fakes.load_harness import run_load
-from workers.executor import ClosedLoop, RequestSource
-from workers.prompts import request_planner
+from workers.load.closed_loop import ClosedLoop, RequestSource
+from workers.prompts.plan import request_planner
 
 pytestmark = pytest.mark.integration
 

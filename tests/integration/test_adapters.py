@@ -19,8 +19,8 @@ from tests.fakes.provider_server import AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
 from workers.client.adapters import AdapterContext, ProviderSetupError, build_adapter
 from workers.client.http import make_client
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.secrets import Secrets
+from workers.client.secrets import Secrets
+from workers.prompts.plan import PlannedRequest
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,8 @@ import duckdb
 import httpx
 import pytest
 import yaml
-from analytics.decide.capacity_search import region_verdict
 
+from analytics.decide.capacity_search import region_verdict
 from api.local.redis_server import RedisServer
 from scenarios.model import SimulateSpec
 from tests.conftest import API_TOKEN, CliResult, start_control_plane, start_worker

@@ -29,8 +29,8 @@ from workers.client.adapters.openai_chat import chat_adapter
 from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.client.streaming import Limits, json_headers
-from workers.event_loop import new_loop
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
+from workers.runtime.event_loop import new_loop
 from workers.simulator.process import READY_PREFIX
 from workers.simulator.scheduler import BatchScheduler, replay
 

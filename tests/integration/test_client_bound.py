@@ -24,8 +24,8 @@ from scenarios.model import FixedLength, MixClass, Workload
 from tests.conftest import CliResult
 from tests.fakes.load_harness import run_load
 from workers.client.result import RequestResult
-from workers.executor import ClosedLoop, RequestSource
-from workers.prompts import PlannedRequest, request_planner
+from workers.load.closed_loop import ClosedLoop, RequestSource
+from workers.prompts.plan import PlannedRequest, request_planner
 
 pytestmark = pytest.mark.integration
 

@@ -21,9 +21,9 @@ import pyarrow as pa
 import pytest
 import redis
 import yaml
-from analytics.datasets.uploads import content_id
 from redis.asyncio import Redis
 
+from analytics.datasets.uploads import content_id
 from api.local.redis_server import RedisServer
 from scenarios.loader import validate_scenario
 from scenarios.settings import RedisSettings, Settings
@@ -32,10 +32,10 @@ from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait
 from tests.fakes.catcher import Catcher
 from tests.support.tiny_tokenizer import train_bpe
 from workers.client.http import make_client
-from workers.context import WorkerContext
-from workers.datasets import DatasetCache
-from workers.event_loop import new_loop
-from workers.shard import execute_shard
+from workers.prompts.datasets import DatasetCache
+from workers.runtime.context import WorkerContext
+from workers.runtime.event_loop import new_loop
+from workers.shard.execute import execute_shard
 from workers.simulator.pool import SimulatorPool
 
 pytestmark = pytest.mark.integration

@@ -32,7 +32,7 @@ from tests.support.failover_stack import (
     start_gateway,
     start_simulator,
 )
-from workers.request_ids import REQUEST_ID_HEADER
+from workers.client.request_ids import REQUEST_ID_HEADER
 
 pytestmark = pytest.mark.integration
 

@@ -16,8 +16,8 @@ from typing import Any
 import duckdb
 import pytest
 import yaml
-from analytics.report.images import with_images
 
+from analytics.report.images import with_images
 from tests.conftest import CliResult
 from tests.fakes.provider_server import KEY, FakeProviders
 

@@ -21,10 +21,10 @@ from scenarios.wire import ShardSpec, events_stream, records_stream
 from tests.fakes.load_harness import sse_server
 from tests.fakes.sse_server import prompt_key
 from workers.client.http import make_client
-from workers.context import WorkerContext
-from workers.event_loop import new_loop
-from workers.prompts import request_planner
-from workers.shard import execute_shard
+from workers.prompts.plan import request_planner
+from workers.runtime.context import WorkerContext
+from workers.runtime.event_loop import new_loop
+from workers.shard.execute import execute_shard
 from workers.simulator.pool import SimulatorPool
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ from scenarios.model import FixedLength, MixClass, Workload
 from tests.fakes.load_harness import ks_exponential, run_load, sse_server
 from workers.load.open_loop import OpenLoop
 from workers.load.schedule import arrival_offsets, part_arrivals, schedule_rng
-from workers.prompts import request_planner
+from workers.prompts.plan import request_planner
 
 pytestmark = pytest.mark.integration
 

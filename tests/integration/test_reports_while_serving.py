@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait_for_run
-from workers.progress import RELATIVE_ERROR
+from workers.shard.progress import RELATIVE_ERROR
 
 pytestmark = pytest.mark.integration
 

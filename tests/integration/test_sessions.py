@@ -21,8 +21,8 @@ import yaml
 from scenarios.model import Scenario
 from tests.conftest import CliResult
 from tests.fakes.chat_recorder import ChatRecorder, Received
-from workers.prompts import WordPrompts
-from workers.session_plans import session_planner
+from workers.load.session_plans import session_planner
+from workers.prompts.plan import WordPrompts
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-
 from tests.conftest import API_TOKEN, start_control_plane
 from tests.support.builders import REPORT_SCENARIO, evenly_paced, store_run
 

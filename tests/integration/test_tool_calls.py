@@ -14,8 +14,8 @@ from typing import Any
 import duckdb
 import pytest
 import yaml
-from analytics.report.tool_calls import with_tool_calls
 
+from analytics.report.tool_calls import with_tool_calls
 from tests.conftest import CliResult
 
 pytestmark = pytest.mark.integration

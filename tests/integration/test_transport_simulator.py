@@ -29,9 +29,9 @@ from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.client.streaming import Limits, json_headers
 from workers.client.transport import ArrivalTransport
-from workers.event_loop import new_loop
-from workers.executor import ClosedLoop, RequestSource
-from workers.prompts import PlannedRequest
+from workers.load.closed_loop import ClosedLoop, RequestSource
+from workers.prompts.plan import PlannedRequest
+from workers.runtime.event_loop import new_loop
 from workers.simulator.process import READY_PREFIX
 
 pytestmark = pytest.mark.integration

@@ -1,5 +1,5 @@
 """A real worker's connections and descriptors, run after run (workers/client/prewarm.py,
-workers/client/transport/pool.py, workers/fd_budget.py).
+workers/client/transport/pool.py, workers/runtime/fd_budget.py).
 
 A run that opened thousands of connections to the simulator leaves none of them open on
 the worker once it finished, and a worker whose descriptor budget a shard does not fit

@@ -21,8 +21,8 @@ import orjson
 import pyarrow as pa
 import pytest
 import yaml
-from analytics.datasets.fingerprint import run_dataset
 
+from analytics.datasets.fingerprint import run_dataset
 from scenarios.model import Workload
 from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait_for_run
 from tests.support.dataset_files import (
@@ -34,7 +34,7 @@ from tests.support.dataset_files import (
     sharegpt_json,
     sharegpt_rows,
 )
-from workers.prompts import plan_request
+from workers.prompts.plan import plan_request
 
 pytestmark = pytest.mark.integration
 

@@ -30,7 +30,7 @@ from tests.support.hostile_tokenizer import (
     hostile_tokenizer,
     targeted_tokenizer,
 )
-from workers.tokenizer import load_local_tokenizer
+from workers.prompts.tokenizer import load_local_tokenizer
 
 pytestmark = pytest.mark.integration
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
+
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
-
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import RowContext, record_row
 
 MS = 1_000_000
 S = 1_000_000_000

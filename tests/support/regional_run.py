@@ -11,18 +11,18 @@ from typing import Any
 
 import duckdb
 import numpy as np
+
 from analytics.store.db import connect
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
-
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import MS, S, failed_result, ok_result
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import RowContext, record_row
 
 PROVIDERS = ("api", "gpu", "own")
 REGIONS = ("eu-west", "us-east")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import duckdb
-from analytics.telemetry.ingest import ingest_scrapes
 
+from analytics.telemetry.ingest import ingest_scrapes
 from scenarios.server_metrics import scrapes_to_ipc
 from tests.support.builders import REPORT_SCENARIO, evenly_paced, store_run
 

@@ -1,4 +1,4 @@
-"""The terminal's tables of some of a report's sections (analytics/terminal_report.py)."""
+"""The terminal's tables of some of a report's sections (analytics/render/terminal_report.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rich.text import Text
 
 from analytics.sections.model import SectionOptions
 from analytics.sections.registry import build_sections
-from analytics.terminal_report import heading, section_tables
+from analytics.render.terminal_report import heading, section_tables
 
 
 def terminal_tables(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from workers.prompts import WORDS
+from workers.prompts.plan import WORDS
 
 EXTRA_WORDS = ("tokenization", "benchmarking", "latency", "throughput", "prefill", "decode")
 

@@ -8,7 +8,7 @@
 
 Transport errors (httpx, aiohttp beneath it, asyncio timeouts) are classified here and
 nowhere else; messages are redacted and bounded (scenarios/redaction.py) before they leave
-the worker, here and again when a record is built (workers/rows.py).
+the worker, here and again when a record is built (workers/shard/rows.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.images import RequestImages
+from workers.prompts.images import RequestImages
 
 __all__ = ["with_images"]
 

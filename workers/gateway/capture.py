@@ -42,14 +42,14 @@ from workers.client.adapters.openai_chat import ChatParser
 from workers.client.errors import ErrorClass, RequestFailure, redact
 from workers.client.result import RequestResult
 from workers.client.retry import status_failure
-from workers.event_loop import new_loop
 from workers.gateway.handoff import FrameReader, frame
 from workers.gateway.proxy import primary_key
 from workers.gateway.sampling import Sampler, messages_digest
 from workers.gateway.sender import ShadowSender
 from workers.gateway.sink import RecordSink
-from workers.prompts import CHARS_PER_TOKEN, PlannedRequest
-from workers.rows import RowContext, record_row, wall_ns
+from workers.prompts.plan import CHARS_PER_TOKEN, PlannedRequest
+from workers.runtime.event_loop import new_loop
+from workers.shard.rows import RowContext, record_row, wall_ns
 
 MAX_PENDING = 65_536
 CAPTURE_NICENESS = 10
@@ -309,7 +309,7 @@ class CaptureConnection(asyncio.Protocol):
         salt_env = config.privacy.hash_salt_env
         salt = os.environ.get(salt_env, "") if salt_env else ""
         key = primary_key(config)
-        from workers.celery_app import app as celery_app  # noqa: PLC0415 - reads settings
+        from workers.runtime.celery_app import app as celery_app  # noqa: PLC0415 - reads settings
 
         sender = ShadowSender(
             celery=celery_app,

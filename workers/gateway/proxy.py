@@ -16,8 +16,8 @@ import orjson
 
 from scenarios.gateway_config import GatewayConfig
 from scenarios.providers import AnyProvider, OpenAIProvider
-from workers.provider_setup import ProviderSetupError
-from workers.secrets import Secrets, owner_bindings
+from workers.client.provider_setup import ProviderSetupError
+from workers.client.secrets import Secrets, owner_bindings
 
 # Upstream headers worth passing back: what the body is, and what rate limiting says.
 _PASSED_HEADERS = re.compile(r"^(content-type|retry-after(-ms)?|x-ratelimit-.*|x-request-id)$")

@@ -16,7 +16,7 @@ that arrive within ``linger_s`` of the first, up to ``max_batch`` samples,
 about 1 ms of the capture process's CPU whatever it carries (most of it the broker round
 trip), which at 100 % sampling was most of the capture's cost per request; a batch pays
 it once. Each sample keeps its arrival offset from the batch's first, and the worker
-sends it that much after the first (``workers/shadow.py``): shadows see the live
+sends it that much after the first (``workers/gateway/shadow.py``): shadows see the live
 traffic's gaps, not bursts, only ``linger_s`` (50 ms) later.
 
 The backlog is counted in samples: the broker's queue length is in messages, so the

@@ -1,7 +1,7 @@
 """The gateway's records and captures, batched to the session's Redis Streams.
 
 Primary records go to the session's record stream as Arrow batches of shard
-``primary`` (``workers.shadow.publish_rows``); capture rows (one per request: when it
+``primary`` (``workers.gateway.shadow.publish_rows``); capture rows (one per request: when it
 arrived, whether it was sampled, the prompt's length and hash, its text only with
 ``privacy.store_text``) go to the session's capture stream as JSON. Both are flushed
 every ``interval_s`` or ``batch_rows`` rows, off the request path. If Redis is
@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from scenarios.wire import PRIMARY_SHARD, STREAM_MAXLEN, capture_fields, captures_stream
-from workers.shadow import publish_rows
+from workers.gateway.shadow import publish_rows
 
 log = logging.getLogger("tokenbench.gateway")
 

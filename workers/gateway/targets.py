@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import orjson
 
 from scenarios.providers import AnyProvider
+from workers.client.request_ids import REQUEST_ID_HEADER
 from workers.gateway.upstream import Origin, UpstreamPool
-from workers.request_ids import REQUEST_ID_HEADER
 
 ID_HEADER = REQUEST_ID_HEADER.encode()
 

@@ -1,4 +1,4 @@
-"""Load generation: arrival schedules, the open loop, shard load shapes.
+"""Load generation: the closed and open loops, arrival schedules, sessions, shard load shapes.
 
 Kept import-free; import the modules themselves (``workers.load.shapes.build_load``).
 """

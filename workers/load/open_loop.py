@@ -28,7 +28,7 @@ from typing import Generic, TypeVar
 
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
-from workers.quantiles import LogHistogram
+from workers.load.quantiles import LogHistogram
 
 __all__ = ["OpenLoop", "sleep_until"]
 

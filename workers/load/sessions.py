@@ -1,7 +1,7 @@
 """Multi-turn sessions as a load shape (docs/workloads.md, "Multi-turn sessions").
 
 A session is the unit the load schedules: the closed loop's virtual users each run
-sessions back to back (``workers/executor.py``), the open loop's arrivals each start
+sessions back to back (``workers/load/closed_loop.py``), the open loop's arrivals each start
 one (``workers/load/open_loop.py``; its ``max_in_flight`` then caps sessions in flight).
 Either loop calls :meth:`SessionRunner.run` as its ``send``; the runner sends the
 session's turns one after another, records each as it ends and waits between them:
@@ -31,13 +31,13 @@ from scenarios.wire import ShardSpec
 from scenarios.workload_files import FileEntry
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
-from workers.conversation import Conversation
-from workers.executor import ClosedLoop, RequestSource
+from workers.load.closed_loop import ClosedLoop, RequestSource
+from workers.load.conversation import Conversation
 from workers.load.open_loop import OpenLoop, sleep_until
+from workers.load.quantiles import LogHistogram
 from workers.load.schedule import NS_PER_S, arrival_offsets, part_arrivals, schedule_rng
-from workers.prompts import PlannedRequest, PromptMaker
-from workers.quantiles import LogHistogram
-from workers.session_plans import PlannedSession, replayed_sessions, session_planner
+from workers.load.session_plans import PlannedSession, replayed_sessions, session_planner
+from workers.prompts.plan import PlannedRequest, PromptMaker
 
 __all__ = ["SessionLoad", "SessionRunner", "build_session_load"]
 

@@ -15,11 +15,11 @@ from typing import Any, Protocol
 from scenarios.wire import ShardSpec
 from scenarios.workload_files import FileEntry, WorkloadFileError
 from workers.client.result import RequestResult
-from workers.executor import ClosedLoop, RequestSource
+from workers.load.closed_loop import ClosedLoop, RequestSource
 from workers.load.open_loop import OpenLoop
 from workers.load.schedule import NS_PER_S, arrival_offsets, part_arrivals, schedule_rng
 from workers.load.sessions import SessionLoad
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 __all__ = ["LoadShape", "build_load", "connections_needed", "rate_figures", "stage_offsets"]
 
@@ -105,7 +105,7 @@ _MAX_OPEN_PREWARM = 1024
 def connections_needed(spec: ShardSpec) -> int:
     """Connections the shard's stage will hold open at once, to pre-warm
     (``workers/client/prewarm.py``) and to check against the worker's descriptor budget
-    (``workers/fd_budget.py``): a closed loop's streams; an open loop's cap, or one
+    (``workers/runtime/fd_budget.py``): a closed loop's streams; an open loop's cap, or one
     second of its arrivals (its concurrency depends on the server's latency). Never
     more than the shard's requests (or sessions): a stream or slot beyond them never
     sends, so a connection opened for it would only sit idle (a plan made before the

@@ -51,7 +51,7 @@ async def serve(
 
 def run(spec: SimulateSpec, model: str, host: str, port: int, parent_pid: int | None) -> None:
     """Blocking entry point: serve on the fastest available event loop."""
-    from workers.event_loop import new_loop  # noqa: PLC0415 - avoid a cycle at import
+    from workers.runtime.event_loop import new_loop  # noqa: PLC0415 - avoid a cycle at import
 
     with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(serve(spec, model, host, port, parent_pid))

@@ -4,7 +4,7 @@ Bounded: the newest ``capacity`` entries are kept, the oldest dropped (``GET
 /tokenbench/requests`` says how many from ``oldest``). Each entry: a sequence number
 from 1, the wall-clock instant it was received (epoch ns: entries of several endpoints
 on one machine are ordered by it), the request id and prompt hash the client sent
-(``workers/request_ids.py``), the answer's HTTP status (0 for a reset connection), its
+(``workers/client/request_ids.py``), the answer's HTTP status (0 for a reset connection), its
 outcome (``ok``, ``http_429``, ``http_5xx``, ``http_4xx``, ``reset``, ``cut``,
 ``unfinished`` or ``bad_request``) and the stall before it.
 """

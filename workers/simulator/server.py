@@ -32,7 +32,8 @@ import orjson
 
 from scenarios.limits import MAX_REQUEST_LOG_PAGE
 from scenarios.model import SimulateSpec
-from workers.request_ids import REQUEST_ID_HEADER, is_request_id, prompt_hash
+from workers.client.request_ids import REQUEST_ID_HEADER, is_request_id, prompt_hash
+from workers.prompts.tokenizer import load_local_tokenizer
 from workers.simulator.batching import latency_for
 from workers.simulator.faults import FaultPlan, Faults
 from workers.simulator.image_tokens import ImageRefused, image_tokens
@@ -40,7 +41,6 @@ from workers.simulator.latency import LatencyModel
 from workers.simulator.metrics import CONTENT_TYPE, ServedCounters, metrics_text
 from workers.simulator.prefix_cache import Blocks, PrefixCache, blocks
 from workers.simulator.request_log import RequestLog
-from workers.tokenizer import load_local_tokenizer
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

@@ -175,17 +175,9 @@ SELECT
     l.input_tokens, l.output_tokens, r.input_tok_s, r.output_tok_s,
     goodput_rps(a.has_slo, r.goodput_rps)                          AS goodput_rps,
     slo_attainment_pct(a.has_slo, a.met_slo, l.requests)           AS slo_attainment_pct,
-    cost_basis(p.input_per_mtok, p.gpu_hour_usd, p.gpus)           AS cost_basis,
-    deployment_usd_per_hour(p.gpu_hour_usd, p.gpus)                AS deployment_usd_per_hour,
-    cost_per_mtok(p.input_per_mtok, p.input_per_mtok, p.gpu_hour_usd, p.gpus, r.input_tok_s)
-                                                                   AS cost_per_mtok_input,
-    cost_per_mtok(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus, r.output_tok_s)
-                                                                   AS cost_per_mtok_output,
-    cost_per_1k_requests(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
-                         l.input_tokens, l.output_tokens, l.ok, r.ok_request_rate)
-                                                                   AS cost_per_1k_requests,
-    cost_usd(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
-             l.input_tokens, l.output_tokens, r.span_s)            AS cost_usd
+    unnest(stage_costs(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
+                       l.input_tokens, l.output_tokens, l.ok, r.ok_request_rate,
+                       r.input_tok_s, r.output_tok_s, r.span_s))
 FROM lat AS l
 LEFT JOIN itl AS i USING (run_id, stage, provider, region)
 LEFT JOIN errs AS e USING (run_id, stage, provider, region)

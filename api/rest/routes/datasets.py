@@ -19,10 +19,10 @@ import datetime as dt
 from typing import Annotated, Any
 
 import duckdb
-from analytics.datasets.uploads import DatasetInfo, DatasetStore
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
+from analytics.datasets.uploads import DatasetInfo, DatasetStore
 from api.rest.deps import Authenticated, CursorDep, HeavyDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, UnsupportedMediaType
 from scenarios.dataset_formats import Conversion

@@ -7,14 +7,14 @@ from typing import Annotated
 
 import duckdb
 import pyarrow as pa
-from analytics.query.record_export import arrow_stream, parquet_stream, record_reader
-from analytics.render.report_formats import REPORT_FORMATS, ReportFormat
-from analytics.render.request_rows import request_batches, write_report_with_requests
-from analytics.report.build import RunReport, UnknownRunError, build_report
 from fastapi import APIRouter, Header, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter
 
+from analytics.query.record_export import arrow_stream, parquet_stream, record_reader
+from analytics.render.report_formats import REPORT_FORMATS, ReportFormat
+from analytics.render.request_rows import request_batches, write_report_with_requests
+from analytics.report.build import RunReport, UnknownRunError, build_report
 from api.control.coordinator import Coordinator
 from api.control.run_views import LiveState, live_state, live_view, stored_view
 from api.rest.deps import (

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import duckdb
-from analytics.datasets.uploads import DatasetStore
 from fastapi import APIRouter, Request, Response
 
+from analytics.datasets.uploads import DatasetStore
 from api.rest.deps import Authenticated, HeavyDep, ScenarioStoreDep, SettingsDep, WriterDep
 from api.rest.offload import json_response
 from api.rest.scenario_store import scenario_headers, stored_scenario

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import duckdb
-from analytics.shadow.capture import comparison, pairs, session_summary
-from analytics.shadow.replay import replay_jsonl
 from fastapi import APIRouter, Query, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from analytics.shadow.capture import comparison, pairs, session_summary
+from analytics.shadow.replay import replay_jsonl
 from api.control.plane import live_worker_count
 from api.rest.deps import Authenticated, HeavyDep, PlaneDep, RedisDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, RegionUnavailable, UnknownShadowSessionError

@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from typing import Annotated, Literal
 
 import duckdb
-from analytics.query.safe_sql import SqlLimits
-from analytics.query.snapshot import SnapshotInfo, SqlSnapshot
-from analytics.query.sql_process import ChildResult, run_in_child
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from analytics.query.safe_sql import SqlLimits
+from analytics.query.snapshot import SnapshotInfo, SqlSnapshot
+from analytics.query.sql_process import ChildResult, run_in_child
 from api.rest.deps import Authenticated, SettingsDep, WriterDep
 from scenarios.limits import MAX_SQL_ANSWER_ROWS
 

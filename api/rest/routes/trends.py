@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Annotated
 
 import duckdb
+from fastapi import APIRouter, Header, Query, Response
+
 from analytics.trends.build import DEFAULT_TREND_RUNS, TrendOptions, TrendSelection, build_trend
 from analytics.trends.formats import TREND_FORMATS, TrendFormat
 from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
-from fastapi import APIRouter, Header, Query, Response
-
 from api.rest.deps import Authenticated, HeavyDep, WriterDep
 from api.rest.errors import UnknownScenarioError
 from api.rest.negotiation import chosen_format

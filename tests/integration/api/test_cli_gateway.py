@@ -15,11 +15,11 @@ import orjson
 import pytest
 import typer
 import yaml
+from typer.testing import CliRunner
+
 from analytics.shadow.capture import ensure_shadow_schema, ingest_captures
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-from typer.testing import CliRunner
-
 from api.cli.gateway import gateway, shadow_app
 from api.control.coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import redis
-from analytics.store.db import connect
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ResponseError
 
+from analytics.store.db import connect
 from api.control import redis_faults
 from api.local.redis_server import RedisServer, free_port
 from scenarios.wire import attempts_key, batch_seq_key, owner_key, token_key

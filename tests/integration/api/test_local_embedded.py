@@ -14,7 +14,7 @@ import redis
 from api.local.embedded import LocalWorker, local_stack, wait_for_workers
 from api.local.redis_server import RedisServer
 from tests.integration.api.conftest import lonely_region
-from workers.worker_main import live_workers
+from workers.runtime.worker_main import live_workers
 
 pytestmark = pytest.mark.integration
 

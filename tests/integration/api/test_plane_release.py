@@ -11,17 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from analytics.store.db import connect
 from celery import Celery
 from redis.asyncio import Redis
 
+from analytics.store.db import connect
 from api.control.plane import ControlPlane
 from api.local.redis_server import RedisServer
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
 from scenarios.shard_payload import message_task_id
 from scenarios.wire import attempts_key, region_queue, run_spec_key, token_key
-from workers.broker import TRANSPORT
+from workers.runtime.broker import TRANSPORT
 
 pytestmark = pytest.mark.integration
 

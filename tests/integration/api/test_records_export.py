@@ -14,11 +14,11 @@ import httpx
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from analytics.query.record_export import BATCH_ROWS, ROW_GROUP_ROWS
-from analytics.store.db import connect
 from celery import Celery
 from pydantic import SecretStr
 
+from analytics.query.record_export import BATCH_ROWS, ROW_GROUP_ROWS
+from analytics.store.db import connect
 from api.local.redis_server import RedisServer
 from api.rest.app import create_app
 from api.rest.routes.runs import ARROW_STREAM, PARQUET

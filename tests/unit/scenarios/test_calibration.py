@@ -21,7 +21,7 @@ from scenarios.calibration import (
 )
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
-from workers.health import ShardHealth, percentile
+from workers.shard.health import ShardHealth, percentile
 
 CLOSED = ClientHealth(
     load_kind="closed",

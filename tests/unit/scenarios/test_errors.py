@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from analytics.datasets.uploads import UnknownDatasetError
 from analytics.query.safe_sql import (
     DatabaseBusyError,
@@ -13,7 +14,6 @@ from analytics.query.safe_sql import (
 )
 from analytics.query.sql_process import SqlUnavailable
 from analytics.report.build import UnknownProviderError, UnknownRunError
-
 from api.cli.plan import PlanInputError
 from api.rest.errors import (
     RegionUnavailable,
@@ -26,9 +26,9 @@ from scenarios.errors import (
 )
 from scenarios.loader import Problem, ScenarioError
 from scenarios.workload_files import WorkloadFileError
-from workers.ownership import RedisUnavailable
-from workers.provider_setup import ProviderSetupError
-from workers.secrets import SecretRefused
+from workers.client.provider_setup import ProviderSetupError
+from workers.client.secrets import SecretRefused
+from workers.shard.ownership import RedisUnavailable
 
 
 @pytest.mark.parametrize(

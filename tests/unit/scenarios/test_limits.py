@@ -15,11 +15,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 import pytest
+from pydantic import ValidationError
+
 from analytics.query.safe_sql import SqlLimits, SqlTooLarge, encode, encode_capped, run_query
 from analytics.store.db import connect
 from analytics.store.runs import PlannedShard, RunStore, transaction
-from pydantic import ValidationError
-
 from api.control.planner import closed_parts, plan_run, split
 from api.schemas import RunCreate, RunOverrides
 from scenarios import limits

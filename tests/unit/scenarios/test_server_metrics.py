@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from analytics.store.db import connect
-
 from scenarios.server_metrics import (
     KNOWN_NAMES,
     NAME_MAP,

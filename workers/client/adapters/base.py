@@ -19,10 +19,10 @@ from typing import Protocol, TypeVar
 import httpx
 
 from scenarios.model import AnyProvider, ProviderBase
+from workers.client.provider_setup import ProviderSetupError
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.provider_setup import ProviderSetupError
-from workers.secrets import Secrets
+from workers.client.secrets import Secrets
+from workers.prompts.plan import PlannedRequest
 
 __all__ = [
     "Adapter",

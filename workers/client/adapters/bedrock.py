@@ -46,7 +46,7 @@ from workers.client.streaming import (
     settle_counts,
     token_event,
 )
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 

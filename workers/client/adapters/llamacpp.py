@@ -40,7 +40,7 @@ from workers.client.streaming import (
     settle_counts,
     token_event,
 )
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 # Flags of servers before ``stop_type``, in the order llama-server checks them.
 _STOP_FLAGS = (("stopped_eos", "eos"), ("stopped_word", "word"), ("stopped_limit", "limit"))

@@ -23,31 +23,16 @@ from workers.client.adapters.base import (
 from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.chat_stream import ChatStream
 from workers.client.image_parts import with_images
-from workers.client.result import RequestResult
-from workers.client.sse import SSEDecoder
+from workers.client.openai_stream import OpenAIParser
 from workers.client.streaming import Limits, json_headers
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 
-class ChatParser:
+class ChatParser(OpenAIParser):
     """SSE splitting plus ChatStream interpretation, as a StreamParser."""
 
-    __slots__ = ("decoder", "stream")
-
-    def __init__(self, result: RequestResult) -> None:
-        self.stream = ChatStream(result)
-        self.decoder = SSEDecoder()
-
-    def feed(self, chunk: bytes, stamp: int) -> None:
-        """Interpret the events completed by ``chunk``."""
-        for payload in self.decoder.feed(chunk):
-            self.stream.on_payload(payload, stamp)
-
-    def finish(self, stamp: int) -> None:
-        """Interpret an unterminated last event, then check the answer finished."""
-        for payload in self.decoder.flush():
-            self.stream.on_payload(payload, stamp)
-        self.stream.finish()
+    __slots__ = ()
+    stream_kind = ChatStream
 
 
 def chat_body(

@@ -6,7 +6,8 @@ reasoning parser) may send ``reasoning_content``/``reasoning`` beside ``text``; 
 counts for ``first_token`` but not ``first_output_token``. ``usage`` comes in a last
 chunk with empty ``choices`` when ``stream_options.include_usage`` is honoured. The answer
 is finished when a choice carries a ``finish_reason``; without one it is incomplete, even
-after ``[DONE]``. ``enforce_output_length`` and ``extra_body`` shape the body as for chat.
+after ``[DONE]`` (what chat shares: ``workers/client/openai_stream.py``).
+``enforce_output_length`` and ``extra_body`` shape the body as for chat.
 """
 
 from __future__ import annotations
@@ -18,90 +19,30 @@ import orjson
 from scenarios.providers import OpenAICompletionsProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
-from workers.client.errors import IncompleteAnswer, ProtocolFailure
-from workers.client.finish import OPENAI_REASONS, finish_reason
-from workers.client.result import RequestResult
-from workers.client.sse import SSEDecoder
-from workers.client.streaming import (
-    Limits,
-    json_headers,
-    json_object,
-    settle_counts,
-    stream_error,
-    token_event,
-)
-from workers.prompts import PlannedRequest
-
-_DONE = b"[DONE]"
-_REASONING_KEYS = ("reasoning_content", "reasoning")
+from workers.client.errors import ProtocolFailure
+from workers.client.openai_stream import REASONING_KEYS, OpenAIParser, OpenAIStream
+from workers.client.streaming import Limits, json_headers
+from workers.prompts.plan import PlannedRequest
 
 
-class CompletionsParser:
+class CompletionsStream(OpenAIStream):
+    """A ``/v1/completions`` stream: a choice's token is its ``text`` (or reasoning)."""
+
+    __slots__ = ()
+
+    def _on_choice(self, choice: Any, stamp: int) -> tuple[bool, bool]:
+        if not isinstance(choice, dict):
+            raise ProtocolFailure("choice is not an object")
+        if choice.get("text"):
+            return True, True
+        return any(choice.get(key) for key in REASONING_KEYS), False
+
+
+class CompletionsParser(OpenAIParser):
     """Interprets a ``/v1/completions`` SSE stream into a RequestResult."""
 
-    __slots__ = ("completion", "decoder", "done", "events", "finished", "prompt", "result")
-
-    def __init__(self, result: RequestResult) -> None:
-        self.result = result
-        self.decoder = SSEDecoder()
-        self.done = False
-        self.finished: str | None = None  # the finish_reason, once a choice carried one
-        self.events = 0
-        self.prompt: int | None = None
-        self.completion: int | None = None
-
-    def feed(self, chunk: bytes, stamp: int) -> None:
-        """Interpret the events completed by ``chunk``."""
-        for payload in self.decoder.feed(chunk):
-            self._on_payload(payload, stamp)
-
-    def _on_payload(self, payload: bytes, stamp: int) -> None:
-        if payload == _DONE:
-            self.done = True
-            return
-        if not payload.strip():
-            return
-        message = json_object(payload)
-        if "error" in message:
-            raise stream_error(message["error"])
-        choices = message.get("choices")
-        if choices:
-            self._on_choices(choices, stamp)
-        usage = message.get("usage")
-        if isinstance(usage, dict):
-            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-            if isinstance(prompt, int) and isinstance(completion, int):
-                self.prompt, self.completion = prompt, completion
-
-    def _on_choices(self, choices: Any, stamp: int) -> None:
-        if not isinstance(choices, list):
-            raise ProtocolFailure("'choices' is not a list")
-        has_token = has_output = False
-        for choice in choices:
-            if not isinstance(choice, dict):
-                raise ProtocolFailure("choice is not an object")
-            if choice.get("text"):
-                has_token = has_output = True
-            elif any(choice.get(key) for key in _REASONING_KEYS):
-                has_token = True
-            reason = finish_reason(choice.get("finish_reason"), OPENAI_REASONS)
-            if reason is not None:
-                self.finished = reason
-        if has_token:
-            token_event(self.result, stamp, output=has_output)
-            self.events += 1
-
-    def finish(self, stamp: int) -> None:
-        """Interpret an unterminated last event, check the answer finished, settle counts."""
-        for payload in self.decoder.flush():
-            self._on_payload(payload, stamp)
-        if self.finished is None:
-            ending = "with [DONE]" if self.done else "without [DONE]"
-            raise IncompleteAnswer(
-                f"stream ended {ending} but no finish_reason after {self.events} token events"
-            )
-        self.result.finish_reason = self.finished
-        settle_counts(self.result, self.prompt, self.completion, self.events)
+    __slots__ = ()
+    stream_kind = CompletionsStream
 
 
 def completions_body(

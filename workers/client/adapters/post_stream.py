@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import httpx
 
 from scenarios.providers import RetryPolicy
+from workers.client.request_ids import REQUEST_ID_HEADER
 from workers.client.result import RequestResult
 from workers.client.streaming import HttpCall, Limits, StreamParser, measure_request
-from workers.prompts import PlannedRequest
-from workers.request_ids import REQUEST_ID_HEADER
+from workers.prompts.plan import PlannedRequest
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ incomplete) and the record's ``finish_reason`` stays NULL.
 
 The stream and poll URLs come from the API's answer, so they are checked before the key
 follows them: each must be http(s) (https when the API base is), on a host the key
-variable is bound to (``workers/secrets.py``); the transport's egress guard then checks
+variable is bound to (``workers/client/secrets.py``); the transport's egress guard then checks
 the address it connects to. A URL that fails makes the request a ``protocol`` error row
 and nothing is sent there.
 """
@@ -36,6 +36,7 @@ from workers.client.errors import (
     redact,
 )
 from workers.client.result import RequestResult
+from workers.client.secrets import Secrets, host_of
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
 from workers.client.streaming import (
     HttpCall,
@@ -47,8 +48,7 @@ from workers.client.streaming import (
     settle_counts,
     token_event,
 )
-from workers.prompts import PlannedRequest
-from workers.secrets import Secrets, host_of
+from workers.prompts.plan import PlannedRequest
 
 # Reading the prediction's token counts after the stream is bookkeeping, not measurement;
 # it gets a short deadline of its own so a slow API cannot hold up the next request.

@@ -73,7 +73,7 @@ class ReadGaps:
 
     Every read of a socket (the loop reporting it readable, or a sweep) and every sweep
     is a look; a stretch of at least ``min_ns`` without one is a gap, handed to every
-    sink registered meanwhile (``workers/health.py`` registers one per shard). Bytes that
+    sink registered meanwhile (``workers/shard/health.py`` registers one per shard). Bytes that
     arrive in a gap wait unread, and the kernel merges a stream's writes that land
     there under the later stamp: how a late read still distorts kernel-stamped figures.
     An idle loop makes gaps too, but nothing arrives in them (it would have been read).

@@ -30,8 +30,8 @@ from scenarios.wire import (
     records_stream,
     region_queue,
 )
-from workers.event_loop import new_loop
 from workers.gateway.server import Gateway
+from workers.runtime.event_loop import new_loop
 
 pytestmark = pytest.mark.integration
 

@@ -29,10 +29,10 @@ from scenarios.wire import (
     records_stream,
 )
 from workers.client.result import RequestResult
-from workers.event_loop import new_loop
 from workers.gateway.sink import RecordSink
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.runtime.event_loop import new_loop
+from workers.shard.rows import RowContext, record_row
 
 pytestmark = pytest.mark.integration
 

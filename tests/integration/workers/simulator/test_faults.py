@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from api.local.redis_server import free_port
-from workers.request_ids import REQUEST_ID_HEADER, prompt_hash
+from workers.client.request_ids import REQUEST_ID_HEADER, prompt_hash
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from scenarios.model import SimulateSpec
-from workers.event_loop import new_loop
-from workers.images import generate_image
+from workers.prompts.images import generate_image
+from workers.runtime.event_loop import new_loop
 from workers.simulator import FixedLatency
 from workers.simulator.scheduler import BatchScheduler, replay
 from workers.simulator.server import SimulatorApp, start_server

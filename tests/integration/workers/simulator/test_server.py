@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from scenarios.model import SimulateSpec
-from workers.event_loop import new_loop
+from workers.runtime.event_loop import new_loop
 from workers.simulator import FixedLatency  # the package exports the latency models
 from workers.simulator.server import SimulatorApp, start_server
 

@@ -47,7 +47,7 @@ def test_a_command_s_own_help_or_start_up_imports_no_analytics(command: str) -> 
     """A worker, and the commands that read no results, load without the stack (``serve`` imports it when it starts serving)."""
     code = f"from api.cli.app import load_command\nload_command({command!r})\n"
     if command == "worker":
-        code += "import workers.worker_main, workers.worker_processes\n"
+        code += "import workers.runtime.worker_main, workers.runtime.worker_processes\n"
     assert _heavy_after(code) == []
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import duckdb
 import pytest
 import typer
+
 from analytics.report.build import RunReport, build_report
 from analytics.store.db import connect
-
 from api.cli.console import OutputFormat
 from api.cli.output import exit_on_verdict, write_report
 from scenarios.wire import RunState

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from analytics.report.build import build_report
 from analytics.store.db import connect
-
 from api.cli.report_requests import write_report_with_rows
 from tests.conftest import CliResult
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run

@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from analytics.query.safe_sql import QueryResult
 from analytics.store.db import connect
-
 from api.cli.sql_output import TABLE_ROWS, table_caption
 from tests.conftest import CliResult
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import typer
-from analytics.store.db import connect
 from typer.testing import CliRunner
 
+from analytics.store.db import connect
 from api.cli.trend import trend
 from api.schedules.store import ScheduleStore
 from tests.support.analytics_builders import store_trend_runs

@@ -9,12 +9,12 @@ from typing import Any
 
 import duckdb
 import pytest
+
 from analytics.decide.saturation import ShardSamples
 from analytics.store.adaptive_runs import capacity_rows, role_rows, verdict_rows
 from analytics.store.db import connect
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import RunStore
-
 from api.control.adaptive import MonitorInput, ProviderLive, decide_next, monitor_stage
 from api.control.coordinator import RunCoordinator
 from api.control.planner import stored_stages
@@ -23,8 +23,8 @@ from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import MS, S, ok_result
 from workers.client.result import RequestResult
-from workers.prompts import PlannedRequest
-from workers.rows import RowContext, record_row
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import RowContext, record_row
 
 
 def scenario(load: dict[str, Any], providers: int = 1) -> Scenario:

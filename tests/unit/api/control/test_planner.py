@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-
 from api.control.coordinator import RunCoordinator
 from api.control.planner import (
     closed_parts,

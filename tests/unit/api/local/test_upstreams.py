@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from analytics.store.db import connect
 
+from analytics.store.db import connect
 from api.local.redis_server import free_port
 from api.local.upstreams import UpstreamCollector, local_upstreams
 from scenarios.errors import BadInput

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from analytics.query.safe_sql import SqlRefused
-from analytics.report.build import UnknownRunError
 from fastapi import FastAPI, HTTPException
 from fastapi.testclient import TestClient
 
+from analytics.query.safe_sql import SqlRefused
+from analytics.report.build import UnknownRunError
 from api.rest.errors import (
     ProviderEgressDenied,
     RegionUnavailable,

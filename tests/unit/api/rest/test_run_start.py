@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from analytics.store.db import connect
 
+from analytics.store.db import connect
 from api.rest.errors import ProviderEgressDenied, UnknownScenarioError
 from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import duckdb
 import pytest
+
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-
 from api.rest.errors import RegionUnavailable
 from api.schedules.service import ScheduleService, describe_error
 from api.schedules.store import FireKind, FireOutcome, StoredSchedule

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from analytics.store.db import connect
 
+from analytics.store.db import connect
 from api.schedules import store as store_module
 from api.schedules.store import (
     FireKind,

@@ -17,7 +17,7 @@ from workers.client.chat_stream import ChatStream
 from workers.client.errors import ProtocolFailure
 from workers.client.result import RequestResult
 from workers.client.sse import SSEDecoder
-from workers.prompts import request_planner
+from workers.prompts.plan import request_planner
 
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":5}}\n\n'
 DONE = b"data: [DONE]\n\n"

@@ -8,8 +8,8 @@ import orjson
 from scenarios.model import Workload
 from workers.client.adapters.openai_chat import chat_body
 from workers.client.image_parts import with_images
-from workers.images import GeneratedImage, RequestImages
-from workers.prompts import PlannedRequest, request_planner
+from workers.prompts.images import GeneratedImage, RequestImages
+from workers.prompts.plan import PlannedRequest, request_planner
 
 IMAGE = GeneratedImage("data:image/png;base64,AAAA", 4, 2, 3, "d" * 64)
 

@@ -9,7 +9,7 @@ import httpx
 
 from workers.client.http import make_client
 from workers.client.prewarm import arrival_transport, prewarmed
-from workers.event_loop import new_loop
+from workers.runtime.event_loop import new_loop
 
 
 async def _serve() -> tuple[asyncio.AbstractServer, list[int], str]:

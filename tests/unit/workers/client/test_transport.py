@@ -30,7 +30,7 @@ from workers.client.errors import ErrorClass, classify_exception
 from workers.client.sse import SSEDecoder
 from workers.client.transport import ArrivalStream, ArrivalTransport, arrival_of
 from workers.client.transport.connection import Connection
-from workers.event_loop import new_loop
+from workers.runtime.event_loop import new_loop
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": new_loop}
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="kernel receive stamps")

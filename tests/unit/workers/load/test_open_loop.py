@@ -9,7 +9,7 @@ import time
 
 from workers.client.result import RequestResult
 from workers.load.open_loop import OpenLoop
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 MS = 1_000_000
 

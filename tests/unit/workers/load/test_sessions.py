@@ -12,12 +12,12 @@ from scenarios.model import Workload
 from scenarios.wire import ShardRate, ShardSpec
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import AnswerText, RequestResult
-from workers.executor import ClosedLoop, RequestSource
+from workers.load.closed_loop import ClosedLoop, RequestSource
 from workers.load.open_loop import OpenLoop
+from workers.load.session_plans import PlannedSession
 from workers.load.sessions import SessionLoad, SessionRunner, build_session_load
 from workers.load.shapes import rate_figures
-from workers.prompts import PlannedRequest, WordPrompts
-from workers.session_plans import PlannedSession
+from workers.prompts.plan import PlannedRequest, WordPrompts
 
 MS = 1_000_000
 

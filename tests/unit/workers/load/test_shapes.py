@@ -5,9 +5,9 @@ from __future__ import annotations
 from api.control.planner import plan_run
 from scenarios.loader import validate_scenario
 from scenarios.wire import ShardRate, ShardSpec
-from workers.executor import ClosedLoop
+from workers.load.closed_loop import ClosedLoop
 from workers.load.shapes import build_load, connections_needed
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 
 def spec(concurrency: int, requests: int | None, rate: ShardRate | None = None) -> ShardSpec:

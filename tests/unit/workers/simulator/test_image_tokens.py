@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from scenarios.model import SimulateSpec
-from workers.images import generate_image
+from workers.prompts.images import generate_image
 from workers.simulator.image_tokens import ImageRefused, image_tokens, patch_tokens, tile_tokens
 from workers.simulator.server import SimulatorApp, _Prompt
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 from scenarios.model import SimulateSpec
 from scenarios.server_metrics import KNOWN_NAMES
-from workers.prometheus_text import parse_known
+from workers.shard.prometheus_text import parse_known
 from workers.simulator.batching import BatchingLatency
 from workers.simulator.latency import FixedLatency
 from workers.simulator.metrics import ServedCounters, metrics_text

@@ -17,7 +17,7 @@ import pytest
 
 from workers.client.transport.arrival import arrival_of
 from workers.client.transport.pool import ArrivalTransport
-from workers.event_loop import new_loop
+from workers.runtime.event_loop import new_loop
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-
 from api.control.coordinator import RunCoordinator
 from api.rest.routes import runs
 from scenarios.model import Scenario

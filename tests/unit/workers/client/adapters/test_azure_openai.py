@@ -14,8 +14,8 @@ from scenarios.providers import AzureOpenAIProvider
 from workers.client.adapters.azure_openai import azure_adapter, azure_chat_url
 from workers.client.adapters.base import AdapterContext, build_adapter
 from workers.client.adapters.post_stream import PostStreamAdapter
-from workers.prompts import PlannedRequest
-from workers.secrets import SecretRefused, Secrets
+from workers.client.secrets import SecretRefused, Secrets
+from workers.prompts.plan import PlannedRequest
 
 ENDPOINT = "https://my-resource.openai.azure.com"
 KEY = "az-0123456789abcdef0123456789abcdef"

@@ -16,7 +16,7 @@ from workers.client.adapters.base import (
     build_adapter,
     read_secret,
 )
-from workers.secrets import Secrets
+from workers.client.secrets import Secrets
 
 
 def test_every_provider_kind_of_the_schema_has_an_adapter() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 
 from workers.client.adapters.llamacpp import completion_body
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 
 def test_completion_body_with_and_without_the_length_knobs() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from workers.client.adapters.openai_chat import chat_body
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 
 def test_chat_body_sends_captured_messages_and_length_knobs() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from workers.client.adapters.openai_completions import completions_body
-from workers.prompts import PlannedRequest
+from workers.prompts.plan import PlannedRequest
 
 
 def test_completions_body_with_and_without_the_length_knobs() -> None:

@@ -8,7 +8,7 @@ import asyncio
 import httpx
 
 from workers.client.transport import ArrivalTransport
-from workers.event_loop import new_loop
+from workers.runtime.event_loop import new_loop
 
 
 async def _serve() -> tuple[asyncio.AbstractServer, list[asyncio.StreamWriter], str]:
