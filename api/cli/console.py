@@ -8,10 +8,6 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
-from analytics.render.fitted_tables import print_tables
-from analytics.render.report_formats import REPORT_FORMATS
-from analytics.report.build import RunReport
-from analytics.report.columns import ReportColumn, UnknownColumnError, select
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -22,7 +18,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from analytics.render.fitted_tables import print_tables
+from analytics.render.report_formats import REPORT_FORMATS
 from analytics.render.terminal_report import terminal_report
+from analytics.report.build import RunReport
+from analytics.report.columns import ReportColumn, UnknownColumnError, select
 from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
 from scenarios.errors import BadInput

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from analytics.report.build import RunReport
-from analytics.report.columns import ReportColumn, select
 from rich.table import Table
 from rich.text import Text
 
+from analytics.render.terminal_report import heading, section_tables
+from analytics.report.build import RunReport
+from analytics.report.columns import ReportColumn, select
 from analytics.sections.model import SectionOptions
 from analytics.sections.registry import build_sections
-from analytics.render.terminal_report import heading, section_tables
 
 
 def terminal_tables(

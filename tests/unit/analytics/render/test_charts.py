@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+
 from analytics.render.chart_style import log_ticks
 from analytics.render.charts import (
     CHARTS,
@@ -31,7 +32,6 @@ from analytics.render.kpi import provider_kpis
 from analytics.report.build import RunReport, build_report
 from analytics.report.formatting import money, number
 from analytics.report.plots import cdf_fractions
-
 from tests.support.builders import MS
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from tests.support.regional_run import (

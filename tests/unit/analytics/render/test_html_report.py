@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from analytics.render.html_report import render_html, section_html
-
 from analytics.sections.model import Column, Section
 from tests.support.sample_report import report
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from analytics.render.markdown import render_markdown, section_lines
-
 from analytics.sections.model import Column, Section
 from tests.support.sample_report import report
 

@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from analytics.sections.model import Column, Section
 from analytics.render.terminal_report import section_tables, terminal_report
+from analytics.sections.model import Column, Section
 from tests.support.sample_report import report
 
 COLUMNS = (

@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from rich.console import Console
+from rich.table import Table
+
 from analytics.render.csv_report import render_csv
 from analytics.render.html_report import render_html
 from analytics.render.markdown import render_markdown
+from analytics.report import columns as registry
 from analytics.report.build import RunReport, build_report
 from analytics.report.columns import (
     COLUMNS,
@@ -21,10 +25,6 @@ from analytics.report.columns import (
 )
 from analytics.report.stored import ExactLimits
 from analytics.store.db import connect
-from rich.console import Console
-from rich.table import Table
-
-from analytics.report import columns as registry
 from tests.support.builders import MS, S, failed_result, ok_result
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from tests.support.builders import store_run as store

@@ -9,6 +9,7 @@ from typing import Any
 
 import duckdb
 import pytest
+
 from analytics.render.html_report import render_html
 from analytics.render.markdown import render_markdown
 from analytics.report.build import build_report
@@ -26,15 +27,14 @@ from analytics.store.db import connect
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
 from analytics.store.upstream_log import store_upstream_entries, store_upstream_summary
-
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result
 from tests.support.terminal import terminal_tables
 from workers.client.errors import ErrorClass
-from workers.prompts import PlannedRequest
-from workers.request_ids import prompt_hash
-from workers.rows import record_row, tagged
+from workers.client.request_ids import prompt_hash
+from workers.prompts.plan import PlannedRequest
+from workers.shard.rows import record_row, tagged
 
 TAGGING = dataclasses.replace(ROW_CONTEXT, tag_requests=True)
 T0 = 1_800_000_000 * S  # wall clock of the upstream entries (ns)

@@ -7,23 +7,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from analytics.render.html_report import render_html
 from analytics.render.markdown import render_markdown
 from analytics.report.build import build_report
 from analytics.report.sessions import TURNS_TITLE, session_ends, session_turns
+from analytics.sections.model import SectionOptions
+from analytics.sections.sessions import sessions
 from analytics.store.db import connect
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
-
-from analytics.sections.model import SectionOptions
-from analytics.sections.sessions import sessions
 from scenarios.loader import parse_scenario
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result
 from tests.support.terminal import terminal_tables
 from workers.client.errors import ErrorClass
-from workers.prompts import PlannedRequest, SessionTurn
-from workers.rows import record_row
+from workers.prompts.plan import PlannedRequest, SessionTurn
+from workers.shard.rows import record_row
 
 # Session 0: three turns, done; session 1: a second turn that failed; session 2: capped.
 TURNS = [

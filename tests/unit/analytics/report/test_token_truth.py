@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from analytics.report.build import build_report
 from analytics.report.stored import ExactLimits
 from analytics.report.token_truth import with_token_truth
 from analytics.store.db import connect
-
 from tests.support.analytics_builders import MS, S, ok_result, scenario, store_run
 from workers.client.result import RequestResult
 

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import duckdb
 import pytest
+
 from analytics.render.html_report import render_html
 from analytics.render.markdown import render_markdown
 from analytics.render.report_formats import render_json
 from analytics.report.build import build_report
 from analytics.report.stored import ExactLimits
 from analytics.report.top_errors import TOP_MESSAGES, top_errors
-from analytics.store.db import connect
-
 from analytics.sections.errors import errors
 from analytics.sections.model import SectionOptions
+from analytics.store.db import connect
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from analytics.sections.answers_text import capacity_lines, ended_table, sweep_tables
+from rich.console import Console
+
 from analytics.render.charts import sweep_figure
 from analytics.render.html_report import render_html
 from analytics.render.markdown import render_markdown
 from analytics.report.build import RunReport
-from rich.console import Console
-
+from analytics.sections.answers_text import capacity_lines, ended_table, sweep_tables
 from api.cli.console import print_report
 from tests.support.terminal import terminal_tables
 

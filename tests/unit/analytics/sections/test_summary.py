@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from analytics.report.columns import select
 from analytics.report.formatting import CAPTION, LOW_SAMPLE_NOTE
-
 from analytics.sections.model import SectionOptions
 from analytics.sections.summary import percentiles, summary
 from tests.support.sample_report import report

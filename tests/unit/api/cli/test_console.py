@@ -8,11 +8,11 @@ import json
 from typing import Any
 
 import pytest
+from rich.console import Console
+
 from analytics.render.html_report import render_html
 from analytics.render.markdown import render_markdown
 from analytics.report.build import RunReport
-from rich.console import Console
-
 from analytics.sections.registry import build_sections
 from api.cli.console import StageProgress, print_report
 from api.schemas import RunPublic, ShardPublic, StagePublic

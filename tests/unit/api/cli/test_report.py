@@ -12,15 +12,15 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import typer
+from typer.testing import CliRunner
+
 from analytics.render.charts import CHARTS, plotly_js
 from analytics.render.markdown import render_markdown
 from analytics.report.build import build_report
 from analytics.report.columns import columns
 from analytics.report.formatting import PERCENTILE_HEADER, PERCENTILE_KEYS, percentile_rows
-from analytics.store.db import connect
-from typer.testing import CliRunner
-
 from analytics.sections.registry import build_sections
+from analytics.store.db import connect
 from api.cli.report import report, sql
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
