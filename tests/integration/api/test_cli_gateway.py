@@ -21,7 +21,7 @@ from analytics.db import connect
 from analytics.runs import RunStore
 from analytics.shadow import ensure_shadow_schema, ingest_captures
 from api.cli.gateway import gateway, shadow_app
-from api.control.coordinator import SessionCoordinator
+from api.control.session_coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.settings import get_settings
 from scenarios.workload_files import inspect_dataset
