@@ -21,6 +21,7 @@ from api.control.planner import Stage, plan_run, planned_shards, stored_stages
 from api.control.run_spec import check_queued_bytes
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
+from scenarios.stages import scheduled_rate
 from scenarios.wire import SETTLED, RunState, ShardState
 
 
@@ -81,7 +82,7 @@ class RunCoordinator(Coordinator):
         if self.state != RunState.RUNNING or index >= len(self.stages):
             return None
         stage = self.stages[index]
-        open_loop = any(s.rate is not None and not s.rate.replay for s in stage.shards)
+        open_loop = any(scheduled_rate(s) is not None for s in stage.shards)
         checked = (
             load.stop_when is not None
             or load.find_capacity is not None

@@ -13,6 +13,7 @@ from analytics.runs import RunStore
 from api.control.run_coordinator import RunCoordinator
 from scenarios.model import Scenario
 from scenarios.records import batch_to_ipc, records_to_batch
+from scenarios.stages import load_kind
 from tests.support.builders import S, ok_result
 from workers.client.result import RequestResult
 from workers.prompts import PlannedRequest
@@ -51,10 +52,9 @@ def ingest_stage(
 ) -> None:
     """Store each provider's results as its shard's attempt 1, and settle it."""
     for spec in coordinator.stages[stage].shards:
-        load_kind = "open" if spec.rate is not None else "closed"
         ctx = RowContext(
             coordinator.run_id, stage, spec.shard_id, 1, spec.provider.name, "m", spec.region,
-            "w", load_kind, spec.concurrency,
+            "w", load_kind(spec), spec.concurrency,
         )  # fmt: skip
         rows = [
             record_row(ctx, PlannedRequest(i, 8, 4, "p"), r)
