@@ -8,7 +8,7 @@ from analytics.datasets import UnknownDatasetError
 from analytics.report import UnknownProviderError, UnknownRunError
 from analytics.safe_sql import DatabaseBusyError, SqlError, SqlRefused, SqlTimeout, SqlTooLarge
 from analytics.sql_process import SqlUnavailable
-from api.cli.plan import PlanInputError
+from api.cli.commands.plan import PlanInputError
 from api.rest.errors import (
     RegionUnavailable,
     UnknownScenarioError,

@@ -20,7 +20,7 @@ from analytics.db import connect
 from analytics.formatting import PERCENTILE_HEADER, PERCENTILE_KEYS, percentile_rows
 from analytics.markdown import render_markdown
 from analytics.report import build_report
-from api.cli.report import report, sql
+from api.cli.commands.report import report, sql
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
 
