@@ -18,6 +18,7 @@ from scenarios.limits import (
 )
 from scenarios.model import Scenario
 from scenarios.overrides import Overrides
+from scenarios.stages import stage_label
 from scenarios.wire import RunState, ShardState
 
 
@@ -36,14 +37,6 @@ ScenarioBody = Annotated[dict[str, Any], PlainValidator(_mapping, json_schema_in
 GatewayConfigBody = Annotated[
     dict[str, Any], PlainValidator(_mapping, json_schema_input_type=GatewayConfig)
 ]
-
-
-def stage_label(concurrency: int, rate: float | None) -> str:
-    """How a stage is named to users: its load level."""
-    if rate is None:
-        return f"concurrency {concurrency}"
-    cap = f", ≤{concurrency} in flight" if concurrency else ""
-    return f"rate {rate:g} rps{cap}"
 
 
 # How a decided stage's role reads in a progress label (docs/answers.md).

@@ -278,8 +278,9 @@ async def drain_buffered(
     on_flush: Callable[[list[Any]], None] | None = None,
     until: Callable[[], bool] = lambda: True,
 ) -> int:
-    """The control plane's path with the buffer (plane._consume + store_due): reads sized
-    in records, flushes when due, acknowledges after the commit. Ends when the stream is
+    """The control plane's path with the buffer (``StreamConsumer.consume`` in
+    api/control/streams.py, and store_due): reads sized in records, flushes when due,
+    acknowledges after the commit. Ends when the stream is
     empty and ``until()`` holds."""
     stream, commits = records_stream(run_id), 0
 

@@ -8,7 +8,7 @@ run=${2:-latest}
 out=${3:-.}
 mkdir -p "$out"
 html="$(cd "$out" && pwd)/report.html"
-tokenbench_cmd=(python -c "import typer; from api.cli.report import report; typer.run(report)")
+tokenbench_cmd=(python -c "import typer; from api.cli.commands.report import report; typer.run(report)")
 "${tokenbench_cmd[@]}" "$run" --db "$db" --format html -o "$html"
 profile=$(mktemp -d)
 trap 'rm -rf "$profile"' EXIT

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from api.cli.submit import region_list
+from api.cli.commands.submit import region_list
 from scenarios.loader import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]

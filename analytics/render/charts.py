@@ -35,6 +35,7 @@ from analytics.render.chart_style import (
 )
 from analytics.render.telemetry_chart import telemetry_figure
 from analytics.report.build import RunReport
+from scenarios.stages import stage_label
 
 # Markers on a CDF only where a reader looks: the median and the tail.
 _CDF_MARKED = {0.5: 9, 0.9: 7, 0.99: 9}
@@ -53,11 +54,10 @@ def palette(report: RunReport) -> Palette:
     return Palette.of((str(r["provider"]), str(r["region"])) for r in report.stages)
 
 
-def stage_label(report: RunReport, stage: int) -> str:
+def stage_title(report: RunReport, stage: int) -> str:
     """``stage 2 · c=32`` (closed loop), or ``stage 2`` when the level has no concurrency."""
     levels = {int(r["concurrency"] or 0) for r in report.stages if r["stage"] == stage}
-    level = max(levels, default=0)
-    return f"stage {stage} · c={level}" if level else f"stage {stage}"
+    return stage_label(max(levels, default=0), index=stage, compact=True)
 
 
 def _low(row: dict[str, Any], column: str) -> str:
@@ -83,7 +83,7 @@ def _cdf_figure(
         rows=rows,
         cols=cols,
         shared_yaxes=True,
-        subplot_titles=[stage_label(report, s) for s in stages],
+        subplot_titles=[stage_title(report, s) for s in stages],
         horizontal_spacing=0.04,
         vertical_spacing=0.16 if rows > 1 else 0.1,
     )
@@ -119,7 +119,7 @@ def _cdf_figure(
                         "color": colours.colour(provider, region),
                     },
                     hovertemplate=(
-                        f"{name} · {stage_label(report, stage)} (n={cdf['n']:,})<br>"
+                        f"{name} · {stage_title(report, stage)} (n={cdf['n']:,})<br>"
                         "%{y:.0%} of values ≤ %{x:,.2f} ms<extra></extra>"
                     ),
                 ),
@@ -192,7 +192,7 @@ def latency_throughput_figure(report: RunReport) -> go.Figure | None:
                         x=[r["output_tok_s"] for r in points],
                         y=[r[column] for r in points],
                         customdata=[
-                            [stage_label(report, int(r["stage"])), _low(r, column)] for r in points
+                            [stage_title(report, int(r["stage"])), _low(r, column)] for r in points
                         ],
                         mode="lines+markers",
                         name=f"{name} · {label}",
@@ -344,7 +344,7 @@ def cost_figure(report: RunReport) -> go.Figure | None:
                 y=[p["ttft_p99_ms"] for p in mine],
                 customdata=[
                     [
-                        stage_label(report, int(p["stage"])),
+                        stage_title(report, int(p["stage"])),
                         "* (too few samples: indicative)" if p["ttft_p99_low_sample"] else "",
                         " · Pareto-optimal" if p["pareto"] else "",
                     ]
@@ -417,7 +417,7 @@ def region_figure(report: RunReport) -> go.Figure | None:
                 present = [s for s in stages if s in mine and mine[s][column] is not None]
                 fig.add_trace(
                     go.Bar(
-                        x=[stage_label(report, s).removeprefix("stage ") for s in present],
+                        x=[stage_title(report, s).removeprefix("stage ") for s in present],
                         y=[mine[s][column] for s in present],
                         customdata=[[_low(mine[s], column)] for s in present],
                         name=name,
@@ -466,7 +466,7 @@ def _stage_bands(fig: go.Figure, report: RunReport, data: dict[str, Any]) -> Non
                 xref="x",
                 yref="paper",
                 yanchor="bottom",
-                text=stage_label(report, int(span["stage"])),
+                text=stage_title(report, int(span["stage"])),
                 showarrow=False,
                 font={"size": 11, "color": "#555"},
             )

@@ -17,6 +17,7 @@ from typing import Any
 from analytics.render.chart_style import Palette
 from analytics.report.build import RunReport
 from analytics.report.formatting import LOW_SAMPLE_NOTE, money, number
+from scenarios.stages import stage_label
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,9 +31,8 @@ class Kpi:
 
 
 def _where(row: dict[str, Any], regions: int) -> str:
-    level = f" · c={row['concurrency']}" if row.get("concurrency") else ""
-    region = f" · {row['region']}" if regions > 1 else ""
-    return f"stage {row['stage']}{level}{region}"
+    stage = stage_label(int(row.get("concurrency") or 0), index=row["stage"], compact=True)
+    return f"{stage} · {row['region']}" if regions > 1 else stage
 
 
 def _pick(

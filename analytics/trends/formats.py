@@ -2,8 +2,8 @@
 
 One table of name → media type and renderer, as for the run report
 (analytics/render/report_formats.py): ``GET /v1/trends`` and ``tokenbench trend --format``
-serve exactly these. The terminal table is drawn by the command line (api/cli/trend.py)
-from the same rows and the same texts (analytics/trends/text.py).
+serve exactly these. The terminal table is drawn by the command line
+(api/cli/commands/trend.py) from the same rows and the same texts (analytics/trends/text.py).
 """
 
 from __future__ import annotations

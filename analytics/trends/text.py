@@ -1,6 +1,6 @@
 """The trend report's judgements as text, the same in every format that shows them.
 
-The terminal table (api/cli/trend.py), the markdown (analytics/trends/formats.py) and the
+The terminal table (api/cli/commands/trend.py), the markdown (analytics/trends/formats.py) and the
 HTML page (analytics/trends/chart.py) write a judgement row with :func:`judgement_cells`
 under :data:`JUDGEMENT_HEADER`, and say what was judged with :func:`span_note`. Both
 formats and chart read this module, and neither reads the other's text.

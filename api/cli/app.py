@@ -1,4 +1,6 @@
-"""The ``tokenbench`` command line: one module per command in ``api/cli/``, registered here.
+"""The ``tokenbench`` command line: one module per command in ``api/cli/commands/``,
+registered here; what the commands share (terminal output, errors and exit codes, the
+REST client, the local database, signals) is in ``api/cli/`` beside this module.
 
 Commands are registered lazily (:class:`LazyGroup`): a command's module, and what it
 imports (DuckDB, the analytics stack, Celery, FastAPI), is imported only when that command
@@ -26,22 +28,22 @@ from typer.core import TyperCommand, TyperGroup
 # Command name -> (module, attribute): a function (one command) or a typer.Typer (a group),
 # in the order ``--help`` lists them.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("api.cli.run", "run"),
-    "demo": ("api.cli.run", "demo"),
-    "serve": ("api.cli.serve", "serve"),
-    "submit": ("api.cli.submit", "submit"),
-    "validate": ("api.cli.validate", "validate"),
-    "schema": ("api.cli.validate", "schema"),
-    "worker": ("api.cli.worker", "worker"),
-    "plan": ("api.cli.plan", "plan"),
-    "report": ("api.cli.report", "report"),
-    "sql": ("api.cli.report", "sql"),
-    "trend": ("api.cli.trend", "trend"),
-    "gateway": ("api.cli.gateway", "gateway"),
-    "simulate": ("api.cli.simulate", "simulate"),
-    "shadow": ("api.cli.gateway", "shadow_app"),
-    "providers": ("api.cli.providers", "providers_app"),
-    "schedule": ("api.cli.schedule", "schedule_app"),
+    "run": ("api.cli.commands.run", "run"),
+    "demo": ("api.cli.commands.run", "demo"),
+    "serve": ("api.cli.commands.serve", "serve"),
+    "submit": ("api.cli.commands.submit", "submit"),
+    "validate": ("api.cli.commands.validate", "validate"),
+    "schema": ("api.cli.commands.validate", "schema"),
+    "worker": ("api.cli.commands.worker", "worker"),
+    "plan": ("api.cli.commands.plan", "plan"),
+    "report": ("api.cli.commands.report", "report"),
+    "sql": ("api.cli.commands.report", "sql"),
+    "trend": ("api.cli.commands.trend", "trend"),
+    "gateway": ("api.cli.commands.gateway", "gateway"),
+    "simulate": ("api.cli.commands.simulate", "simulate"),
+    "shadow": ("api.cli.commands.gateway", "shadow_app"),
+    "providers": ("api.cli.commands.providers", "providers_app"),
+    "schedule": ("api.cli.commands.schedule", "schedule_app"),
 }
 
 

@@ -4,52 +4,41 @@ A run is a sequence of stages; a stage is settled when each of its shards is set
 finished with every announced batch ingested, or failed. The coordinator is a state
 machine fed by the control plane; every transition is written to DuckDB before the
 stream entry that caused it is acknowledged, so a restarted control plane rebuilds the
-same state from the database (:meth:`RunCoordinator.resume`, from the plan stored when
-the run was created).
+same state from the database.
 
 The control plane drives every run through :class:`Coordinator`. A planned run is a
-:class:`RunCoordinator`; a shadow-traffic session (:class:`SessionCoordinator`,
-docs/shadow.md) is a run of another shape: no stages to dispatch, a fixed set of record
-streams (its shards), and no end until it is stopped.
+:class:`~api.control.run_coordinator.RunCoordinator` (``api/control/run_coordinator.py``,
+rebuilt on a restart from the plan stored when the run was created); a shadow-traffic
+session (``api/control/session_coordinator.py``, docs/shadow.md) is a run of another
+shape: no stages to dispatch, a fixed set of record streams (its shards), and no end
+until it is stopped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from analytics.datasets.uploads import DatasetStore, UnknownDatasetError
-from analytics.decide.saturation import ShardSamples
-from analytics.shadow.capture import SessionShard, activate_session, close_session, register_session
-from analytics.store.adaptive_runs import RoleRow, outcome_rows, role_rows, write_roles
-from analytics.store.runs import PlannedShard, RunStore
-from api.control.adaptive import (
-    AdaptiveState,
-    MonitorInput,
-    ProviderLive,
-    initial_roles,
-)
-from api.control.planner import Stage, plan_run, stored_stages
-from api.control.run_spec import check_queued_bytes
-from scenarios.gateway_config import GatewayConfig
-from scenarios.loader import Problem, ScenarioError
+from analytics.store.runs import RunStore
+from api.control.planner import Stage
 from scenarios.model import Scenario
 from scenarios.settings import env_name
 from scenarios.wire import (
     IN_FLIGHT,
-    PRIMARY_SHARD,
     SETTLED,
     EventType,
     RunState,
     ShardSpec,
     ShardState,
-    shadow_shard_id,
 )
 
 # Fields of `shard_finished` that describe the lifecycle; the rest is the client's
 # self-measurement (docs/load.md), stored as the attempt's health.
 _LIFECYCLE_FIELDS = {"type", "shard_id", "attempt", "at", "records", "batches", "errors"}
+# The attribute an error raised while the control loop worked on a run carries its id in.
+_RUN_ATTRIBUTE = "tokenbench_run_id"
 # Progress reports a shard keeps for the saturation check (one a second: ~10 minutes
 # whole, then thinned).
 MAX_SAMPLES = 600
@@ -376,300 +365,20 @@ class Coordinator:
         return state
 
 
-class RunCoordinator(Coordinator):
-    """A planned run: stages of shards, dispatched in order. Its plan is stored when it
-    is created and read back on a restart, so a change of settings (e.g.
-    ``max_streams_per_shard``) never re-splits a run already under way. An adaptive load
-    (docs/answers.md) appends the stages it decides to that plan as it goes."""
-
-    def __init__(
-        self,
-        run_id: str,
-        scenario: Scenario,
-        store: RunStore,
-        stages: list[Stage],
-        wait_for_workers: bool = False,
-        roles: list[RoleRow] | None = None,
-    ) -> None:
-        super().__init__(run_id, scenario, store, stages, wait_for_workers)
-        self.adaptive = AdaptiveState(deciding=scenario.load.adaptive)
-        self.roles: dict[tuple[int, str], str] = {}
-        self.add_roles(roles or [])
-
-    @property
-    def awaiting_decision(self) -> bool:
-        """True when every stage so far settled and the load may decide more."""
-        return (
-            self.state == RunState.RUNNING
-            and self.adaptive.deciding
-            and not self.adaptive.decided_all
-            and self.cancel_deadline is None
-            and all(s.settled for s in self.shards.values())
-        )
-
-    @property
-    def complete(self) -> bool:
-        """Every shard settled and no stage left to decide (or the run ended otherwise)."""
-        return super().complete and not self.awaiting_decision
-
-    def add_roles(self, roles: list[RoleRow]) -> None:
-        """Remember the roles of decided stages (progress labels, the checks)."""
-        for role in roles:
-            self.roles[(role.stage, role.provider)] = role.role
-
-    def add_stages(self, stages: list[Stage], roles: list[RoleRow]) -> None:
-        """Append decided stages (already stored) to the plan."""
-        for stage in stages:
-            self.stages.append(stage)
-            for spec in stage.shards:
-                self.shards[spec.shard_id] = ShardProgress(spec)
-        self.add_roles(roles)
-
-    def monitor_input(self) -> MonitorInput | None:
-        """What a check of the running stage reads, or None when nothing in it is to be
-        checked: no stop rule applies, or every provider ended or settled."""
-        index = self.current_stage
-        load = self.scenario.load
-        if self.state != RunState.RUNNING or index >= len(self.stages):
-            return None
-        stage = self.stages[index]
-        open_loop = any(s.rate is not None and not s.rate.replay for s in stage.shards)
-        checked = (
-            load.stop_when is not None
-            or load.find_capacity is not None
-            or (open_loop and load.saturation_action != "off")
-        )
-        if not checked:
-            return None
-        providers: dict[str, ProviderLive] = {}
-        attempts: list[tuple[str, int]] = []
-        by_provider: dict[str, list[ShardProgress]] = {}
-        for spec in stage.shards:
-            by_provider.setdefault(spec.provider.name, []).append(self.shards[spec.shard_id])
-        for name, shards in by_provider.items():
-            if (index, name) in self.adaptive.ended or all(s.settled for s in shards):
-                continue
-            clocks = [s.elapsed_s for s in shards if s.elapsed_s is not None]
-            if not clocks:
-                continue  # no progress yet: nothing to judge
-            attempts += [(s.spec.shard_id, s.attempt) for s in shards if s.attempt is not None]
-            regions: dict[str, list[ShardSamples]] = {}
-            for shard in shards:
-                regions.setdefault(shard.spec.region, []).append(ShardSamples(list(shard.samples)))
-            planned = [s.planned for s in shards]
-            rate = stage.rate_of(name)
-            cap = stage.level_of(name) if rate is not None else None
-            providers[name] = ProviderLive(
-                role=self.roles.get((index, name)),
-                offered_rps=rate,
-                cap=cap or None,
-                elapsed_s=max(clocks),
-                planned=None if None in planned else sum(p or 0 for p in planned),
-                done=sum(s.done for s in shards),
-                regions=regions,
-            )
-        if not providers:
-            return None
-        looks = {name: self.adaptive.looks.get((index, name), 0) for name in providers}
-        return MonitorInput(self.run_id, index, self.scenario, attempts, providers, looks)
-
-    @classmethod
-    def create(
-        cls,
-        run_id: str,
-        scenario: Scenario,
-        store: RunStore,
-        max_streams_per_shard: int,
-        workers: Mapping[str, int] | None = None,
-        max_queued_bytes: int | None = None,
-    ) -> RunCoordinator:
-        """A new run, recorded in the database with its planned shards; its stages are
-        split over ``workers``, the live worker processes of each region. A run whose
-        messages would take more than ``max_queued_bytes`` of Redis is refused
-        (ScenarioError) before anything is stored."""
-        stages = plan_run(
-            run_id,
-            scenario,
-            max_streams_per_shard,
-            replay_times=replay_times(scenario, store),
-            workers=workers,
-        )
-        if max_queued_bytes is not None:
-            check_queued_bytes((s for stage in stages for s in stage.shards), max_queued_bytes)
-        roles = initial_roles(scenario) if scenario.load.adaptive else []
-        store.create_run(
-            run_id,
-            scenario,
-            [
-                PlannedShard(
-                    s.shard_id,
-                    s.stage,
-                    s.provider.name,
-                    s.region,
-                    s.concurrency,
-                    s.requests,
-                    stage_concurrency=stage.level_of(s.provider.name),
-                    spec=s,
-                )
-                for stage in stages
-                for s in stage.shards
-            ],
-            also=lambda con: write_roles(con, run_id, roles),
-        )
-        return cls(run_id, scenario, store, stages, roles=roles)
-
-    @classmethod
-    def resume(cls, run_id: str, store: RunStore, max_streams_per_shard: int) -> RunCoordinator:
-        """Rebuild a running run's state from the database (after a control-plane restart).
-
-        ``max_streams_per_shard`` is used only for a run stored before plans were."""
-        scenario = Scenario.model_validate_json(store.scenario_json(run_id))
-        coordinator = cls(
-            run_id,
-            scenario,
-            store,
-            run_plan(store, run_id, scenario, max_streams_per_shard),
-            roles=role_rows(store.con, run_id),
-        )
-        for outcome in outcome_rows(store.con, run_id):
-            coordinator.adaptive.ended[(outcome.stage, outcome.provider)] = outcome
-        for row in store.shard_states(run_id):
-            shard = coordinator.shards.get(row.shard_id)
-            if shard is None:
-                raise RuntimeError(
-                    f"run {run_id}: stored shard {row.shard_id} is not in its plan "
-                    "(a run stored before plans were, re-planned after "
-                    "max_streams_per_shard changed?)"
-                )
-            shard.state, shard.message = ShardState(row.state), row.message
-            shard.attempt, shard.worker = row.attempt, row.worker
-            shard.dispatches = row.dispatches
-            shard.finished_attempt, shard.expected_batches = row.finished_attempt, row.batches
-            shard.ingested = dict(row.ingested)
-            shard.done = row.records
-            if shard.state == ShardState.DISPATCHED:
-                shard.dispatched_at = time.monotonic()
-        coordinator.records_ingested = store.records_count(run_id)
-        coordinator.settle()
-        return coordinator
-
-
-def run_plan(
-    store: RunStore, run_id: str, scenario: Scenario, max_streams_per_shard: int
-) -> list[Stage]:
-    """The run's stages as stored when it was created; a run stored before plans were
-    (schema v7) is re-planned with the settings in force, as it always was."""
-    stored = store.stored_plan(run_id)
-    if stored is not None:
-        return stored_stages([(s.stage_concurrency, s.spec) for s in stored])
-    return plan_run(
-        run_id, scenario, max_streams_per_shard, replay_times=replay_times(scenario, store)
-    )
-
-
-def replay_times(scenario: Scenario, store: RunStore) -> list[float]:
-    """The timestamps a replay is planned from, read from the dataset store (no file is
-    ever read); ScenarioError at the field when the dataset is not there (any more)."""
-    replay = scenario.workload.replay
-    if replay is None:
-        return []
-    if replay.dataset is None:
-        problem = Problem(
-            "workload.replay.path",
-            "a run replays an uploaded dataset, never a path: upload the file with "
-            "POST /v1/datasets (`tokenbench run` and `submit` do it for a local file)",
-        )
-        raise ScenarioError([problem])
+@contextlib.contextmanager
+def about_run(run_id: str) -> Iterator[None]:
+    """Work of the control loop on one run: an error raised inside carries the run's id
+    (the innermost one), which :func:`run_of` reads to name the run in the log."""
     try:
-        return DatasetStore(store.con).replay_times(replay.dataset)
-    except UnknownDatasetError:
-        message = f"dataset {replay.dataset} is not stored (any more): upload the file again"
-        raise ScenarioError([Problem("workload.replay.dataset", message)]) from None
-    except ValueError as exc:
-        raise ScenarioError([Problem("workload.replay.dataset", str(exc))]) from None
+        yield
+    except Exception as exc:
+        if run_of(exc) is None:
+            with contextlib.suppress(AttributeError, TypeError):  # e.g. an exception with slots
+                setattr(exc, _RUN_ATTRIBUTE, run_id)
+        raise
 
 
-def fail_unresumable(store: RunStore, run_id: str, reason: str) -> None:
-    """End a run that cannot be resumed after a restart (e.g. its dataset is gone) as
-    failed, every unsettled shard carrying ``reason``; the other runs resume."""
-    for row in store.shard_states(run_id):
-        if row.state not in SETTLED:
-            store.shard_done(run_id, row.shard_id, ShardState.FAILED, row.attempt, reason)
-    store.finish_run(run_id, RunState.FAILED)
-
-
-def session_shards(config: GatewayConfig) -> list[SessionShard]:
-    """The record streams of a session: the primary's, and each shadow's per region."""
-    shards = [SessionShard(PRIMARY_SHARD, config.primary.name, config.gateway_region)]
-    shards += [
-        SessionShard(shadow_shard_id(shadow.name, region), shadow.name, region)
-        for shadow in config.shadows
-        for region in config.regions
-    ]
-    return shards
-
-
-class SessionCoordinator(Coordinator):
-    """A shadow session: a continuous run whose records are ingested until it is stopped.
-
-    Nothing is dispatched (the gateway enqueues shadow tasks itself) and there are no
-    lifecycle events; stopping it goes through the cancel path of the control plane (the
-    workers see the cancel key and skip the session's remaining tasks), which drains the
-    streams for the grace period and then finishes the session.
-    """
-
-    def __init__(self, run_id: str, scenario: Scenario, store: RunStore) -> None:
-        # No stages: nothing is planned or dispatched. Never fail a region for lack of
-        # workers: the gateway's traffic, not a plan, decides when shadows are needed.
-        super().__init__(run_id, scenario, store, stages=[], wait_for_workers=True)
-
-    @classmethod
-    def open(cls, run_id: str, config: GatewayConfig, store: RunStore) -> SessionCoordinator:
-        """A new session, recorded with its shards (accepted from the start)."""
-        scenario = config.session_scenario()
-        shards = session_shards(config)
-        register_session(store.con, run_id, config.name, config.model_dump_json())
-        store.create_run(
-            run_id,
-            scenario,
-            [PlannedShard(s.shard_id, 0, s.provider, s.region, 0, None) for s in shards],
-        )
-        activate_session(store.con, run_id, shards)
-        return cls(run_id, scenario, store)
-
-    @classmethod
-    def resume_session(cls, run_id: str, store: RunStore) -> SessionCoordinator:
-        """A session left running (after a control-plane restart)."""
-        scenario = Scenario.model_validate_json(store.scenario_json(run_id))
-        coordinator = cls(run_id, scenario, store)
-        coordinator.records_ingested = store.records_count(run_id)
-        return coordinator
-
-    @property
-    def complete(self) -> bool:
-        """Only a stop ends a session."""
-        return self.state != RunState.RUNNING
-
-    @property
-    def quiet(self) -> bool:
-        """Records may arrive at any time: a stop always drains for its full grace period."""
-        return False
-
-    def to_dispatch(self) -> list[ShardProgress]:
-        """Nothing: the gateway enqueues shadow tasks itself."""
-        return []
-
-    def stalled(self, now: float, timeout_s: float) -> list[ShardProgress]:
-        """Never: a session is quiet whenever its gateway has no traffic."""
-        return []
-
-    def cancel_unsettled(self, reason: str) -> None:
-        """The stop's grace period is over: the session ends finished."""
-        self.finish(RunState.FINISHED)
-
-    def finish(self, state: RunState | None = None) -> RunState:
-        """Settle the session's shards with their record counts and end the run."""
-        close_session(self.store.con, self.run_id)
-        self.state = state or RunState.FINISHED
-        self.store.finish_run(self.run_id, self.state)
-        return self.state
+def run_of(exc: BaseException) -> str | None:
+    """The run an error was raised on, when it happened inside :func:`about_run`."""
+    run_id = getattr(exc, _RUN_ATTRIBUTE, None)
+    return run_id if isinstance(run_id, str) else None

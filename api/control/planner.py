@@ -29,23 +29,29 @@ stage's rate).
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from analytics.store.runs import PlannedShard
+from api.control.parts import (
+    DEFAULT_MAX_RPS_PER_SHARD,
+    DEFAULT_MAX_STREAMS_PER_SHARD,
+    check_level_size,
+    check_plan_size,
+    closed_parts,
+    closed_streams,
+    open_cap,
+    open_parts,
+    split,
+)
 from scenarios.limits import MAX_SHARDS_PER_RUN
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Provider, Scenario
 from scenarios.wire import ShardRate, ShardSpec
 
-DEFAULT_MAX_STREAMS_PER_SHARD = 512
-# What one worker process sends comfortably with room for its token events
-# (benchmarks/client_capacity.py; docs/load.md).
-DEFAULT_MAX_RPS_PER_SHARD = 200.0
-# Smallest part a stage is split into to spread it over a region's worker processes.
-MIN_STREAMS_PER_PART = 64
-MIN_RPS_PER_PART = 25.0
+# Parts a level is split into, by region (the same for each provider of the level).
+Parts = Mapping[str, int]
 
 
 @dataclass(frozen=True)
@@ -92,88 +98,23 @@ def stored_stages(shards: Sequence[tuple[int, ShardSpec]]) -> list[Stage]:
     return [stages[index] for index in sorted(stages)]
 
 
-def split(total: int, parts: int) -> list[int]:
-    """``total`` divided into ``parts`` integers differing by at most one."""
-    base, extra = divmod(total, parts)
-    return [base + (1 if i < extra else 0) for i in range(parts)]
-
-
-def closed_streams(concurrency: int, requests: int | None) -> int:
-    """Streams a closed-loop stage of ``requests`` requests (or sessions) runs at once:
-    its ``concurrency``, but never more than it has requests to send. A stream beyond
-    the requests would never send one, yet each costs a pre-warmed connection and a
-    slot of a shard (``concurrency: [100000]`` with 2 requests was two shards of 50,000
-    streams, whose pre-warm exhausted a worker's descriptors; docs/scaling.md)."""
-    return concurrency if requests is None else max(1, min(concurrency, requests))
-
-
-def closed_parts(
-    concurrency: int, requests: int | None, max_streams_per_shard: int, workers: int = 1
-) -> int:
-    """Shards one provider and region of a closed-loop stage is split into, with
-    ``workers`` live worker processes in the region."""
-    concurrency = closed_streams(concurrency, requests)
-    parts = math.ceil(concurrency / max_streams_per_shard)
-    parts = max(parts, min(workers, concurrency // MIN_STREAMS_PER_PART))
-    if requests is not None:
-        parts = min(parts, requests)  # never a shard with nothing to send
-    return max(parts, 1)
-
-
-def open_parts(
-    rps: float,
-    max_in_flight: int | None,
-    requests: int | None,
-    max_streams_per_shard: int,
-    max_rps_per_shard: float,
-    workers: int = 1,
-) -> int:
-    """Shards one provider and region of an open-loop stage is split into, with
-    ``workers`` live worker processes in the region."""
-    parts = math.ceil(rps / max_rps_per_shard)
-    parts = max(parts, min(workers, math.floor(rps / MIN_RPS_PER_PART)))
-    if max_in_flight is not None:
-        max_in_flight = open_cap(max_in_flight, requests)
-        parts = max(parts, math.ceil(max_in_flight / max_streams_per_shard))
-        parts = min(parts, max_in_flight)  # every part needs a slot of the cap
-    if requests is not None:
-        parts = min(parts, requests)  # never a shard with nothing to send
-    return max(parts, 1)
-
-
-def open_cap(max_in_flight: int, requests: int | None) -> int:
-    """An open loop's in-flight cap, never above the requests it sends (a request
-    beyond them never needs a slot or a connection)."""
-    return max_in_flight if requests is None else max(1, min(max_in_flight, requests))
-
-
-def check_level_size(scenario: Scenario, path: str, parts: int, max_streams: int) -> None:
-    """Refuse one load level that alone needs more than MAX_SHARDS_PER_RUN shards of at
-    most ``max_streams`` streams (``parts`` summed over its regions, for one provider),
-    naming the level's field path: planning it as fewer, larger shards would hand one
-    worker process more streams (and connections) than it can serve."""
-    shards = parts * len(scenario.providers)
-    if shards > MAX_SHARDS_PER_RUN:
-        message = (
-            f"this level needs {shards} shards of at most {max_streams} streams (the "
-            f"per-shard stream bound, max_streams_per_shard) over its providers and "
-            f"regions, more than the {MAX_SHARDS_PER_RUN} a run may have: lower it, or "
-            "bound it with fewer requests_per_level"
+def planned_shards(stages: Sequence[Stage]) -> list[PlannedShard]:
+    """The rows the run store keeps of ``stages``' shards: each with its spec and its
+    stage's level for its provider (what a report shows, never a part's share)."""
+    return [
+        PlannedShard(
+            s.shard_id,
+            s.stage,
+            s.provider.name,
+            s.region,
+            s.concurrency,
+            s.requests,
+            stage_concurrency=stage.level_of(s.provider.name),
+            spec=s,
         )
-        raise ScenarioError([Problem(path, message)])
-
-
-def check_plan_size(scenario: Scenario, parts: int) -> None:
-    """Refuse a plan of more than MAX_SHARDS_PER_RUN shards (``parts`` summed over the
-    stages and regions, for one provider), before any shard is built."""
-    shards = parts * len(scenario.providers)
-    if shards > MAX_SHARDS_PER_RUN:
-        message = (
-            f"the run would have {shards} shards (providers × regions × stages × the parts "
-            f"a large level is split into), more than the {MAX_SHARDS_PER_RUN} a run may "
-            "have: use fewer or smaller levels, fewer providers or regions, or split the run"
-        )
-        raise ScenarioError([Problem("load", message)])
+        for stage in stages
+        for s in stage.shards
+    ]
 
 
 def plan_run(
@@ -202,28 +143,31 @@ def plan_run(
     # Sessions are the unit of a session workload: a shard gets whole sessions, never
     # part of one (its turns go to one provider, in one region, in order).
     requests = scenario.units_per_level()
-    # The plan's size is checked before any shard is built: a scenario within every
-    # field's bound can still multiply into too many shards (levels × parts × ...).
-    parts: list[int] = []
+    # Each level's parts per region, computed once: the plan's size is checked with them
+    # before any shard is built (a scenario within every field's bound can still
+    # multiply into too many shards: levels × parts × ...), then its shards built.
+    levels: list[Parts] = []
     if rate is not None:
         for index, rps in enumerate(rate.rps):
-            level = [
-                open_parts(
+            parts = {
+                region: open_parts(
                     rps, rate.max_in_flight, requests, max_streams_per_shard, max_rps_per_shard, n
                 )
-                for n in live.values()
-            ]
-            check_level_size(scenario, f"load.rate.rps.{index}", sum(level), max_streams_per_shard)
-            parts += level
+                for region, n in live.items()
+            }
+            path = f"load.rate.rps.{index}"
+            check_level_size(scenario, path, sum(parts.values()), max_streams_per_shard)
+            levels.append(parts)
     else:
         for index, concurrency in enumerate(scenario.load.concurrency):
-            level = [
-                closed_parts(concurrency, requests, max_streams_per_shard, n) for n in live.values()
-            ]
+            parts = {
+                region: closed_parts(concurrency, requests, max_streams_per_shard, n)
+                for region, n in live.items()
+            }
             path = f"load.concurrency.{index}"
-            check_level_size(scenario, path, sum(level), max_streams_per_shard)
-            parts += level
-    check_plan_size(scenario, sum(parts))
+            check_level_size(scenario, path, sum(parts.values()), max_streams_per_shard)
+            levels.append(parts)
+    check_plan_size(scenario, sum(sum(parts.values()) for parts in levels))
     if rate is not None:
         return [
             _open_stage(
@@ -233,14 +177,12 @@ def plan_run(
                 ShardRate(rps=rps, arrival=rate.arrival, burstiness=rate.burstiness),
                 rate.max_in_flight,
                 requests,
-                max_streams_per_shard,
-                max_rps_per_shard,
-                live,
+                levels[index],
             )
             for index, rps in enumerate(rate.rps)
         ]
     return [
-        _closed_stage(run_id, scenario, index, concurrency, max_streams_per_shard, live)
+        _closed_stage(run_id, scenario, index, concurrency, requests, levels[index])
         for index, concurrency in enumerate(scenario.load.concurrency)
     ]
 
@@ -263,13 +205,15 @@ def _initial_adaptive_stages(
     levels = initial_levels(scenario)
     requests = scenario.load.requests_per_level
     parts = [
-        closed_parts(level, requests, max_streams_per_shard, n)
+        {
+            region: closed_parts(level, requests, max_streams_per_shard, n)
+            for region, n in workers.items()
+        }
         for level in levels
-        for n in workers.values()
     ]
-    check_plan_size(scenario, sum(parts))
+    check_plan_size(scenario, sum(sum(level.values()) for level in parts))
     return [
-        _closed_stage(run_id, scenario, index, level, max_streams_per_shard, workers)
+        _closed_stage(run_id, scenario, index, level, requests, parts[index])
         for index, level in enumerate(levels)
     ]
 
@@ -295,38 +239,35 @@ def plan_decided_stage(
     requests = scenario.load.requests_per_level
     names = [p.name for p in scenario.providers]
     chosen = [(names.index(name), level) for name, level in levels.items()]
-    if kind == "open":
-        parts = sum(
-            open_parts(level, None, requests, max_streams_per_shard, max_rps_per_shard, n)
-            for _, level in chosen
-            for n in live.values()
-        )
-    else:
-        parts = sum(
-            closed_parts(round(level), requests, max_streams_per_shard, n)
-            for _, level in chosen
-            for n in live.values()
-        )
-    if shards_so_far + parts > MAX_SHARDS_PER_RUN:
+    # Each provider's parts per region, computed once: counted, then built.
+    parts: list[Parts] = [
+        {
+            region: open_parts(level, None, requests, max_streams_per_shard, max_rps_per_shard, n)
+            if kind == "open"
+            else closed_parts(round(level), requests, max_streams_per_shard, n)
+            for region, n in live.items()
+        }
+        for _, level in chosen
+    ]
+    total = sum(sum(provider.values()) for provider in parts)
+    if shards_so_far + total > MAX_SHARDS_PER_RUN:
         message = (
-            f"the next decided stage would bring the run to {shards_so_far + parts} shards, "
+            f"the next decided stage would bring the run to {shards_so_far + total} shards, "
             f"more than the {MAX_SHARDS_PER_RUN} a run may have"
         )
         raise ScenarioError([Problem("load", message)])
     arrival = _decided_arrival(scenario)
     stage = Stage(index, 0, [])
-    for provider_index, level in chosen:
+    for (provider_index, level), provider_parts in zip(chosen, parts, strict=True):
         if kind == "open":
             rate = ShardRate(rps=level, arrival=arrival)
             part = _open_stage(
-                run_id, scenario, index, rate, None, requests, max_streams_per_shard,
-                max_rps_per_shard, live, [provider_index],
-            )  # fmt: skip
+                run_id, scenario, index, rate, None, requests, provider_parts, [provider_index]
+            )
         else:
             part = _closed_stage(
-                run_id, scenario, index, round(level), max_streams_per_shard, live,
-                [provider_index],
-            )  # fmt: skip
+                run_id, scenario, index, round(level), requests, provider_parts, [provider_index]
+            )
         name = names[provider_index]
         if not stage.shards:
             stage = Stage(index, part.concurrency, [], part.rate)
@@ -353,15 +294,16 @@ def _closed_stage(
     scenario: Scenario,
     index: int,
     concurrency: int,
-    max_streams_per_shard: int,
-    workers: Mapping[str, int],
+    requests: int | None,
+    parts_by_region: Parts,
     providers: Sequence[int] | None = None,
 ) -> Stage:
-    requests = scenario.units_per_level()
+    """A closed-loop stage, each region's level split into ``parts_by_region[region]``
+    parts (the same for every provider in ``providers``, default all)."""
     shards: list[ShardSpec] = []
     for provider_index in providers if providers is not None else range(len(scenario.providers)):
         for region in scenario.regions:
-            parts = closed_parts(concurrency, requests, max_streams_per_shard, workers[region])
+            parts = parts_by_region[region]
             streams = split(closed_streams(concurrency, requests), parts)
             counts = split(requests, parts) if requests is not None else [None] * parts
             # Running sums, linear in the parts (each part's requests start where the
@@ -387,22 +329,15 @@ def _open_stage(
     rate: ShardRate,
     max_in_flight: int | None,
     requests: int | None,
-    max_streams_per_shard: int,
-    max_rps_per_shard: float,
-    workers: Mapping[str, int],
+    parts_by_region: Parts,
     providers: Sequence[int] | None = None,
 ) -> Stage:
+    """An open-loop stage, each region's rate dealt to ``parts_by_region[region]`` parts
+    (the same for every provider in ``providers``, default all)."""
     shards: list[ShardSpec] = []
     for provider_index in providers if providers is not None else range(len(scenario.providers)):
         for region in scenario.regions:
-            parts = open_parts(
-                rate.rps,
-                max_in_flight,
-                requests,
-                max_streams_per_shard,
-                max_rps_per_shard,
-                workers[region],
-            )
+            parts = parts_by_region[region]
             caps = (
                 split(open_cap(max_in_flight, requests), parts)
                 if max_in_flight is not None
@@ -449,22 +384,12 @@ def _replay_stage(
     first, last = times[0], times[count - 1]
     span_s = (last - first) * replay.time_scale
     rps = (count - 1) / span_s if count > 1 and span_s > 0 else max_rps_per_shard
-    parts = sum(
-        open_parts(rps, None, count, max_streams_per_shard, max_rps_per_shard, n)
-        for n in workers.values()
-    )
-    check_plan_size(scenario, parts)
-    return _open_stage(
-        run_id,
-        scenario,
-        0,
-        ShardRate(rps=rps, replay=True),
-        None,
-        count,
-        max_streams_per_shard,
-        max_rps_per_shard,
-        workers,
-    )
+    parts = {
+        region: open_parts(rps, None, count, max_streams_per_shard, max_rps_per_shard, n)
+        for region, n in workers.items()
+    }
+    check_plan_size(scenario, sum(parts.values()))
+    return _open_stage(run_id, scenario, 0, ShardRate(rps=rps, replay=True), None, count, parts)
 
 
 def scrapes_metrics(provider: Provider, part: int) -> bool:

@@ -12,8 +12,10 @@ from analytics.datasets.uploads import DatasetStore
 from analytics.report.build import UnknownRunError
 from analytics.store.adaptive_runs import OutcomeRow, outcome_rows, role_rows
 from analytics.store.runs import RunStore
-from api.control.coordinator import Coordinator, RunCoordinator
-from api.control.planner import DEFAULT_MAX_STREAMS_PER_SHARD, Stage, plan_run, stored_stages
+from api.control.coordinator import Coordinator
+from api.control.parts import DEFAULT_MAX_STREAMS_PER_SHARD
+from api.control.planner import Stage, plan_run, stored_stages
+from api.control.run_coordinator import RunCoordinator
 from api.schemas import RunPublic, ShardPublic, StageEndPublic, StagePublic
 from scenarios.model import Scenario
 from scenarios.wire import SETTLED, ShardState

@@ -16,8 +16,9 @@ import duckdb
 from redis.asyncio import Redis
 
 from analytics.datasets.uploads import DatasetStore
-from api.control.coordinator import RunCoordinator
-from api.control.plane import ControlPlane, live_worker_count
+from api.control.dispatch import live_workers
+from api.control.plane import ControlPlane
+from api.control.run_coordinator import RunCoordinator
 from api.rest.errors import RegionUnavailable
 from api.rest.offload import HeavyWork
 from api.rest.scenario_store import ScenarioStore
@@ -72,10 +73,14 @@ class RunStarter:
         """Create the run (409 if a region has no live worker and the request does not
         wait for one) and record its origin."""
         scenario = await self.checked_scenario(body)
-        missing = [r for r in scenario.regions if await live_worker_count(self.redis, r) == 0]
+        # Read once: what refuses a region without a worker also splits the stages.
+        workers = await live_workers(self.redis, scenario.regions)
+        missing = [region for region, count in workers.items() if count == 0]
         if missing and not body.wait_for_workers:
             raise RegionUnavailable(missing)
-        coordinator = await self.plane.submit(scenario, wait_for_workers=body.wait_for_workers)
+        coordinator = await self.plane.submit(
+            scenario, wait_for_workers=body.wait_for_workers, workers=workers
+        )
         if body.scenario_id is not None:
             record_origin(self.writer, coordinator.run_id, body.scenario_id, schedule_id)
         return coordinator

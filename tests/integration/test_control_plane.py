@@ -110,6 +110,7 @@ def test_auth_is_required_except_for_health(control_plane: httpx.Client) -> None
     assert ready.json()["workers"]["eu"] >= 1
     metrics = control_plane.get("/metrics")
     assert "tokenbench_requests_recorded" in metrics.text
+    assert "tokenbench_control_step_errors_total 0.0" in metrics.text
 
 
 def test_broken_scenario_is_422_with_field_paths(control_plane: httpx.Client) -> None:

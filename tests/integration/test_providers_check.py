@@ -11,7 +11,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from api.cli.providers import providers_app
+from api.cli.commands.providers import providers_app
 from api.local.redis_server import free_port
 from tests.fakes.provider_server import KEY, FakeProviders
 

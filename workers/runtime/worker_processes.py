@@ -3,7 +3,7 @@
 One worker process runs its shards on one event loop, so it uses one core at most
 (``docs/scaling.md``). A supervisor starts N independent ``tokenbench worker --processes
 1`` children, each a full worker with its own heartbeat, so the control plane counts N
-live workers in the region and splits a stage over them (``api/control/planner.py``).
+live workers in the region and splits a stage over them (``api/control/parts.py``).
 
 The supervisor:
 

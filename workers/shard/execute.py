@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from scenarios.egress import EgressDenied, check_provider_egress
 from scenarios.images import ImagesUnavailable
+from scenarios.stages import load_kind
 from scenarios.tokenizer_files import TokenizerUnavailable
 from scenarios.wire import (
     EventType,
@@ -119,7 +120,7 @@ def _row_context(spec: ShardSpec, context: WorkerContext, attempt: int) -> RowCo
         model=spec.provider.model,
         region=context.region,
         worker=context.worker_name,
-        load_kind="closed" if spec.rate is None else "open",
+        load_kind=load_kind(spec),
         concurrency=spec.concurrency,
         tag_requests=spec.tag_requests,
     )

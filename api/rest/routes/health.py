@@ -7,10 +7,11 @@ from typing import Any
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
-from api.control.plane import ControlPlane, live_worker_count
+from api.control.dispatch import live_worker_count
+from api.control.plane import ControlPlane
 from api.rest.deps import Authenticated, PlaneDep, RedisDep, SettingsDep, WriterDep
 from scenarios.wire import IN_FLIGHT, events_stream, records_stream
 
@@ -51,14 +52,14 @@ async def readyz(redis: RedisDep, con: WriterDep, settings: SettingsDep) -> JSON
 @router.get("/metrics", dependencies=[Authenticated], response_class=Response)
 async def metrics(plane: PlaneDep, con: WriterDep) -> Response:
     """Prometheus text: runs by state, shards in flight per region, stream backlog, ingest
-    lag, requests recorded."""
+    lag, requests recorded, unexpected control-loop errors."""
     samples = await _collect(plane, con)
     registry = CollectorRegistry()
     registry.register(_Snapshot(samples))
     return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
 
 
-async def _collect(plane: ControlPlane, con: Any) -> list[GaugeMetricFamily]:
+async def _collect(plane: ControlPlane, con: Any) -> list[Metric]:
     runs = GaugeMetricFamily("tokenbench_runs", "Runs by state", labels=["state"])
     for state, count in con.execute("SELECT state, count(*) FROM runs GROUP BY state").fetchall():
         runs.add_metric([state], count)
@@ -97,14 +98,19 @@ async def _collect(plane: ControlPlane, con: Any) -> list[GaugeMetricFamily]:
     recorded = GaugeMetricFamily("tokenbench_requests_recorded", "Request records stored")
     row = con.execute("SELECT count(*) FROM request_records").fetchone()
     recorded.add_metric([], row[0] if row else 0)
-    return [runs, in_flight, backlog, pending, recorded]
+    step_errors = CounterMetricFamily(
+        "tokenbench_control_step_errors",
+        "Unexpected errors a control-loop step raised (logged; the loop went on)",
+        value=plane.step_errors,
+    )
+    return [runs, in_flight, backlog, pending, recorded, step_errors]
 
 
 class _Snapshot:
     """A collector returning metric families computed for one scrape."""
 
-    def __init__(self, families: list[GaugeMetricFamily]) -> None:
+    def __init__(self, families: list[Metric]) -> None:
         self.families = families
 
-    def collect(self) -> list[GaugeMetricFamily]:
+    def collect(self) -> list[Metric]:
         return self.families

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from analytics.shadow.capture import comparison, pairs, session_summary
 from analytics.shadow.replay import replay_jsonl
-from api.control.plane import live_worker_count
+from api.control.dispatch import live_worker_count
 from api.rest.deps import Authenticated, HeavyDep, PlaneDep, RedisDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, RegionUnavailable, UnknownShadowSessionError
 from api.rest.validation import check_gateway_egress

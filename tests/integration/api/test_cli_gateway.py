@@ -1,4 +1,4 @@
-"""api/cli/gateway.py: ``shadow compare`` and ``shadow export-replay`` read a session
+"""api/cli/commands/gateway.py: ``shadow compare`` and ``shadow export-replay`` read a session
 from the control plane (``--server``) or a DuckDB file (``--db``); ``gateway`` refuses
 to start without what it needs (exit 2). Serving and SIGTERM: tests/faults/test_signals.py."""
 
@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from analytics.shadow.capture import ensure_shadow_schema, ingest_captures
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-from api.cli.gateway import gateway, shadow_app
-from api.control.coordinator import SessionCoordinator
+from api.cli.commands.gateway import gateway, shadow_app
+from api.control.session_coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.settings import get_settings
 from scenarios.workload_files import inspect_dataset

@@ -1,4 +1,4 @@
-"""api/cli/serve.py as a real process: ``serve`` on the Redis the settings name (no
+"""api/cli/commands/serve.py as a real process: ``serve`` on the Redis the settings name (no
 embedded one), its DuckDB file where ``--db`` says, every request refused while no token
 is configured, SIGTERM a clean exit 0; ``worker`` refuses to start without a broker.
 (``serve`` with its embedded Redis: tests/faults/test_signals.py.)"""
@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.cli import serve
+from api.cli.commands import serve
 from api.local.redis_server import RedisServer, free_port
 from tests.conftest import REPO, Proc
 

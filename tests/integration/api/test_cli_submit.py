@@ -1,4 +1,4 @@
-"""api/cli/submit.py against the served control plane: a scenario is submitted (its
+"""api/cli/commands/submit.py against the served control plane: a scenario is submitted (its
 local workload files uploaded as datasets first), and each refusal of the control plane
 becomes the CLI's message and exit code (2 for the input, 1 when operational)."""
 
@@ -16,7 +16,7 @@ import typer
 import yaml
 from typer.testing import CliRunner, Result
 
-from api.cli.submit import submit
+from api.cli.commands.submit import submit
 from api.local.redis_server import free_port
 from tests.conftest import API_TOKEN
 from tests.integration.api.conftest import RestStack, lonely_region, run_scenario

@@ -1,4 +1,4 @@
-"""api/cli/worker.py as a real process: ``worker`` refuses to start without a broker,
+"""api/cli/commands/worker.py as a real process: ``worker`` refuses to start without a broker,
 once, whether it would run one process or several."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from api.cli import worker
+from api.cli.commands import worker
 from tests.conftest import CliResult
 
 pytestmark = pytest.mark.integration

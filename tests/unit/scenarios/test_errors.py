@@ -14,7 +14,7 @@ from analytics.query.safe_sql import (
 )
 from analytics.query.sql_process import SqlUnavailable
 from analytics.report.build import UnknownProviderError, UnknownRunError
-from api.cli.plan import PlanInputError
+from api.cli.commands.plan import PlanInputError
 from api.rest.errors import (
     RegionUnavailable,
     UnknownScenarioError,

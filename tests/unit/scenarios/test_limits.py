@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from analytics.query.safe_sql import SqlLimits, SqlTooLarge, encode, encode_capped, run_query
 from analytics.store.db import connect
 from analytics.store.runs import PlannedShard, RunStore, transaction
-from api.control.planner import closed_parts, plan_run, split
+from api.control.parts import closed_parts, split
+from api.control.planner import plan_run
 from api.schemas import RunCreate, RunOverrides
 from scenarios import limits
 from scenarios.loader import ScenarioError, validate_scenario

@@ -19,7 +19,7 @@ from analytics.shadow.capture import (
 from analytics.store.db import connect
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import RunStore
-from api.control.coordinator import SessionCoordinator
+from api.control.session_coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.builders import timed_result

@@ -15,7 +15,7 @@ from analytics.shadow.report import print_comparison, print_shadow_report
 from analytics.store.db import connect
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import RunStore
-from api.control.coordinator import SessionCoordinator
+from api.control.session_coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.records import batch_to_ipc, records_to_batch
 from tests.support.analytics_builders import S, ok_result

@@ -8,27 +8,13 @@ import pytest
 
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-from api.control.coordinator import RunCoordinator
-from api.control.planner import (
-    closed_parts,
-    closed_streams,
-    open_cap,
-    open_parts,
-    plan_run,
-    scrapes_metrics,
-    split,
-    stored_stages,
-)
+from api.control.planner import plan_run, planned_shards, scrapes_metrics, stored_stages
+from api.control.run_coordinator import RunCoordinator
 from api.control.run_views import stored_view
 from scenarios.limits import MAX_SHARDS_PER_RUN
 from scenarios.loader import ScenarioError, parse_scenario
 from scenarios.model import Scenario
 from tests.support.builders import VALID_SCENARIO
-
-
-def test_split_is_even() -> None:
-    assert split(10, 3) == [4, 3, 3]
-    assert sum(split(1000, 7)) == 1000
 
 
 def test_stages_follow_concurrency_levels_and_cover_every_provider_and_region() -> None:
@@ -255,13 +241,6 @@ def closed(concurrency: str, requests: str) -> Scenario:
     )
 
 
-def test_a_closed_loop_never_runs_more_streams_than_it_has_requests() -> None:
-    assert closed_streams(100_000, 2) == 2
-    assert closed_streams(8, 50) == 8
-    assert closed_streams(100_000, None) == 100_000  # bounded by duration: all of them
-    assert closed_parts(100_000, 2, 512) == 1
-
-
 def test_the_hostile_level_is_one_small_shard_not_two_huge_ones() -> None:
     """concurrency 100000 with 2 requests was two shards of 50,000 streams (each
     pre-warming 50,000 connections); the two requests need two streams."""
@@ -281,9 +260,6 @@ def test_every_shard_of_a_large_closed_level_is_within_the_stream_bound() -> Non
 
 
 def test_an_open_loop_cap_is_never_above_its_requests() -> None:
-    assert open_cap(100_000, 2) == 2
-    assert open_cap(64, None) == 64
-    assert open_parts(100_000, 100_000, 2, 512, 200.0) == 2
     data = OPEN.replace("duration_s: 30", "requests_per_level: 3").replace("  warmup_s: 5\n", "")
     data = data.replace("burstiness: 0.5}", "burstiness: 0.5, max_in_flight: 100000}")
     stage = plan_run("r", parse_scenario(data))[1]
@@ -301,3 +277,23 @@ def test_a_level_too_large_to_split_is_refused_at_its_field() -> None:
     assert problem.path == "load.concurrency.1"
     assert "at most 8 streams" in problem.message
     assert str(MAX_SHARDS_PER_RUN) in problem.message
+
+
+def test_planned_shards_are_the_plans_rows_with_their_stages_level() -> None:
+    stages = plan_run("r", closed("[1, 1000]", "requests_per_level: 2000"))
+    rows = planned_shards(stages)
+    assert [(r.shard_id, r.spec) for r in rows] == [
+        (s.shard_id, s) for stage in stages for s in stage.shards
+    ]
+    assert {r.stage: r.stage_concurrency for r in rows} == {0: 1, 1: 1000}
+    assert max(r.concurrency for r in rows if r.stage == 1) <= 512  # a part's share
+
+
+def test_each_region_of_a_level_gets_its_own_number_of_parts() -> None:
+    base = closed("[256]", "requests_per_level: 1000")
+    scenario = base.model_copy(update={"regions": ["eu", "us"]})
+    (stage,) = plan_run("r", scenario, workers={"eu": 4, "us": 1})
+    first = scenario.providers[0].name
+    mine = [s for s in stage.shards if s.provider.name == first]
+    assert {r: len([s for s in mine if s.region == r]) for r in ("eu", "us")} == {"eu": 4, "us": 1}
+    assert sum(s.requests or 0 for s in mine if s.region == "eu") == 1000

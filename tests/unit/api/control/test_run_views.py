@@ -10,8 +10,8 @@ import pytest
 
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-from api.control.coordinator import RunCoordinator
 from api.control.planner import stored_stages
+from api.control.run_coordinator import RunCoordinator
 from api.control.run_views import stored_view
 from scenarios.model import Scenario
 

@@ -9,7 +9,7 @@ import pytest
 
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-from api.control.coordinator import RunCoordinator
+from api.control.run_coordinator import RunCoordinator
 from api.rest.routes import runs
 from scenarios.model import Scenario
 

@@ -1,4 +1,4 @@
-"""api/cli/run.py, before anything starts: on the embedded default, local workers
+"""api/cli/commands/run.py, before anything starts: on the embedded default, local workers
 inherit this environment, so a provider's key variable that is unset, or that names a
 tokenbench setting, is bad input (exit 2) before Redis, workers or the database."""
 
@@ -12,7 +12,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from api.cli.run import run
+from api.cli.commands.run import run
 from scenarios.settings import get_settings
 
 app = typer.Typer()

@@ -21,11 +21,11 @@ from rich.console import Console
 
 from analytics.render.fitted_tables import Column, fit, print_tables
 from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
+from api.cli.commands.submit import region_list, upload_dataset
 from api.cli.datasets import upload_local_datasets
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.rest_client import TokenOption, get_json, raise_for, remote
 from api.cli.streams import console_width
-from api.cli.submit import region_list, upload_dataset
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_TREND_WINDOW
 from scenarios.redaction import public_url

@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from analytics.store.db import connect
-from api.cli.trend import trend
+from api.cli.commands.trend import trend
 from api.schedules.store import ScheduleStore
 from tests.support.analytics_builders import store_trend_runs
 

@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api.cli.schedule import _print_list, _print_show, schedule_app
+from api.cli.commands.schedule import _print_list, _print_show, schedule_app
 
 SCHEDULE: dict[str, Any] = {
     "id": "sch-0123456789ab", "name": "nightly", "scenario_id": "sc-0123456789ab",

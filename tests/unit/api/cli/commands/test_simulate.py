@@ -7,7 +7,7 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from api.cli import app as cli_app
-from api.cli.simulate import build_spec, describe
+from api.cli.commands.simulate import build_spec, describe
 
 
 def test_cli_options_build_the_spec_and_name_bad_options() -> None:

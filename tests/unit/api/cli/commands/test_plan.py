@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api.cli.plan import plan
+from api.cli.commands.plan import plan
 from tests.support.builders import NEW_MODEL
 
 app = typer.Typer()

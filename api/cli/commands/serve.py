@@ -1,5 +1,5 @@
 """``tokenbench serve``: the REST control plane, the long-running process next to the
-DuckDB file (its workers: ``api/cli/worker.py``)."""
+DuckDB file (its workers: ``api/cli/commands/worker.py``)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from analytics.report.columns import columns
 from analytics.report.formatting import PERCENTILE_HEADER, PERCENTILE_KEYS, percentile_rows
 from analytics.sections.registry import build_sections
 from analytics.store.db import connect
-from api.cli.report import report, sql
+from api.cli.commands.report import report, sql
 from tests.support.builders import MS, REPORT_SCENARIO, S, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from api.cli.simulate import build_spec, describe, parse_fault
+from api.cli.commands.simulate import build_spec, describe, parse_fault
 from scenarios.errors import BadInput
 
 

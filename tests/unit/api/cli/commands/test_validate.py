@@ -1,4 +1,4 @@
-"""api/cli/validate.py: ``validate`` prints a scenario's normalised form (exit 0) or each
+"""api/cli/commands/validate.py: ``validate`` prints a scenario's normalised form (exit 0) or each
 problem with its file, line and field (exit 2); ``schema`` prints the JSON Schema."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from api.cli.validate import schema, validate
+from api.cli.commands.validate import schema, validate
 from scenarios.loader import load_scenario
 
-EXAMPLES = sorted((Path(__file__).parents[4] / "scenarios" / "examples").glob("*.yaml"))
+EXAMPLES = sorted((Path(__file__).parents[5] / "scenarios" / "examples").glob("*.yaml"))
 
 app = typer.Typer()
 app.command()(validate)
@@ -59,3 +59,8 @@ def test_schema_describes_every_field_of_a_scenario() -> None:
         assert set(load_scenario(example).model_dump(exclude_none=True)) <= set(
             document["properties"]
         ), example.name
+
+
+def test_the_examples_are_found() -> None:
+    """The examples above are looked up from this file's place: a move must not lose them."""
+    assert EXAMPLES
