@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 from redis.asyncio import Redis
 
-from scenarios.model import Workload
+from scenarios.workload import Workload
 from workers.exact_prompts import ExactPrompts
 from workers.prompt_calibration import CalibratedPrompts, load_fit
 from workers.prompts import WORDS, PromptMaker, WordPrompts

@@ -36,7 +36,8 @@ from typing import Literal
 
 from scenarios.limits import MAX_SHARDS_PER_RUN
 from scenarios.loader import Problem, ScenarioError
-from scenarios.model import Provider, Scenario
+from scenarios.model import Scenario
+from scenarios.providers import Provider
 from scenarios.wire import ShardRate, ShardSpec
 
 DEFAULT_MAX_STREAMS_PER_SHARD = 512

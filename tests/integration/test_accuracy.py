@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from scenarios.model import FixedLength, MixClass, Workload
+from scenarios.workload import FixedLength, MixClass, Workload
 from tests.fakes.load_harness import run_load
 from workers.executor import ClosedLoop, RequestSource
 from workers.prompts import request_planner

@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from scenarios.model import SimulateSpec
+from scenarios.simulate_spec import SimulateSpec
 from workers.event_loop import new_loop
 from workers.images import generate_image
 from workers.simulator import FixedLatency
