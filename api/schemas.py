@@ -13,8 +13,9 @@ from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import (
     MAX_CRON_CHARS,
     MAX_ID_CHARS,
-    MAX_TREND_WINDOW,
     MAX_URL_CHARS,
+    MinChange,
+    TrendWindow,
 )
 from scenarios.model import Scenario
 from scenarios.overrides import Overrides
@@ -208,16 +209,12 @@ class ScheduleCreate(BaseModel):
         max_length=MAX_URL_CHARS,
         description="POSTed a small JSON when a run of this schedule regresses (egress policy).",
     )
-    trend_window: int = Field(
+    trend_window: TrendWindow = Field(
         default=DEFAULT_WINDOW,
-        ge=1,
-        le=MAX_TREND_WINDOW,
         description="Earlier runs the latest run is compared with.",
     )
-    min_change: float = Field(
+    min_change: MinChange = Field(
         default=DEFAULT_MIN_CHANGE,
-        ge=0,
-        le=10,
         description="Smallest relative change that counts as a regression (0.1: 10 %).",
     )
 

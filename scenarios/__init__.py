@@ -10,7 +10,9 @@ from scenarios.loader import (
     parse_scenario,
     validate_scenario,
 )
-from scenarios.model import OpenAIProvider, Scenario, SimulatedProvider, SimulateSpec
+from scenarios.model import Scenario
+from scenarios.providers import OpenAIProvider, SimulatedProvider
+from scenarios.simulate_spec import SimulateSpec
 
 __all__ = [
     "OpenAIProvider",

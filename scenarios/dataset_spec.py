@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from scenarios.base import StrictModel
+from scenarios.base import DATASET_ID_PATTERN, StrictModel
 from scenarios.limits import MAX_ID_CHARS, MAX_TOKENS
 from scenarios.tokenizer_ref import HUB_NAME_PATTERN, HUB_REVISION_PATTERN
 
@@ -33,7 +33,6 @@ DatasetFormat = Literal["auto", "jsonl", "json", "csv", "parquet", "arrow"]
 
 # Column names as written in the file: printable, no control characters.
 COLUMN_NAME_PATTERN = r"^[^\x00-\x1f\x7f]+$"
-_DATASET_ID_PATTERN = r"^ds-[0-9a-f]{64}$"
 _SPLIT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
@@ -134,7 +133,7 @@ class DatasetWorkload(StrictModel):
     )
     dataset: str | None = Field(
         default=None,
-        pattern=_DATASET_ID_PATTERN,
+        pattern=DATASET_ID_PATTERN,
         description="Id of an uploaded dataset (POST /v1/datasets answers it).",
     )
     format: DatasetFormat = Field(

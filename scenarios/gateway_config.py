@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from scenarios.base import ENV_VAR_PATTERN, Name, StrictModel
+from scenarios.base import EnvVar, Name, StrictModel
 from scenarios.limits import (
     MAX_DURATION_S,
     MAX_GATEWAY_BACKLOG,
@@ -60,10 +60,8 @@ class Privacy(StrictModel):
             "Off: only their length and SHA-256 hash are stored."
         ),
     )
-    hash_salt_env: str | None = Field(
+    hash_salt_env: EnvVar | None = Field(
         default=None,
-        pattern=ENV_VAR_PATTERN,
-        max_length=MAX_ID_CHARS,
         description=(
             "Variable holding a salt hashed with the messages (and with sample_by values), "
             "so that stored hashes cannot be matched against hashes of guessed prompts."

@@ -6,12 +6,16 @@ names is therefore bounded here, and the bounds are chosen so that the largest v
 scenario is still cheap to parse, validate, plan and store, while staying generous for
 real benchmarks. Each bound says in one line why it is that number; docs/security.md
 (section "Bounds") lists them for users, and tests/unit/scenarios/test_limits.py keeps the two
-in step.
+in step. A value several inputs take (a scenario's load and a run's overrides, a
+schedule and the trend routes) is bounded by one type at the end, which each of them
+uses, so its bounds are declared once.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Annotated, Final
+
+from pydantic import Field
 
 # --------------------------------------------------------------------------- scenario shape
 
@@ -245,6 +249,8 @@ MAX_REPORT_REQUEST_BYTES: Final = 16 * 1024 * 1024
 # largest runs, ~25 MB of JSON; 1,000 of them would be ~10 GB of objects in the control
 # plane. Older runs past it are left out (``X-Tokenbench-Truncated: true``).
 MAX_LISTED_SHARDS: Final = 100_000
+# Entries one list answer asks for (``?limit=`` of GET /v1/runs and /v1/shadow-sessions).
+MAX_LIST_LIMIT: Final = 1000
 # Address space a query process may allocate beyond the interpreter (RLIMIT_DATA): DuckDB's
 # own 1 GB ``max_memory`` plus room for the Arrow result and its encoding.
 SQL_PROCESS_DATA_BYTES: Final = 1536 * 1024 * 1024
@@ -266,6 +272,8 @@ MAX_SCHEDULE_FIRES_KEPT: Final = 10_000
 MAX_TREND_RUNS: Final = 500
 # Earlier runs the regression verdict compares the latest with (the trailing window).
 MAX_TREND_WINDOW: Final = 50
+# Smallest relative change a trend counts as a regression (min_change): 10 is +1000 %.
+MAX_MIN_CHANGE: Final = 10.0
 # Webhook deliveries: tries of one notification, and the deadline of one try, so a slow
 # or hostile receiver holds a control-plane task for at most attempts × timeout.
 MAX_WEBHOOK_ATTEMPTS: Final = 5
@@ -292,3 +300,24 @@ MAX_UPSTREAM_PORT: Final = 65535
 MAX_GATEWAY_FALLBACKS: Final = 8
 # Entries one GET /tokenbench/requests answer holds (a page; ?after= reads the next).
 MAX_REQUEST_LOG_PAGE: Final = 10_000
+
+# --------------------------------------------------------------------------- bounded values
+
+# Each a value with both of its bounds, for every input that takes it (pydantic fields;
+# the command line's options name the same constants).
+
+# A closed-loop level (virtual users) or an open loop's in-flight cap.
+ConcurrencyLevel = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
+# An open-loop stage's arrival rate (requests per second).
+Rate = Annotated[float, Field(gt=0, le=MAX_RPS)]
+# Requests (or sessions) per stage, provider and region.
+StageRequests = Annotated[int, Field(ge=1, le=MAX_REQUESTS_PER_LEVEL)]
+# A stage's length in seconds.
+StageSeconds = Annotated[float, Field(gt=0, le=MAX_DURATION_S)]
+# A seed of the random choices.
+Seed = Annotated[int, Field(ge=MIN_SEED, le=MAX_SEED)]
+# How many entries of a list an answer holds (``?limit=``).
+ListLimit = Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT)]
+# Earlier runs a trend judges the latest against, and the smallest change it counts.
+TrendWindow = Annotated[int, Field(ge=1, le=MAX_TREND_WINDOW)]
+MinChange = Annotated[float, Field(ge=0, le=MAX_MIN_CHANGE)]

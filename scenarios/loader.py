@@ -30,7 +30,9 @@ from yaml.scanner import Scanner
 
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_DOCUMENT_DEPTH, MAX_DOCUMENT_NODES, MAX_YAML_ALIASES
-from scenarios.model import AnyProvider, LengthDist, Scenario
+from scenarios.model import Scenario
+from scenarios.providers import AnyProvider
+from scenarios.workload import LengthDist
 
 
 class _PyParser(Reader, Scanner, Parser):

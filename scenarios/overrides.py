@@ -14,19 +14,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from scenarios.base import Name
-from scenarios.limits import (
-    MAX_CONCURRENCY,
-    MAX_DURATION_S,
-    MAX_LEVELS,
-    MAX_REGIONS,
-    MAX_REQUESTS_PER_LEVEL,
-    MAX_RPS,
-)
+from scenarios.base import Regions
+from scenarios.limits import MAX_LEVELS, ConcurrencyLevel, Rate, StageRequests, StageSeconds
 from scenarios.loader import Problem, ScenarioError
 
 # Where each override lands in the scenario: its problems are reported at that path.
@@ -44,16 +37,14 @@ class Overrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    regions: list[Name] | None = Field(
-        default=None, min_length=1, max_length=MAX_REGIONS, description="Regions to run from."
-    )
-    concurrency: list[Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]] | None = Field(
+    regions: Regions | None = Field(default=None, description="Regions to run from.")
+    concurrency: list[ConcurrencyLevel] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_LEVELS,
         description="Closed-loop levels; the run becomes closed-loop (load.rate is dropped).",
     )
-    rps: list[Annotated[float, Field(gt=0, le=MAX_RPS)]] | None = Field(
+    rps: list[Rate] | None = Field(
         default=None,
         min_length=1,
         max_length=MAX_LEVELS,
@@ -62,12 +53,10 @@ class Overrides(BaseModel):
             "dropped, the other load.rate fields kept)."
         ),
     )
-    requests_per_level: int | None = Field(
-        default=None, ge=1, le=MAX_REQUESTS_PER_LEVEL, description="Requests per stage."
+    requests_per_level: StageRequests | None = Field(
+        default=None, description="Requests per stage."
     )
-    duration_s: float | None = Field(
-        default=None, gt=0, le=MAX_DURATION_S, description="Stage length."
-    )
+    duration_s: StageSeconds | None = Field(default=None, description="Stage length.")
 
     @model_validator(mode="after")
     def _one_loop(self) -> Overrides:

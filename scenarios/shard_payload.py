@@ -21,8 +21,9 @@ from typing import Final
 import orjson
 from pydantic import TypeAdapter
 
-from scenarios.model import Provider, Workload
+from scenarios.providers import Provider
 from scenarios.wire import ShardMessage, ShardSpec, shard_task_id
+from scenarios.workload import Workload
 
 # Celery's envelope around a task's arguments in the Redis list (headers with a repr of
 # the arguments cut at 1 KiB, properties, delivery info), beyond the body itself.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from scenarios.base import StrictModel
+from scenarios.base import DATASET_ID_PATTERN, StrictModel
 from scenarios.limits import MAX_ID_CHARS
 
 __all__ = ["HUB_NAME_PATTERN", "HUB_REVISION_PATTERN", "TokenizerRef"]
@@ -26,7 +26,6 @@ HUB_NAME_PATTERN = r"^(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/)?[A-Za-z0-9][A-Za-z0-9
 HUB_REVISION_PATTERN = (
     r"^[A-Za-z0-9][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*(?:/[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)*$"
 )
-_DATASET_ID_PATTERN = r"^ds-[0-9a-f]{64}$"
 
 
 class TokenizerRef(StrictModel):
@@ -57,7 +56,7 @@ class TokenizerRef(StrictModel):
     )
     dataset: str | None = Field(
         default=None,
-        pattern=_DATASET_ID_PATTERN,
+        pattern=DATASET_ID_PATTERN,
         description="Id of an uploaded tokenizer.json (POST /v1/datasets).",
     )
 

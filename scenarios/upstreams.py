@@ -16,7 +16,7 @@ from pydantic import Field
 
 from scenarios.base import Name, StrictModel
 from scenarios.limits import MAX_ID_CHARS, MAX_UPSTREAM_PORT, MIN_UPSTREAM_PORT
-from scenarios.providers import SimulateSpec
+from scenarios.simulate_spec import SimulateSpec
 
 __all__ = ["UPSTREAM_HOST", "Upstream"]
 

@@ -23,8 +23,10 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-from scenarios.model import Arrival, Provider, Workload
+from scenarios.load import Arrival
+from scenarios.providers import Provider
 from scenarios.records import batch_to_ipc, records_to_batch
+from scenarios.workload import Workload
 
 QUEUE_PREFIX = "tokenbench.region."
 KEY_PREFIX = "tokenbench"

@@ -29,13 +29,13 @@ from analytics.datasets.process import convert_in_child
 from scenarios.dataset_formats import Conversion, is_entry_jsonl
 from scenarios.errors import NotFound
 from scenarios.loader import Problem
-from scenarios.model import Workload
 from scenarios.tokenizer_files import (
     TokenizerUnavailable,
     looks_like_tokenizer,
     tokenizers_module,
 )
 from scenarios.tokenizer_probe import check_tokenizer
+from scenarios.workload import Workload
 from scenarios.workload_files import DatasetSummary, WorkloadFileError, inspect_dataset
 
 __all__ = [

@@ -12,7 +12,8 @@ import duckdb
 from pydantic import ValidationError
 
 from scenarios.catalog import UnknownIdError, default_catalog
-from scenarios.model import AnyProvider, Scenario
+from scenarios.model import Scenario
+from scenarios.providers import AnyProvider
 
 
 def gpu_hour_price(provider: AnyProvider) -> tuple[float | None, str | None]:

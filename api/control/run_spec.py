@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from redis.typing import EncodableT
 
 from scenarios.loader import Problem, ScenarioError
-from scenarios.model import Provider, Workload
+from scenarios.providers import Provider
 from scenarios.settings import env_name
 from scenarios.shard_payload import (
     QueuedBytes,
@@ -29,6 +29,7 @@ from scenarios.shard_payload import (
     shard_message,
 )
 from scenarios.wire import RUN_SPEC_TTL_S, ShardMessage, ShardSpec, run_spec_key
+from scenarios.workload import Workload
 
 
 class RunSpecParts:

@@ -11,8 +11,9 @@ from scenarios.egress import EgressDenied, check_url, metrics_endpoints, provide
 from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import MAX_DURATION_S, MAX_TOTAL_REQUESTS
 from scenarios.loader import Problem, ScenarioError, parse_scenario, validate_scenario
-from scenarios.model import Scenario, SimulatedProvider
+from scenarios.model import Scenario
 from scenarios.overrides import apply_overrides
+from scenarios.providers import SimulatedProvider
 from scenarios.settings import EgressSettings
 
 

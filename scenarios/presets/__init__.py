@@ -25,6 +25,7 @@ from pydantic import Field, field_validator
 
 from scenarios.base import StrictModel
 from scenarios.host_rules import parse_rule
+from scenarios.provider_base import Pricing
 
 __all__ = [
     "Preset",
@@ -38,13 +39,6 @@ __all__ = [
 CATALOG_PATH = Path(__file__).parent / "catalog.yaml"
 
 
-class ModelPrice(StrictModel):
-    """List price of one model, USD per million tokens."""
-
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-
-
 class PriceTable(StrictModel):
     """Prices of a preset's models and how much to trust them."""
 
@@ -53,7 +47,7 @@ class PriceTable(StrictModel):
     )
     as_of: date = Field(description="When the prices were taken (or estimated).")
     source: str = Field(description="Where they come from.")
-    models: dict[str, ModelPrice] = Field(default_factory=dict)
+    models: dict[str, Pricing] = Field(default_factory=dict)
 
 
 class Preset(StrictModel):

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from api.control.planner import plan_run
 from api.local.redis_server import RedisServer
-from scenarios.calibration import ClientHealth, client_bound_reasons
+from scenarios.client_bound import ClientHealth, client_bound_reasons
 from scenarios.loader import validate_scenario
 from scenarios.records import ipc_to_table
 from scenarios.settings import EgressSettings, RedisSettings, Settings

@@ -26,7 +26,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scenarios.limits import MAX_SESSION_TURNS
-from scenarios.model import Workload
 from scenarios.sessions import (
     ExponentialSeconds,
     FixedSeconds,
@@ -38,6 +37,7 @@ from scenarios.sessions import (
     UniformSeconds,
     UniformTurns,
 )
+from scenarios.workload import Workload
 from scenarios.workload_files import FileEntry
 from workers.prompts.plan import PlannedRequest, PromptMaker, plan_from_entry, request_planner
 

@@ -18,9 +18,9 @@ from collections import OrderedDict
 
 from redis.asyncio import Redis
 
-from scenarios.model import Workload
 from scenarios.settings import env_name
 from scenarios.wire import dataset_key
+from scenarios.workload import Workload
 from scenarios.workload_files import FileEntry, WorkloadFileError, parse_entries
 from workers.prompts.dataset_requests import DatasetRows
 from workers.prompts.plan import PromptMaker, dataset_rows

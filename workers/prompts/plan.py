@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from scenarios.model import (
+from scenarios.workload import (
     FixedLength,
     LengthDist,
     LognormalLength,

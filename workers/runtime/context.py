@@ -19,7 +19,7 @@ import httpx
 from redis.asyncio import Redis
 
 from scenarios.egress import EgressGuard
-from scenarios.providers import ProviderBase
+from scenarios.provider_base import ProviderBase
 from scenarios.settings import Settings, env_name, get_settings
 from workers.client.adapters import AdapterContext
 from workers.client.http import make_client

@@ -14,9 +14,10 @@ from typing import Any, Final
 
 from redis.asyncio import Redis
 
-from scenarios.model import Provider, Workload
+from scenarios.providers import Provider
 from scenarios.shard_payload import decode_provider, decode_workload, digest_of, resolved_spec
 from scenarios.wire import ShardMessage, ShardSpec, run_spec_key
+from scenarios.workload import Workload
 
 # Decoded parts kept per process: a few runs' providers and workloads.
 CACHE_ENTRIES: Final = 64

@@ -30,6 +30,7 @@ import httpx
 
 from scenarios.egress import EgressDenied, check_url
 from scenarios.limits import MAX_METRICS_BODY_BYTES, MAX_METRICS_SCRAPE_S
+from scenarios.provider_base import join_url
 from scenarios.server_metrics import KNOWN_NAMES, ScrapeStatus, scrapes_to_ipc
 from scenarios.wire import STREAM_MAXLEN, MetricsBatch, ShardSpec, metrics_stream
 from workers.client.provider_setup import ProviderSetupError
@@ -71,7 +72,7 @@ def scrape_timeout_s(interval_s: float) -> float:
 
 def simulator_metrics_url(base_url: str, path: str) -> str:
     """The URL of ``path`` on a simulated endpoint whose API is at ``base_url`` (…/v1)."""
-    return base_url.removesuffix("/").removesuffix("/v1") + path
+    return join_url(base_url.rstrip("/").removesuffix("/v1"), path)
 
 
 async def read_bounded(response: httpx.Response, limit: int = MAX_METRICS_BODY_BYTES) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scenarios.model import SimulateSpec
+from scenarios.simulate_spec import SimulateSpec
 from workers.simulator.process import run
 
 

@@ -22,7 +22,7 @@ from scenarios.faults import (
     ResetFault,
     StallFault,
 )
-from scenarios.model import SimulateSpec
+from scenarios.simulate_spec import SimulateSpec
 
 
 @dataclass(slots=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from scenarios.images import INSTALL_HINT
 from scenarios.limits import MAX_IMAGE_PIXELS
-from scenarios.providers import SimulateSpec
+from scenarios.simulate_spec import SimulateSpec
 
 __all__ = ["ImageRefused", "image_tokens", "patch_tokens", "tile_tokens"]
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 
-from scenarios.model import SimulateSpec
+from scenarios.simulate_spec import SimulateSpec
 from scenarios.tokenizer_files import TokenizerUnavailable
 from workers.simulator.server import SimulatorApp, start_server
 

@@ -32,7 +32,7 @@ from rich.table import Table
 from api.cli.errors import exit_for
 from scenarios.egress import EgressGuard
 from scenarios.loader import ScenarioError, load_scenario
-from scenarios.providers import ProviderBase
+from scenarios.provider_base import ProviderBase
 from scenarios.settings import get_settings
 from workers.client.adapters import AdapterContext, ProviderSetupError, build_adapter
 from workers.client.errors import ErrorClass

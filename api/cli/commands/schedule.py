@@ -27,7 +27,7 @@ from api.cli.errors import exit_for, load_or_exit
 from api.cli.rest_client import TokenOption, get_json, raise_for, remote
 from api.cli.streams import console_width
 from scenarios.errors import BadInput
-from scenarios.limits import MAX_TREND_WINDOW
+from scenarios.limits import MAX_MIN_CHANGE, MAX_TREND_WINDOW
 from scenarios.redaction import public_url
 from scenarios.settings import get_settings
 
@@ -175,7 +175,7 @@ def create(
         ),
     ] = DEFAULT_WINDOW,
     min_change: Annotated[
-        float, typer.Option(min=0, max=10, help="Smallest relative change that counts.")
+        float, typer.Option(min=0, max=MAX_MIN_CHANGE, help="Smallest relative change that counts.")
     ] = DEFAULT_MIN_CHANGE,
     regions: Annotated[
         str | None, typer.Option(help="Run from these regions (us,eu) instead of the scenario's.")

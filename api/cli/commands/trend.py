@@ -45,7 +45,7 @@ from api.cli.rest_client import (
 from api.cli.streams import console_width
 from api.schedules.store import ScheduleStore
 from scenarios.errors import BadInput, TokenbenchError
-from scenarios.limits import MAX_TREND_RUNS, MAX_TREND_WINDOW
+from scenarios.limits import MAX_MIN_CHANGE, MAX_TREND_RUNS, MAX_TREND_WINDOW
 from scenarios.settings import get_settings
 
 
@@ -200,7 +200,7 @@ def trend(
         float | None,
         typer.Option(
             min=0,
-            max=10,
+            max=MAX_MIN_CHANGE,
             help=f"Smallest relative change that counts (the schedule's, else "
             f"{DEFAULT_MIN_CHANGE:g}).",
         ),

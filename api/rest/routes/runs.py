@@ -35,6 +35,7 @@ from scenarios.limits import (
     MAX_LISTED_SHARDS,
     MAX_REPORT_REQUEST_BYTES,
     MAX_REPORT_REQUEST_ROWS,
+    ListLimit,
 )
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], dependencies=[Authenticated])
@@ -66,7 +67,7 @@ async def list_runs(
     writer: WriterDep,
     heavy: HeavyDep,
     settings: SettingsDep,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    limit: Annotated[ListLimit, Query()] = 100,
 ) -> Response:
     """Recent runs, newest first (stored state), with at most 100,000 shards in all
     (MAX_LISTED_SHARDS): older runs past it are left out, and the

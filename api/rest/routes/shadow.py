@@ -23,6 +23,7 @@ from api.rest.errors import BodyProblems, RegionUnavailable, UnknownShadowSessio
 from api.rest.validation import check_gateway_egress
 from api.schemas import GatewayConfigBody
 from scenarios.gateway_config import parse_gateway_config
+from scenarios.limits import ListLimit
 from scenarios.loader import ScenarioError
 
 router = APIRouter(prefix="/v1/shadow-sessions", tags=["shadow"], dependencies=[Authenticated])
@@ -83,7 +84,7 @@ async def open_session(
 
 @router.get("")
 async def list_sessions(
-    writer: WriterDep, heavy: HeavyDep, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    writer: WriterDep, heavy: HeavyDep, limit: Annotated[ListLimit, Query()] = 100
 ) -> list[dict[str, Any]]:
     """Recent shadow sessions, newest first."""
     return await heavy.on_cursor("the list of shadow sessions", writer, _sessions, limit)

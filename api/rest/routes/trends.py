@@ -16,7 +16,7 @@ from api.rest.errors import UnknownScenarioError
 from api.rest.negotiation import chosen_format
 from api.rest.routes.runs import REPORT_HEADERS
 from api.schedules.store import ScheduleStore
-from scenarios.limits import MAX_ID_CHARS, MAX_TREND_RUNS, MAX_TREND_WINDOW
+from scenarios.limits import MAX_ID_CHARS, MAX_TREND_RUNS, MinChange, TrendWindow
 
 router = APIRouter(prefix="/v1/trends", tags=["trends"], dependencies=[Authenticated])
 
@@ -46,19 +46,15 @@ async def get_trend(
         int, Query(ge=1, le=MAX_TREND_RUNS, description="The newest runs read.")
     ] = DEFAULT_TREND_RUNS,
     window: Annotated[
-        int | None,
+        TrendWindow | None,
         Query(
-            ge=1,
-            le=MAX_TREND_WINDOW,
             description=f"Earlier runs the latest is judged against (the schedule's, else "
             f"{DEFAULT_WINDOW}).",
         ),
     ] = None,
     min_change: Annotated[
-        float | None,
+        MinChange | None,
         Query(
-            ge=0,
-            le=10,
             description=f"Smallest relative change that counts (the schedule's, else "
             f"{DEFAULT_MIN_CHANGE}).",
         ),

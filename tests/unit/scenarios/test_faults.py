@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from scenarios.faults import FAULT_KINDS, Burst, error_kinds
-from scenarios.providers import SimulateSpec
+from scenarios.simulate_spec import SimulateSpec
 
 
 def test_burst_windows_repeat_from_the_offset() -> None:

@@ -6,11 +6,11 @@ import pytest
 
 from scenarios.loader import ScenarioError, parse_scenario
 from scenarios.presets import load_presets, preset_names, resolve_preset
+from scenarios.provider_base import Pricing
 from scenarios.providers import (
     AzureOpenAIProvider,
     BedrockProvider,
     OpenAIProvider,
-    Pricing,
     ReplicateProvider,
 )
 

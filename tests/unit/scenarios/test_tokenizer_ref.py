@@ -6,9 +6,10 @@ import pytest
 from pydantic import ValidationError
 
 from scenarios.catalog import default_catalog
-from scenarios.model import SimulateSpec, Workload
+from scenarios.simulate_spec import SimulateSpec
 from scenarios.tokenizer_files import looks_like_tokenizer
 from scenarios.tokenizer_ref import TokenizerRef
+from scenarios.workload import Workload
 
 MIX = [
     {"prompt_tokens": {"dist": "fixed", "value": 8}, "output_tokens": {"dist": "fixed", "value": 2}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+from scenarios.provider_base import join_url
 from scenarios.providers import AzureOpenAIProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.openai_chat import chat_adapter
@@ -22,8 +23,8 @@ def azure_chat_url(provider: AzureOpenAIProvider) -> str:
     """``{endpoint}/openai/deployments/{deployment}/chat/completions?api-version=...``."""
     deployment = quote(provider.deployment_name or provider.model, safe="")
     return (
-        f"{provider.endpoint.rstrip('/')}/openai/deployments/{deployment}/chat/completions"
-        f"?api-version={quote(provider.api_version, safe='')}"
+        join_url(provider.endpoint, f"openai/deployments/{deployment}/chat/completions")
+        + f"?api-version={quote(provider.api_version, safe='')}"
     )
 
 

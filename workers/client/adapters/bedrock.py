@@ -26,7 +26,8 @@ from botocore.credentials import Credentials  # type: ignore[import-untyped]
 from botocore.eventstream import EventStreamBuffer, ParserError  # type: ignore[import-untyped]
 
 from scenarios.egress import BEDROCK_DEFAULT_ENDPOINT
-from scenarios.providers import BedrockProvider, RetryPolicy
+from scenarios.provider_base import RetryPolicy, join_url
+from scenarios.providers import BedrockProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.errors import (
     IncompleteAnswer,
@@ -197,7 +198,7 @@ def converse_stream_url(provider: BedrockProvider) -> str:
     service does with what it receives.
     """
     endpoint = provider.endpoint_url or BEDROCK_DEFAULT_ENDPOINT.format(region=provider.region)
-    return f"{endpoint.rstrip('/')}/model/{quote(provider.model, safe=':')}/converse-stream"
+    return join_url(endpoint, f"model/{quote(provider.model, safe=':')}/converse-stream")
 
 
 @register("bedrock")

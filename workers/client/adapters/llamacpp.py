@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from scenarios.provider_base import join_url
 from scenarios.providers import LlamaCppProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
@@ -160,7 +161,7 @@ async def llamacpp_adapter(
         provider.extra_body,
     )
     return PostStreamAdapter(
-        url=provider.base_url.rstrip("/") + "/completion",
+        url=join_url(provider.base_url, "completion"),
         headers=json_headers(key),
         limits=Limits.of(provider, key),
         retry=provider.retry,

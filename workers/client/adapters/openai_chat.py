@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from scenarios.model import OpenAIProvider, SimulatedProvider
-from scenarios.providers import RetryPolicy
+from scenarios.provider_base import RetryPolicy, join_url
+from scenarios.providers import OpenAIProvider, SimulatedProvider
 from workers.client.adapters.base import (
     AdapterContext,
     ProviderSetupError,
@@ -96,7 +96,7 @@ def _chat_adapter(
 ) -> PostStreamAdapter:
     openai = provider if isinstance(provider, OpenAIProvider) else None
     return chat_adapter(
-        url=base_url.rstrip("/") + "/chat/completions",
+        url=join_url(base_url, "chat/completions"),
         model=model,
         headers=json_headers(key),
         limits=Limits.of(provider, key),

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from scenarios.provider_base import join_url
 from scenarios.providers import OpenAICompletionsProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
@@ -77,7 +78,7 @@ async def completions_adapter(
     key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
     model, enforce, extra = provider.model, provider.enforce_output_length, provider.extra_body
     return PostStreamAdapter(
-        url=provider.base_url.rstrip("/") + "/completions",
+        url=join_url(provider.base_url, "completions"),
         headers=json_headers(key),
         limits=Limits.of(provider, key),
         retry=provider.retry,

@@ -26,7 +26,8 @@ import httpx
 import orjson
 
 from scenarios.egress import EgressDenied, url_host
-from scenarios.providers import ReplicateProvider, RetryPolicy
+from scenarios.provider_base import RetryPolicy, join_url
+from scenarios.providers import ReplicateProvider
 from workers.client.adapters.base import AdapterContext, ProviderSetupError, read_secret, register
 from workers.client.errors import (
     ErrorClass,
@@ -110,8 +111,8 @@ def create_call(base_url: str, model: str, prompt_input: dict[str, Any]) -> tupl
     body: dict[str, Any] = {"input": prompt_input, "stream": True}
     if version:
         body["version"] = version
-        return f"{base_url.rstrip('/')}/predictions", orjson.dumps(body)
-    return f"{base_url.rstrip('/')}/models/{name}/predictions", orjson.dumps(body)
+        return join_url(base_url, "predictions"), orjson.dumps(body)
+    return join_url(base_url, f"models/{name}/predictions"), orjson.dumps(body)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from scenarios.provider_base import join_url
 from scenarios.providers import TGIProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
@@ -109,7 +110,7 @@ async def tgi_adapter(provider: TGIProvider, context: AdapterContext) -> PostStr
     """Adapter of one TGI server."""
     key = read_secret(provider.api_key_env, provider.base_url, provider.name, context)
     return PostStreamAdapter(
-        url=provider.base_url.rstrip("/") + "/generate_stream",
+        url=join_url(provider.base_url, "generate_stream"),
         headers=json_headers(key),
         limits=Limits.of(provider, key),
         retry=provider.retry,

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from scenarios.model import SimulateSpec
+from scenarios.simulate_spec import SimulateSpec
 from tests.conftest import REPO
 from workers.simulator.__main__ import main
 from workers.simulator.process import READY_PREFIX

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from scenarios.limits import MAX_SESSION_TURNS
-from scenarios.model import Workload
 from scenarios.sessions import (
     ExponentialSeconds,
     FixedSeconds,
@@ -18,6 +17,7 @@ from scenarios.sessions import (
     UniformSeconds,
     UniformTurns,
 )
+from scenarios.workload import Workload
 from scenarios.workload_files import FileEntry
 from workers.load.session_plans import (
     has_replayed_sessions,

@@ -13,7 +13,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from scenarios.dataset_formats import Conversion, convert
-from scenarios.model import Workload
+from scenarios.workload import Workload
 from scenarios.workload_files import FileEntry, WorkloadFileError, parse_entries
 from tests.support.dataset_files import sharegpt_json, sharegpt_rows
 from tests.support.tiny_tokenizer import train_bpe

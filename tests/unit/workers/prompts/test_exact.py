@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from scenarios.model import FixedLength, MixClass, UniformLength, Workload
 from scenarios.tokenizer_files import TokenizerUnavailable
+from scenarios.workload import FixedLength, MixClass, UniformLength, Workload
 from scenarios.workload_files import parse_entries
 from tests.support.tiny_tokenizer import train_bpe, train_word_level
 from workers.prompts.exact import ExactPrompts, encoding_errors

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from scenarios.model import (
+from scenarios.workload import (
     FixedLength,
     LognormalLength,
     MixClass,

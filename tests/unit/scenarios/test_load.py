@@ -1,12 +1,22 @@
-"""Scenario model: the load section (closed vs open loop, stage length, warm-up, replay)
-and the simulate block (catalog ids, the fields its errors name)."""
+"""The load section (closed vs open loop, stage length, warm-up, replay), and the bounds
+it shares with a run's overrides."""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from scenarios.limits import (
+    MAX_CONCURRENCY,
+    MAX_DURATION_S,
+    MAX_REQUESTS_PER_LEVEL,
+    MAX_RPS,
+)
+from scenarios.load import Load, RateLoad
 from scenarios.loader import ScenarioError, parse_scenario
-from scenarios.model import SimulateSpec
+from scenarios.overrides import Overrides
 from tests.support.builders import VALID_SCENARIO
 
 CLOSED = "  concurrency: [1, 8]\n  requests_per_level: 50\n"
@@ -48,7 +58,7 @@ def test_closed_loop_is_unchanged() -> None:
         ("  concurrency: [1]\n  rate: {rps: [2]}\n  duration_s: 5\n", "not both"),
         ("  requests_per_level: 5\n", "give concurrency"),
         ("  rate: {rps: [2]}\n", "requests_per_level, duration_s or both"),
-        ("  rate: {rps: [0]}\n  duration_s: 5\n", "rates must be > 0"),
+        ("  rate: {rps: [0]}\n  duration_s: 5\n", "greater than 0"),
         ("  rate: {rps: [2], arrival: bursty}\n  duration_s: 5\n", "load.rate.arrival"),
         (
             "  rate: {rps: [2]}\n  duration_s: 5\n  warmup_s: 3\n  cooldown_s: 2\n",
@@ -69,45 +79,34 @@ def test_replay_brings_its_own_arrivals() -> None:
     assert any("drop mix" in m for m in messages(with_load("", both)))
 
 
-# ------------------------------------------------------------------- spec options
-
-SCENARIO = """\
-name: s
-providers:
-  - name: sim
-    kind: simulated
-    simulate: {{{simulate}}}
-workload:
-  mix:
-    - {{prompt_tokens: {{dist: fixed, value: 8}}, output_tokens: {{dist: fixed, value: 8}}}}
-load: {{concurrency: [1], requests_per_level: 1}}
-"""
-
-
 @pytest.mark.parametrize(
-    ("simulate", "path", "message"),
+    ("load", "overrides"),
     [
-        ("model: llama-9", "providers.0.simulate.model", "unknown model id 'llama-9'"),
-        ("model: llama-3.1-8b, hardware: b200", "providers.0.simulate.hardware", "valid ids"),
-        ("model: llama-3.1-8b, quant: fp7", "providers.0.simulate.quant", "unknown quantization"),
-        ("model: llama-3.1-8b, kv_dtype: int2", "providers.0.simulate.kv_dtype", "unknown KV"),
-        ("hardware: h200", "providers.0.simulate", "set model to use hardware"),
-        ("model: llama-3.1-8b, itl_ms: 5", "providers.0.simulate", "itl_ms cannot be combined"),
-        ("model: llama-3.1-405b, gpus: 8", "providers.0.simulate", "does not fit 8 × h100"),
-        ("model: llama-3.1-8b, gpus: 2, hardware: m3-ultra", "providers.0.simulate", "at most 1"),
-        ("model: llama-3.1-8b, context: 200000", "providers.0.simulate", "exceeds"),
-        ("model: llama-3.1-8b, chunked_prefill_tokens: 16", "providers.0.simulate", "at least 55"),
+        ({"concurrency": [0]}, {"concurrency": [0]}),
+        ({"concurrency": [MAX_CONCURRENCY + 1]}, {"concurrency": [MAX_CONCURRENCY + 1]}),
+        ({"rate": {"rps": [0]}}, {"rps": [0]}),
+        ({"rate": {"rps": [MAX_RPS * 2]}}, {"rps": [MAX_RPS * 2]}),
+        ({"requests_per_level": 0}, {"requests_per_level": 0}),
+        (
+            {"requests_per_level": MAX_REQUESTS_PER_LEVEL + 1},
+            {"requests_per_level": MAX_REQUESTS_PER_LEVEL + 1},
+        ),
+        ({"duration_s": 0}, {"duration_s": 0}),
+        ({"duration_s": MAX_DURATION_S + 1}, {"duration_s": MAX_DURATION_S + 1}),
     ],
 )
-def test_simulate_block_errors_name_the_field(simulate: str, path: str, message: str) -> None:
-    with pytest.raises(ScenarioError) as caught:
-        parse_scenario(SCENARIO.format(simulate=simulate), "s.yaml")
-    problems = caught.value.problems
-    assert [p.path for p in problems] == [path]
-    assert message in problems[0].message
+def test_a_run_s_overrides_are_bounded_as_the_load_they_change(
+    load: dict[str, Any], overrides: dict[str, Any]
+) -> None:
+    def refused(model: type[BaseModel], data: dict[str, Any]) -> list[str]:
+        with pytest.raises(ValidationError) as caught:
+            model.model_validate(data)
+        return sorted(e["msg"] for e in caught.value.errors())
+
+    assert refused(Load, load) == refused(Overrides, overrides)
 
 
-def test_catalog_ids_are_normalised_and_survive_a_json_round_trip() -> None:
-    spec = SimulateSpec(model="LLAMA-3.1-405B", quant="FP8", hardware="H200", gpus=8)
-    assert (spec.model, spec.quant, spec.hardware) == ("llama-3.1-405b", "fp8", "h200")
-    assert SimulateSpec.model_validate_json(spec.model_dump_json()) == spec
+def test_the_in_flight_cap_is_a_concurrency_level() -> None:
+    assert RateLoad(rps=[1], max_in_flight=MAX_CONCURRENCY).max_in_flight == MAX_CONCURRENCY
+    with pytest.raises(ValidationError):
+        RateLoad(rps=[1], max_in_flight=0)

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from scenarios.calibration import (
+from scenarios.client_bound import (
     MERGED_SHARE_MAX,
     NOT_SENT_SHARE_MAX,
     SEND_LAG_P99_MS_MAX,
