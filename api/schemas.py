@@ -20,7 +20,7 @@ from scenarios.limits import (
 from scenarios.model import Scenario
 from scenarios.overrides import Overrides
 from scenarios.stages import stage_label
-from scenarios.wire import RunState, ShardState
+from scenarios.wire.contract import RunState, ShardState
 
 
 def _mapping(value: Any) -> dict[str, Any]:

@@ -43,8 +43,8 @@ from analytics.store.db import connect
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
-from scenarios.records import REQUEST_RECORD_SCHEMA, STAMPS, batch_to_ipc, ipc_to_table
 from scenarios.settings import PublishSettings
+from scenarios.wire.records import REQUEST_RECORD_SCHEMA, STAMPS, batch_to_ipc, ipc_to_table
 
 RUN = "bench"
 PROVIDERS = ("hosted", "self")

@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from analytics.decide.capacity_search import region_verdict  # noqa: E402  # noqa: E402
-from scenarios.simulate_spec import SimulateSpec  # noqa: E402  # noqa: E402
+from scenarios.providers.simulate import SimulateSpec  # noqa: E402  # noqa: E402
 from workers.simulator.capacity import model_capacity, stage_ttfts_ms  # noqa: E402
 
 PROMPT, OUTPUT, SLO_MS, ATTAINMENT = 16, 8, 500.0, 0.9

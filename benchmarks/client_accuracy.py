@@ -23,7 +23,7 @@ from client_common import CLIENTS, machine, process_endpoint, run_child
 from rich.console import Console
 from rich.table import Table
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.simulator.process import READY_PREFIX
 
 

@@ -33,7 +33,7 @@ import httpx  # noqa: E402
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 
-from scenarios.workload import FixedLength, MixClass, Workload  # noqa: E402
+from scenarios.workload.spec import FixedLength, MixClass, Workload  # noqa: E402
 from tests.fakes.load_harness import chat_adapter  # noqa: E402
 from workers.client.http import UNBOUNDED, make_client  # noqa: E402
 from workers.load.closed_loop import ClosedLoop, RequestSource  # noqa: E402

@@ -43,8 +43,8 @@ from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
 from api.local.redis_server import free_port, start_redis_server
 from scenarios.model import Scenario
-from scenarios.records import batch_to_ipc, records_to_batch
-from scenarios.wire import heartbeat_pattern
+from scenarios.wire.contract import heartbeat_pattern
+from scenarios.wire.records import batch_to_ipc, records_to_batch
 from workers.client.result import RequestResult
 from workers.prompts.plan import PlannedRequest
 from workers.shard.rows import RowContext, record_row

@@ -28,9 +28,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from analytics.datasets.process import convert_in_child  # noqa: E402
-from scenarios.dataset_formats import Conversion  # noqa: E402
-from scenarios.workload import Workload  # noqa: E402
-from scenarios.workload_files import parse_entries  # noqa: E402
+from scenarios.datasets.files import parse_entries  # noqa: E402
+from scenarios.datasets.formats import Conversion  # noqa: E402
+from scenarios.workload.spec import Workload  # noqa: E402
 from tests.support.dataset_files import parquet_bytes, sharegpt_rows  # noqa: E402
 from tests.support.tiny_tokenizer import train_bpe  # noqa: E402
 from workers.prompts.exact import ExactPrompts  # noqa: E402

@@ -27,8 +27,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from scenarios.images import ImagesSpec  # noqa: E402
-from scenarios.simulate_spec import SimulateSpec  # noqa: E402
+from scenarios.providers.simulate import SimulateSpec  # noqa: E402
+from scenarios.workload.images import ImagesSpec  # noqa: E402
 from workers.client.adapters.openai_chat import chat_body  # noqa: E402
 from workers.prompts.images import build_pool, generate_image  # noqa: E402
 from workers.prompts.plan import PlannedRequest  # noqa: E402

@@ -66,8 +66,8 @@ from analytics.store.ingest import BatchMessage, IngestProfile, ingest_batches
 from analytics.store.record_table import request_records_sql
 from api.control.record_buffer import ROW_GROUP_ROWS, RecordBuffer
 from api.local.redis_server import RedisServer, start_redis_server
-from scenarios.records import batch_to_ipc
-from scenarios.wire import RecordBatch, records_stream
+from scenarios.wire.contract import RecordBatch, records_stream
+from scenarios.wire.records import batch_to_ipc
 
 GROUP = "control"
 OLD_READ_COUNT = 500  # entries per read of the control plane before the record buffer

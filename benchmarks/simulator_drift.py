@@ -33,7 +33,7 @@ import psutil
 from rich.console import Console
 from rich.table import Table
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.runtime.event_loop import new_loop
 from workers.simulator.process import READY_PREFIX
 from workers.simulator.scheduler import BatchScheduler

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from analytics.store.db import connect  # noqa: E402
 from analytics.telemetry.ingest import ingest_scrapes  # noqa: E402
-from scenarios.server_metrics import scrapes_to_ipc  # noqa: E402
+from scenarios.wire.server_metrics import scrapes_to_ipc  # noqa: E402
 from workers.shard.telemetry import parse_body  # noqa: E402
 
 _HISTOGRAMS = (

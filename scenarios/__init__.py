@@ -11,8 +11,8 @@ from scenarios.loader import (
     validate_scenario,
 )
 from scenarios.model import Scenario
-from scenarios.providers import OpenAIProvider, SimulatedProvider
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.kinds import OpenAIProvider, SimulatedProvider
+from scenarios.providers.simulate import SimulateSpec
 
 __all__ = [
     "OpenAIProvider",

@@ -36,7 +36,7 @@ from scenarios.loader import (
     read_yaml,
 )
 from scenarios.model import Scenario
-from scenarios.providers import AnyProvider, Provider
+from scenarios.providers.kinds import AnyProvider, Provider
 
 __all__ = [
     "PRIMARY_KINDS",

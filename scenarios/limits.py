@@ -191,7 +191,7 @@ DATASET_PROCESS_DATA_BYTES: Final = 2048 * 1024 * 1024
 # a few seconds; a file that takes minutes is hostile or broken.
 DATASET_CONVERSION_TIMEOUT_S: Final = 300.0
 # Seconds an uploaded (or used) tokenizer.json may take to load and encode the probe
-# text in its check process (scenarios/tokenizer_probe.py) before it is killed and the
+# text in its check process (scenarios/tokenizers/probe.py) before it is killed and the
 # tokenizer refused: a 10 MB tokenizer loads and encodes it in about a second.
 TOKENIZER_PROBE_TIMEOUT_S: Final = 20.0
 # Slowest counting of a dataset's rows a worker waits for, in characters a second, on

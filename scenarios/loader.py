@@ -31,8 +31,8 @@ from yaml.scanner import Scanner
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_DOCUMENT_DEPTH, MAX_DOCUMENT_NODES, MAX_YAML_ALIASES
 from scenarios.model import Scenario
-from scenarios.providers import AnyProvider
-from scenarios.workload import LengthDist
+from scenarios.providers.kinds import AnyProvider
+from scenarios.workload.spec import LengthDist
 
 
 class _PyParser(Reader, Scanner, Parser):

@@ -4,9 +4,9 @@ Key names here are what users write in YAML/JSON; fields may be added, never ren
 Every model forbids unknown keys so that a typo is an error naming its path, not a
 silently ignored setting. Variants (provider kinds, length distributions) are chosen
 by a discriminator field, never by ``if kind == ...`` chains in callers. Its parts have
-modules of their own: providers (scenarios/providers.py), workload
-(scenarios/workload.py), load (scenarios/load.py), objectives (scenarios/slo.py) and
-failover upstreams (scenarios/upstreams.py); the checks that span them are here.
+modules of their own: providers (scenarios/providers/kinds.py), workload
+(scenarios/workload/spec.py), load (scenarios/load/shape.py), objectives (scenarios/slo.py) and
+failover upstreams (scenarios/providers/upstreams.py); the checks that span them are here.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from scenarios.base import Name, Regions, StrictModel
-from scenarios.images import IMAGE_KINDS
 from scenarios.limits import (
     MAX_PROVIDERS,
     MAX_TEXT_CHARS,
@@ -22,11 +21,12 @@ from scenarios.limits import (
     MAX_UPSTREAMS,
     Seed,
 )
-from scenarios.load import Load
-from scenarios.providers import AnyProvider, Provider
+from scenarios.load.shape import Load
+from scenarios.providers.kinds import AnyProvider, Provider
+from scenarios.providers.upstreams import Upstream
 from scenarios.slo import SLO
-from scenarios.upstreams import Upstream
-from scenarios.workload import Workload
+from scenarios.workload.images import IMAGE_KINDS
+from scenarios.workload.spec import Workload
 
 __all__ = ["SESSION_KINDS", "Scenario"]
 

@@ -13,13 +13,13 @@ from pathlib import Path
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from scenarios.host_rules import parse_rule
 from scenarios.limits import (
     DEFAULT_SQL_MAX_BYTES,
     MAX_WEBHOOK_ATTEMPTS,
     MAX_WEBHOOK_TIMEOUT_S,
     MIN_SCHEDULE_INTERVAL_S,
 )
+from scenarios.security.host_rules import parse_rule
 
 
 class RedisSettings(BaseModel):

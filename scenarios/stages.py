@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal, Protocol
 
-from scenarios.wire import ShardRate
+from scenarios.wire.contract import ShardRate
 
 LoadKind = Literal["closed", "open"]
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from api.local.redis_server import RedisServer, free_port, start_redis_server
-from scenarios.wire import heartbeat_pattern
+from scenarios.wire.contract import heartbeat_pattern
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scenarios.records import REQUEST_RECORD_SCHEMA
+from scenarios.wire.records import REQUEST_RECORD_SCHEMA
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 

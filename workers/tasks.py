@@ -5,13 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from scenarios.wire import (
-    RUN_SHADOW,
-    RUN_SHADOW_BATCH,
-    RUN_SHARD,
-    ShadowBatch,
-    ShadowTask,
-)
+from scenarios.wire.contract import RUN_SHADOW, RUN_SHADOW_BATCH, RUN_SHARD, ShadowBatch, ShadowTask
 from workers.gateway.shadow import execute_shadow, execute_shadow_batch
 from workers.runtime.celery_app import app
 from workers.runtime.context import get_context

@@ -3,7 +3,7 @@
 ``python -m analytics.datasets.process``: the parent writes one JSON header line (the
 conversion, the row and byte caps) and then the file's bytes to the child's stdin; the
 child caps its own memory (``RLIMIT_DATA``, ``scenarios.limits.DATASET_PROCESS_DATA_BYTES``)
-before it reads anything, converts with ``scenarios.dataset_formats.convert`` and
+before it reads anything, converts with ``scenarios.datasets.formats.convert`` and
 answers one JSON line (``{"ok": true, "source_format": …, "source_rows": …, "rows": …,
 "skipped": {…}}`` or ``{"ok": false, "message": …, "line": …}``) followed by the entries'
 JSONL. The parent kills a child that outlives ``DATASET_CONVERSION_TIMEOUT_S``. A file
@@ -19,9 +19,9 @@ import sys
 from typing import Any
 
 from analytics.query.sql_process import cap_memory
-from scenarios.dataset_formats import Conversion, Converted, convert
+from scenarios.datasets.files import WorkloadFileError
+from scenarios.datasets.formats import Conversion, Converted, convert
 from scenarios.limits import DATASET_CONVERSION_TIMEOUT_S, DATASET_PROCESS_DATA_BYTES
-from scenarios.workload_files import WorkloadFileError
 
 __all__ = ["convert_in_child", "main"]
 

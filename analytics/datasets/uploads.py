@@ -12,7 +12,7 @@ validated once, when stored (``workers.load.files.inspect_dataset``): it is vali
 and ``max_tokens``; the replay timestamps are kept, in order, so that planning a replay
 reads no content at all. Scenarios name datasets by id (``workload.prompts.dataset``,
 ``workload.replay.dataset``); the control plane copies the bytes into Redis for the
-workers (``scenarios.wire.dataset_key``).
+workers (``scenarios.wire.contract.dataset_key``).
 """
 
 from __future__ import annotations
@@ -26,17 +26,13 @@ from typing import Any
 import duckdb
 
 from analytics.datasets.process import convert_in_child
-from scenarios.dataset_formats import Conversion, is_entry_jsonl
+from scenarios.datasets.files import DatasetSummary, WorkloadFileError, inspect_dataset
+from scenarios.datasets.formats import Conversion, is_entry_jsonl
 from scenarios.errors import NotFound
 from scenarios.loader import Problem
-from scenarios.tokenizer_files import (
-    TokenizerUnavailable,
-    looks_like_tokenizer,
-    tokenizers_module,
-)
-from scenarios.tokenizer_probe import check_tokenizer
-from scenarios.workload import Workload
-from scenarios.workload_files import DatasetSummary, WorkloadFileError, inspect_dataset
+from scenarios.tokenizers.files import TokenizerUnavailable, looks_like_tokenizer, tokenizers_module
+from scenarios.tokenizers.probe import check_tokenizer
+from scenarios.workload.spec import Workload
 
 __all__ = [
     "DatasetInfo",
@@ -140,7 +136,7 @@ TOKENIZER_KIND = "tokenizer"
 def inspect_content(content: bytes, max_lines: int, source: str = "") -> DatasetSummary:
     """What ``content`` is good for: a tokenizer.json (checked when the tokenizers library
     is installed here: loaded and made to encode a probe within a time limit,
-    ``scenarios/tokenizer_probe.py``), else JSONL prompts or a traffic log."""
+    ``scenarios/tokenizers/probe.py``), else JSONL prompts or a traffic log."""
     if not looks_like_tokenizer(content):
         return inspect_dataset(content, max_lines, source)
     try:
@@ -214,7 +210,7 @@ class DatasetStore:
         prompts, traffic logs and tokenizer.json files are stored as they are; any other
         dataset file (ShareGPT JSON, CSV, Parquet, Arrow, or a file with ``conversion``
         columns) is converted into JSONL entries first, in a process of bounded memory
-        and time, and the entries are stored (``scenarios/dataset_formats.py``). A bad
+        and time, and the entries are stored (``scenarios/datasets/formats.py``). A bad
         dataset raises ``WorkloadFileError`` naming the line or row (and ``source``);
         nothing is stored then. ``origin`` (a file name, ``hub:owner/name@commit``) is
         kept with a new dataset for its fingerprint."""

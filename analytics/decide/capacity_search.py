@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Literal
 
-from scenarios.adaptive import FindCapacity
 from scenarios.limits import MAX_CONCURRENCY, MAX_RPS, MIN_SEARCH_RPS
+from scenarios.load.adaptive import FindCapacity
 
 __all__ = [
     "Probe",

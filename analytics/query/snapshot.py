@@ -13,7 +13,7 @@ older than the caller accepts is refreshed before the query runs.
 The copy is what untrusted SQL reads, so what only the control plane may read is
 rewritten in it before it is renamed into place (:func:`scrub_copy`): a schedule's
 ``webhook_url`` is a credential (user:password, query token, a hook's secret path) and
-the copy holds only its public form (scenarios/redaction.py, ``public_url``), in a table
+the copy holds only its public form (scenarios/security/redaction.py, ``public_url``), in a table
 written anew, so that no page of the copy's live tables holds the original.
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import duckdb
 
-from scenarios.redaction import public_url
+from scenarios.security.redaction import public_url
 
 
 @dataclass(frozen=True, slots=True)

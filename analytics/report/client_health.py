@@ -1,6 +1,6 @@
 """Did the client distort the figures? Per stage × provider × region, from the shards'
 own self-measurement (stored with each accepted attempt) and the rule of
-``scenarios.client_bound`` (docs/load.md), so nobody mistakes a client limit for a
+``scenarios.load.client_bound`` (docs/load.md), so nobody mistakes a client limit for a
 server limit, and the note says how large the error is."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 
-from scenarios.client_bound import ClientHealth, client_bound_note, client_bound_reasons
+from scenarios.load.client_bound import ClientHealth, client_bound_note, client_bound_reasons
 
 StageKey = tuple[str, int, str]  # provider, stage, region
 

@@ -7,7 +7,7 @@ message) pairs with their counts. A run reported from its raw records counts the
 stored list instead (``stored_top_errors.sql``, schema_v8.sql), as every other figure of
 such a report does.
 
-Messages are redacted by the worker that records them (scenarios/redaction.py); they are
+Messages are redacted by the worker that records them (scenarios/security/redaction.py); they are
 redacted again here, so a file written by an older version shows nothing the current
 rules hide, and pairs that then read alike are counted as one.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from analytics.sql.files import load_sql
-from scenarios.redaction import redact
+from scenarios.security.redaction import redact
 
 __all__ = [
     "ERRORS_NOTE",

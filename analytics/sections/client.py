@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from analytics.sections.model import WHERE, Column, Section, SectionOptions
 from analytics.sections.registry import section
-from scenarios.wire import ShardState
+from scenarios.wire.contract import ShardState
 
 if TYPE_CHECKING:
     from analytics.report.build import RunReport

@@ -14,7 +14,7 @@ import duckdb
 import orjson
 
 from analytics.shadow.capture import replay_entries
-from scenarios.wire import DEFAULT_MAX_TOKENS
+from scenarios.wire.contract import DEFAULT_MAX_TOKENS
 
 
 def replay_jsonl(con: duckdb.DuckDBPyConnection, session_id: str) -> bytes:

@@ -1,6 +1,6 @@
 -- tokenbench DuckDB schema, version 1: the run lifecycle. Applied once by
 -- analytics.store.db.migrate(), which also creates `request_records` in this version from the
--- Arrow record schema (scenarios/records.py, through analytics/store/record_table.py). Views and
+-- Arrow record schema (scenarios/wire/records.py, through analytics/store/record_table.py). Views and
 -- macros are not migrations: they are (re)created on connect (analytics/store/views.py).
 
 CREATE TABLE runs (

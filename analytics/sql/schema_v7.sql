@@ -5,7 +5,7 @@
 -- the run view), with whatever settings were in force then: a changed
 -- max_streams_per_shard split the stages differently and the stored shards no longer
 -- matched. Each shard now keeps the spec it was dispatched with (`spec`, a
--- scenarios/wire.py ShardSpec as JSON) and its place in the plan (`plan_position`);
+-- scenarios/wire/contract.py ShardSpec as JSON) and its place in the plan (`plan_position`);
 -- runs stored before v7 have neither and are re-planned as before.
 --
 -- A stage at concurrency 1000 split into 4 parts has shards of concurrency 250: that

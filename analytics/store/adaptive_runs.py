@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 
 from analytics.sql.files import load_sql
-from scenarios.adaptive import StopWhen
+from scenarios.load.adaptive import StopWhen
 from scenarios.slo import SLO
 
 __all__ = [

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from scenarios.catalog import UnknownIdError, default_catalog
 from scenarios.model import Scenario
-from scenarios.providers import AnyProvider
+from scenarios.providers.kinds import AnyProvider
 
 
 def gpu_hour_price(provider: AnyProvider) -> tuple[float | None, str | None]:

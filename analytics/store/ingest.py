@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import duckdb
 import pyarrow as pa
 
-from scenarios.records import REQUEST_RECORD_SCHEMA, ipc_to_table
+from scenarios.wire.records import REQUEST_RECORD_SCHEMA, ipc_to_table
 
 _KEY_COLUMNS = ("run_id", "shard_id", "attempt", "batch_seq")
 

@@ -1,4 +1,4 @@
-"""The ``request_records`` table, declared by the Arrow record schema (scenarios/records.py).
+"""The ``request_records`` table, declared by the Arrow record schema (scenarios/wire/records.py).
 
 Workers build record batches with ``REQUEST_RECORD_SCHEMA`` and ingest appends them with
 ``INSERT INTO request_records SELECT * FROM <batch>``, so the table must have the
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from scenarios.records import REQUEST_RECORD_SCHEMA
+from scenarios.wire.records import REQUEST_RECORD_SCHEMA
 
 __all__ = ["create_table_sql", "duckdb_type", "request_records_sql"]
 

@@ -13,7 +13,7 @@ import duckdb
 from analytics.store.dimensions import write_dimensions
 from analytics.store.summaries import store_shard_summary
 from scenarios.model import Scenario
-from scenarios.wire import ShardSpec
+from scenarios.wire.contract import ShardSpec
 
 
 def _now() -> dt.datetime:

@@ -20,7 +20,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from scenarios.server_metrics import ipc_to_scrapes
+from scenarios.wire.server_metrics import ipc_to_scrapes
 
 _KEY = ("run_id", "shard_id", "attempt", "scrape_seq")
 _IDENTITY = ("run_id", "stage", "provider", "region", "shard_id", "attempt", "scrape_seq")

@@ -26,7 +26,7 @@ from analytics.report.columns import ReportColumn, UnknownColumnError, select
 from api.cli.errors import exit_for
 from api.schemas import RunPublic, ShardPublic
 from scenarios.errors import BadInput
-from scenarios.wire import ShardState
+from scenarios.wire.contract import ShardState
 
 
 class OutputFormat(StrEnum):

@@ -19,9 +19,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from scenarios.dataset_spec import DatasetWorkload
+from scenarios.datasets.files import WorkloadFileError, read_bounded
+from scenarios.datasets.spec import DatasetWorkload
 from scenarios.settings import env_name
-from scenarios.workload_files import WorkloadFileError, read_bounded
 
 __all__ = ["HUB_INSTALL_HINT", "DatasetBlob", "hub_snapshot", "read_dataset_source"]
 

@@ -17,13 +17,13 @@ from collections.abc import Callable
 
 from analytics.datasets.uploads import DatasetStore, dataset_problems
 from api.cli.dataset_files import DatasetBlob, read_dataset_source
-from scenarios.dataset_formats import Conversion
-from scenarios.dataset_spec import DatasetWorkload
+from scenarios.datasets.files import WorkloadFileError, read_bounded
+from scenarios.datasets.formats import Conversion
+from scenarios.datasets.spec import DatasetWorkload
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
 from scenarios.settings import ApiSettings
-from scenarios.tokenizer_files import TokenizerUnavailable, local_tokenizer_file
-from scenarios.workload_files import WorkloadFileError, read_bounded
+from scenarios.tokenizers.files import TokenizerUnavailable, local_tokenizer_file
 
 __all__ = [
     "Upload",

@@ -22,7 +22,7 @@ from api.cli.console import OutputFormat, print_report
 from api.cli.errors import exit_for
 from api.cli.streams import stderr, stdout
 from scenarios.errors import BadInput
-from scenarios.wire import RunState
+from scenarios.wire.contract import RunState
 
 
 def write_report(

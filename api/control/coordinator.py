@@ -25,14 +25,7 @@ from analytics.store.runs import RunStore
 from api.control.planner import Stage
 from scenarios.model import Scenario
 from scenarios.settings import env_name
-from scenarios.wire import (
-    IN_FLIGHT,
-    SETTLED,
-    EventType,
-    RunState,
-    ShardSpec,
-    ShardState,
-)
+from scenarios.wire.contract import IN_FLIGHT, SETTLED, EventType, RunState, ShardSpec, ShardState
 
 # Fields of `shard_finished` that describe the lifecycle; the rest is the client's
 # self-measurement (docs/load.md), stored as the attempt's health.

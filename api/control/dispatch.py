@@ -24,7 +24,7 @@ from analytics.datasets.uploads import DatasetStore, UnknownDatasetError, worklo
 from api.control.coordinator import Coordinator, ShardProgress
 from api.control.redis_faults import prepare_redispatch
 from api.control.run_spec import RunSpecParts
-from scenarios.wire import (
+from scenarios.wire.contract import (
     DATASET_TTL_S,
     RUN_SHARD,
     dataset_key,

@@ -59,7 +59,7 @@ from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
-from scenarios.wire import (
+from scenarios.wire.contract import (
     RunState,
     attempts_key,
     batch_seq_key,

@@ -48,8 +48,8 @@ from api.control.parts import (
 from scenarios.limits import MAX_SHARDS_PER_RUN
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
-from scenarios.providers import Provider
-from scenarios.wire import ShardRate, ShardSpec
+from scenarios.providers.kinds import Provider
+from scenarios.wire.contract import ShardRate, ShardSpec
 
 # Parts a level is split into, by region (the same for each provider of the level).
 Parts = Mapping[str, int]

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from redis.asyncio import Redis
 
-from scenarios.shard_payload import message_task_id, of_run
+from scenarios.wire.shard_payload import message_task_id, of_run
 
 # kombu.transport.redis.Channel's defaults (sep, priority_steps, unacked keys).
 PRIORITY_SEP: Final = "\x06\x16"

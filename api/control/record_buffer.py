@@ -39,7 +39,7 @@ import duckdb
 from redis.asyncio import Redis
 
 from analytics.store.ingest import BatchMessage, IngestProfile, IngestResult, ingest_batches
-from scenarios.wire import RecordBatch
+from scenarios.wire.contract import RecordBatch
 
 __all__ = [
     "FLUSH_ROWS",

@@ -35,7 +35,7 @@ from api.control.redis_faults import (
 from api.control.session_coordinator import SessionCoordinator
 from api.control.streams import StreamConsumer
 from scenarios.settings import ControlSettings, env_name
-from scenarios.wire import (
+from scenarios.wire.contract import (
     IN_FLIGHT,
     ShardState,
     cancel_key,

@@ -23,7 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from scenarios.wire import KEY_PREFIX, attempts_key, batch_seq_key, owner_key, token_key
+from scenarios.wire.contract import KEY_PREFIX, attempts_key, batch_seq_key, owner_key, token_key
 
 # Redis or the broker unreachable, restarting or loading its data.
 UNREACHABLE_ERRORS: tuple[type[BaseException], ...] = (

@@ -22,7 +22,7 @@ from api.control.run_spec import check_queued_bytes
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
 from scenarios.stages import scheduled_rate
-from scenarios.wire import SETTLED, RunState, ShardState
+from scenarios.wire.contract import SETTLED, RunState, ShardState
 
 
 class RunCoordinator(Coordinator):

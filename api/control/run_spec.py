@@ -1,4 +1,4 @@
-"""The control plane's side of shard messages by reference (``scenarios/shard_payload.py``).
+"""The control plane's side of shard messages by reference (``scenarios/wire/shard_payload.py``).
 
 Before a shard's task is sent, its provider and workload are made present in the run's
 spec hash in Redis (set again if Redis lost them, as datasets are) and the TTL of the
@@ -19,17 +19,17 @@ from redis.asyncio import Redis
 from redis.typing import EncodableT
 
 from scenarios.loader import Problem, ScenarioError
-from scenarios.providers import Provider
+from scenarios.providers.kinds import Provider
 from scenarios.settings import env_name
-from scenarios.shard_payload import (
+from scenarios.wire.contract import RUN_SPEC_TTL_S, ShardMessage, ShardSpec, run_spec_key
+from scenarios.wire.shard_payload import (
     QueuedBytes,
     SpecPart,
     encode_part,
     queued_bytes,
     shard_message,
 )
-from scenarios.wire import RUN_SPEC_TTL_S, ShardMessage, ShardSpec, run_spec_key
-from scenarios.workload import Workload
+from scenarios.workload.spec import Workload
 
 
 class RunSpecParts:

@@ -18,7 +18,7 @@ from api.control.planner import Stage, plan_run, stored_stages
 from api.control.run_coordinator import RunCoordinator
 from api.schemas import RunPublic, ShardPublic, StageEndPublic, StagePublic
 from scenarios.model import Scenario
-from scenarios.wire import SETTLED, ShardState
+from scenarios.wire.contract import SETTLED, ShardState
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from analytics.store.runs import PlannedShard, RunStore
 from api.control.coordinator import Coordinator, ShardProgress
 from scenarios.gateway_config import GatewayConfig
 from scenarios.model import Scenario
-from scenarios.wire import PRIMARY_SHARD, RunState, shadow_shard_id
+from scenarios.wire.contract import PRIMARY_SHARD, RunState, shadow_shard_id
 
 
 def session_shards(config: GatewayConfig) -> list[SessionShard]:

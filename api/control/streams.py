@@ -27,7 +27,7 @@ from analytics.telemetry.ingest import ingest_scrapes
 from api.control.coordinator import Coordinator, about_run
 from api.control.record_buffer import RecordBuffer, store_due
 from api.control.session_coordinator import SessionCoordinator
-from scenarios.wire import (
+from scenarios.wire.contract import (
     MetricsBatch,
     StreamKind,
     captures_stream,

@@ -29,7 +29,7 @@ import httpx
 from analytics.store.upstream_log import store_upstream_entries, store_upstream_summary
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_REQUEST_LOG_PAGE
-from scenarios.upstreams import UPSTREAM_HOST, Upstream
+from scenarios.providers.upstreams import UPSTREAM_HOST, Upstream
 from workers.simulator.process import READY_PREFIX
 
 __all__ = ["UpstreamCollector", "local_upstreams"]

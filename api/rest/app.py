@@ -28,7 +28,7 @@ from api.rest.scenario_store import ScenarioStore
 from api.schedules.service import ScheduleService
 from api.schemas import RunCreate
 from scenarios.settings import Settings, env_name
-from scenarios.wire import REDIS_CLIENT_OPTIONS
+from scenarios.wire.contract import REDIS_CLIENT_OPTIONS
 
 DOCS_ASSETS_URL = "/docs-assets"
 

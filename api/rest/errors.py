@@ -34,7 +34,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from scenarios.egress import EgressDenied
 from scenarios.errors import (
     KINDS,
     BadInput,
@@ -46,6 +45,7 @@ from scenarios.errors import (
 )
 from scenarios.limits import MAX_DOCUMENT_DEPTH
 from scenarios.loader import ScenarioError
+from scenarios.security.egress import EgressDenied
 
 log = logging.getLogger("tokenbench.api")
 

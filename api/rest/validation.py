@@ -7,13 +7,13 @@ from typing import Any
 from analytics.datasets.uploads import DatasetStore, dataset_problems
 from api.rest.errors import ProviderEgressDenied
 from api.schemas import RunOverrides
-from scenarios.egress import EgressDenied, check_url, metrics_endpoints, provider_endpoints
 from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import MAX_DURATION_S, MAX_TOTAL_REQUESTS
 from scenarios.loader import Problem, ScenarioError, parse_scenario, validate_scenario
 from scenarios.model import Scenario
 from scenarios.overrides import apply_overrides
-from scenarios.providers import SimulatedProvider
+from scenarios.providers.kinds import SimulatedProvider
+from scenarios.security.egress import EgressDenied, check_url, metrics_endpoints, provider_endpoints
 from scenarios.settings import EgressSettings
 
 

@@ -1,7 +1,7 @@
 """The regression webhook: a small JSON POST to the URL a schedule names.
 
 A webhook URL comes from an untrusted REST submitter, so it is treated as a provider
-URL is (scenarios/egress.py): checked by the egress policy when the schedule is
+URL is (scenarios/security/egress.py): checked by the egress policy when the schedule is
 accepted (no DNS: a 422 at ``webhook_url``), and again when sending, after DNS: the
 name is resolved once, every address checked, and the request goes to exactly the
 checked address (Host header and TLS server name stay the URL's), so a name that
@@ -11,7 +11,7 @@ bounded, and the body carries no secret: ids, provider names and figures only.
 
 The URL itself is a credential (``user:password@``, ``?token=``, a hook's secret path):
 it is sent as given (user and password as Basic auth, as httpx does), but every read
-path shows only :func:`scenarios.redaction.public_url` of it: the REST schedule views
+path shows only :func:`scenarios.security.redaction.public_url` of it: the REST schedule views
 (and so the CLI), each delivery's message (:func:`shown`), and the SQL API's copy of the
 database (analytics/query/snapshot.py rewrites the column there).
 """
@@ -26,8 +26,8 @@ from typing import Any
 
 import httpx
 
-from scenarios.egress import EgressDenied, EgressGuard, check_url, url_host
-from scenarios.redaction import public_url, redact
+from scenarios.security.egress import EgressDenied, EgressGuard, check_url, url_host
+from scenarios.security.redaction import public_url, redact
 from scenarios.settings import EgressSettings
 
 EVENT = "tokenbench.regression"
@@ -67,7 +67,7 @@ def check_webhook_url(url: str, policy: EgressSettings) -> None:
 def shown(message: str, url: str) -> str:
     """A delivery's message as stored and shown with the schedule: the webhook URL (and
     its password, if any) in its public form, then the usual redaction (no secrets, no
-    URL query or user part; scenarios/redaction.py)."""
+    URL query or user part; scenarios/security/redaction.py)."""
     if not url:
         return redact(message)
     try:

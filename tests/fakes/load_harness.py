@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scenarios.providers import OpenAIProvider
+from scenarios.providers.kinds import OpenAIProvider
 from tests.fakes.sse_server import READY_PREFIX
 from workers.client.adapters import openai_chat
 from workers.client.adapters.post_stream import PostStreamAdapter

@@ -26,7 +26,7 @@ import redis
 import yaml
 
 from api.local.redis_server import RedisServer, free_port
-from scenarios.wire import heartbeat_key, owner_key
+from scenarios.wire.contract import heartbeat_key, owner_key
 from tests.conftest import API_TOKEN, REPO, Proc, start_control_plane, start_worker
 from tests.faults.conftest import scenario, wait_for
 

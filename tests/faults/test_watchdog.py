@@ -21,7 +21,7 @@ from api.control.plane import ControlPlane
 from api.local.redis_server import RedisServer
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
-from scenarios.wire import region_queue
+from scenarios.wire.contract import region_queue
 from tests.faults.conftest import MISSING, scenario
 from workers.runtime.broker import TRANSPORT
 

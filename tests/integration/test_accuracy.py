@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from scenarios.workload import FixedLength, MixClass, Workload
+from scenarios.workload.spec import FixedLength, MixClass, Workload
 from tests.fakes.load_harness import run_load
 from workers.load.closed_loop import ClosedLoop, RequestSource
 from workers.prompts.plan import request_planner

@@ -24,7 +24,7 @@ import yaml
 
 from analytics.decide.capacity_search import region_verdict
 from api.local.redis_server import RedisServer
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from tests.conftest import API_TOKEN, CliResult, start_control_plane, start_worker
 from workers.simulator.capacity import model_capacity, stage_ttfts_ms
 

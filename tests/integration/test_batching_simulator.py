@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.client.adapters.openai_chat import chat_adapter
 from workers.client.http import make_client
 from workers.client.result import RequestResult

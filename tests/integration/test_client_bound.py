@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scenarios.workload import FixedLength, MixClass, Workload
+from scenarios.workload.spec import FixedLength, MixClass, Workload
 from tests.conftest import CliResult
 from tests.fakes.load_harness import run_load
 from workers.client.result import RequestResult

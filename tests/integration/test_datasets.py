@@ -27,7 +27,7 @@ from analytics.datasets.uploads import content_id
 from api.local.redis_server import RedisServer
 from scenarios.loader import validate_scenario
 from scenarios.settings import RedisSettings, Settings
-from scenarios.wire import ShardSpec, dataset_key, events_stream
+from scenarios.wire.contract import ShardSpec, dataset_key, events_stream
 from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait_for_run
 from tests.fakes.catcher import Catcher
 from tests.support.tiny_tokenizer import train_bpe

@@ -13,11 +13,11 @@ from redis.asyncio import Redis
 
 from api.control.planner import plan_run
 from api.local.redis_server import RedisServer
-from scenarios.client_bound import ClientHealth, client_bound_reasons
+from scenarios.load.client_bound import ClientHealth, client_bound_reasons
 from scenarios.loader import validate_scenario
-from scenarios.records import ipc_to_table
 from scenarios.settings import EgressSettings, RedisSettings, Settings
-from scenarios.wire import ShardSpec, events_stream, records_stream
+from scenarios.wire.contract import ShardSpec, events_stream, records_stream
+from scenarios.wire.records import ipc_to_table
 from tests.fakes.load_harness import sse_server
 from tests.fakes.sse_server import prompt_key
 from workers.client.http import make_client

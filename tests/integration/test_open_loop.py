@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scenarios.workload import FixedLength, MixClass, Workload
+from scenarios.workload.spec import FixedLength, MixClass, Workload
 from tests.fakes.load_harness import ks_exponential, run_load, sse_server
 from workers.load.open_loop import OpenLoop
 from workers.load.schedule import arrival_offsets, part_arrivals, schedule_rng

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from api.local.redis_server import RedisServer
-from scenarios.wire import heartbeat_key
+from scenarios.wire.contract import heartbeat_key
 from tests.conftest import API_TOKEN, start_control_plane, start_worker
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from api.local.redis_server import free_port
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from tests.conftest import REPO
 from workers.client.adapters import openai_chat
 from workers.client.errors import ErrorClass

@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from api.local.redis_server import RedisServer
-from scenarios.wire import heartbeat_pattern
+from scenarios.wire.contract import heartbeat_pattern
 from tests.conftest import API_TOKEN, REPO, Proc, start_control_plane, start_worker, wait_for_run
 from tests.support.descriptors import settle, sockets_of
 

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from analytics.datasets.fingerprint import run_dataset
-from scenarios.workload import Workload
+from scenarios.workload.spec import Workload
 from tests.conftest import API_TOKEN, CliResult, Proc, start_control_plane, wait_for_run
 from tests.support.dataset_files import (
     HUB_COMMIT,

@@ -7,7 +7,7 @@ this stack. URLs a provider's *answer* hands back (Replicate's stream and poll U
 held to the same rules plus the key's binding: a forbidden one makes the request an
 error row and nothing is sent there. (The pinned-address and DNS-rebinding behaviour
 of the transport is tested on real sockets with an injected resolver in
-tests/unit/scenarios/test_egress.py.)
+tests/unit/scenarios/security/test_egress.py.)
 """
 
 from __future__ import annotations

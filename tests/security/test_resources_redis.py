@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from scenarios.settings import env_name
-from scenarios.wire import region_queue, run_spec_key
+from scenarios.wire.contract import region_queue, run_spec_key
 from tests.conftest import API_TOKEN, start_control_plane
 from tests.security.conftest import REGION, HostileStack, scenario_with, simulated
 

@@ -19,10 +19,10 @@ import pytest
 import redis
 from tokenizers import Tokenizer
 
-from scenarios.tokenizer_files import TokenizerUnavailable
-from scenarios.tokenizer_probe import check_tokenizer, count_in_child
-from scenarios.tokenizer_ref import TokenizerRef
-from scenarios.wire import dataset_key
+from scenarios.tokenizers.files import TokenizerUnavailable
+from scenarios.tokenizers.probe import check_tokenizer, count_in_child
+from scenarios.tokenizers.ref import TokenizerRef
+from scenarios.wire.contract import dataset_key
 from tests.security.conftest import HostileStack, scenario_with, simulated
 from tests.support.hostile_tokenizer import (
     TARGETED_TEXT,
@@ -53,7 +53,7 @@ def no_probe_left() -> bool:
     plane's and the worker's included)."""
     for child in psutil.Process().children(recursive=True):
         try:
-            if "scenarios.tokenizer_probe" in child.cmdline():
+            if "scenarios.tokenizers.probe" in child.cmdline():
                 return False
         except psutil.NoSuchProcess:
             continue

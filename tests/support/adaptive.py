@@ -12,8 +12,8 @@ from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import RunStore
 from api.control.run_coordinator import RunCoordinator
 from scenarios.model import Scenario
-from scenarios.records import batch_to_ipc, records_to_batch
 from scenarios.stages import load_kind
+from scenarios.wire.records import batch_to_ipc, records_to_batch
 from tests.support.builders import S, ok_result
 from workers.client.result import RequestResult
 from workers.prompts.plan import PlannedRequest

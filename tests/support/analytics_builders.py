@@ -12,7 +12,7 @@ import duckdb
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
-from scenarios.records import batch_to_ipc, records_to_batch
+from scenarios.wire.records import batch_to_ipc, records_to_batch
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
 from workers.prompts.plan import PlannedRequest

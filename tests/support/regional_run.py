@@ -16,7 +16,7 @@ from analytics.store.db import connect
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
 from scenarios.model import Scenario
-from scenarios.records import batch_to_ipc, records_to_batch
+from scenarios.wire.records import batch_to_ipc, records_to_batch
 from tests.support.builders import MS, S, failed_result, ok_result
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from workers.client.errors import ErrorClass

@@ -1,4 +1,4 @@
-"""Scrape rows of server telemetry (scenarios/server_metrics.py), as a worker publishes them."""
+"""Scrape rows of server telemetry (scenarios/wire/server_metrics.py), as a worker publishes them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import duckdb
 
 from analytics.telemetry.ingest import ingest_scrapes
-from scenarios.server_metrics import scrapes_to_ipc
+from scenarios.wire.server_metrics import scrapes_to_ipc
 from tests.support.builders import REPORT_SCENARIO, evenly_paced, store_run
 
 S = 1_000_000_000

@@ -18,7 +18,7 @@ from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
 from api.local.redis_server import free_port
 from scenarios.model import Scenario
-from scenarios.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
+from scenarios.wire.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
 from tests.support.builders import ok_result
 from workers.prompts.plan import PlannedRequest
 from workers.shard.rows import RowContext, record_row

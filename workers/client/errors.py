@@ -7,7 +7,7 @@
       IncompleteAnswer              a well-framed stream whose answer never said it ended
 
 Transport errors (httpx, aiohttp beneath it, asyncio timeouts) are classified here and
-nowhere else; messages are redacted and bounded (scenarios/redaction.py) before they leave
+nowhere else; messages are redacted and bounded (scenarios/security/redaction.py) before they leave
 the worker, here and again when a record is built (workers/shard/rows.py).
 """
 
@@ -18,7 +18,7 @@ from enum import StrEnum
 
 import httpx
 
-from scenarios.redaction import MAX_MESSAGE_CHARS, redact
+from scenarios.security.redaction import MAX_MESSAGE_CHARS, redact
 
 __all__ = [
     "MAX_MESSAGE_CHARS",

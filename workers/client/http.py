@@ -14,7 +14,7 @@ limits, that package leaves aiohttp's ``TCPConnector`` at *its* default of 100
 connections, so stream 101 onwards queued inside the client and the queueing was timed
 as TTFT (benchmarks/client_capacity.py showed a 1.4 s TTFT error at 256 streams).
 
-Egress: a worker's client is built with an :class:`~scenarios.egress.EgressGuard` that
+Egress: a worker's client is built with an :class:`~scenarios.security.egress.EgressGuard` that
 the ``arrival`` transport applies to every connection. The other transports exist for
 the client benchmarks only and cannot enforce it, so asking for one with a guard is an
 error rather than a silently unguarded client. No client follows redirects: a 3xx
@@ -29,7 +29,7 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from scenarios.egress import EgressGuard
+from scenarios.security.egress import EgressGuard
 from workers.client.transport import ArrivalTransport
 
 Transport = Literal["arrival", "aiohttp", "aiohttp-100", "native"]

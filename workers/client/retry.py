@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 
-from scenarios.provider_base import RetryPolicy
+from scenarios.providers.base import RetryPolicy
 from workers.client.errors import ErrorClass, RequestFailure, http_failure
 from workers.client.result import RequestResult
 

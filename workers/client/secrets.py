@@ -4,13 +4,13 @@ A worker holds its organisation's provider keys in its environment; a scenario o
 names the *variable* holding a key (``api_key_env`` and the like). A submitter does not
 own those keys, so naming a variable must not be enough to send its value anywhere: the
 worker sends a value only to the places the variable is bound to, each a rule
-``[scheme://]host[:port]`` (scenarios/host_rules.py): over TLS to port 443 unless the
+``[scheme://]host[:port]`` (scenarios/security/host_rules.py): over TLS to port 443 unless the
 rule says ``http://`` or names a port, to a host matching the rule's pattern (``*`` is
 one DNS label).
 
 Bindings come from two places, merged:
 
-* the preset catalog (``scenarios/presets/catalog.yaml``): each preset's key variables
+* the preset catalog (``scenarios/providers/presets/catalog.yaml``): each preset's key variables
   to that preset's hosts, so ``preset: groq`` with ``GROQ_API_KEY`` works as is (and
   goes to ``https://api.groq.com`` only);
 * the operator: ``TOKENBENCH__WORKER__SECRET_HOSTS``, a JSON object of variable → rules,
@@ -35,16 +35,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scenarios.egress import (
+from scenarios.errors import Refused
+from scenarios.providers.presets import preset_secret_hosts
+from scenarios.security.egress import (
     EgressDenied,
     metrics_endpoints,
     normalise_host,
     provider_endpoints,
     url_host,
 )
-from scenarios.errors import Refused
-from scenarios.host_rules import DEFAULT_PORTS, HostRule, InvalidHostRule, host_matches, parse_rule
-from scenarios.presets import preset_secret_hosts
+from scenarios.security.host_rules import (
+    DEFAULT_PORTS,
+    HostRule,
+    InvalidHostRule,
+    host_matches,
+    parse_rule,
+)
 from scenarios.settings import env_name
 from workers.client.provider_setup import ProviderSetupError
 
@@ -91,7 +97,7 @@ class Secrets:
 
     def check(self, variable: str, url: str, provider: str) -> None:
         """Raise SecretRefused unless ``variable`` may be sent with a request to ``url``
-        (its scheme, host and port: see scenarios/host_rules.py)."""
+        (its scheme, host and port: see scenarios/security/host_rules.py)."""
         try:
             scheme, raw_host, port = url_host(url)
         except EgressDenied as exc:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import httpx
 import orjson
 
-from scenarios.provider_base import ProviderBase, RetryPolicy
+from scenarios.providers.base import ProviderBase, RetryPolicy
 from workers.client.errors import (
     ProtocolFailure,
     RequestFailure,

@@ -37,7 +37,7 @@ import orjson
 from redis.asyncio import Redis
 
 from scenarios.gateway_config import GatewayConfig, parse_gateway_config
-from scenarios.wire import FORWARDED_PARAMS, PRIMARY_SHARD, SESSION_ATTEMPT
+from scenarios.wire.contract import FORWARDED_PARAMS, PRIMARY_SHARD, SESSION_ATTEMPT
 from workers.client.adapters.openai_chat import ChatParser
 from workers.client.errors import ErrorClass, RequestFailure, redact
 from workers.client.result import RequestResult

@@ -15,7 +15,7 @@ import re
 import orjson
 
 from scenarios.gateway_config import GatewayConfig
-from scenarios.providers import AnyProvider, OpenAIProvider
+from scenarios.providers.kinds import AnyProvider, OpenAIProvider
 from workers.client.provider_setup import ProviderSetupError
 from workers.client.secrets import Secrets, owner_bindings
 

@@ -9,7 +9,7 @@ counted, and so is a sample for a region whose broker queue already holds
 stale traffic). Tasks also expire after ``ttl_s``, so a backlog is never worked off
 hours later.
 
-Samples travel in batches (``RUN_SHADOW_BATCH``, ``scenarios.wire.ShadowBatch``): one
+Samples travel in batches (``RUN_SHADOW_BATCH``, ``scenarios.wire.contract.ShadowBatch``): one
 Celery message per region carries every sample the thread found waiting, plus those
 that arrive within ``linger_s`` of the first, up to ``max_batch`` samples,
 ``max_batch_bytes`` of request bodies or a second of arrivals. Publishing a message cost
@@ -40,7 +40,7 @@ from typing import Any
 import redis
 from celery import Celery
 
-from scenarios.wire import (
+from scenarios.wire.contract import (
     MAX_SHADOW_BATCH,
     MAX_SHADOW_BATCH_SPAN_MS,
     RUN_SHADOW_BATCH,

@@ -49,7 +49,7 @@ import orjson
 
 from scenarios.gateway_config import GatewayConfig
 from scenarios.limits import MAX_GATEWAY_FALLBACKS
-from scenarios.providers import AnyProvider, OpenAIProvider, SimulatedProvider
+from scenarios.providers.kinds import AnyProvider, OpenAIProvider, SimulatedProvider
 from workers.gateway.connection import ClientConnection, Request
 from workers.gateway.exchange import Exchange, error_body, now
 from workers.gateway.handoff import MAX_BUFFER_BYTES, Handoff, frame

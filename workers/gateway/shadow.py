@@ -30,8 +30,8 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from scenarios.egress import EgressDenied, check_provider_egress
-from scenarios.wire import (
+from scenarios.security.egress import EgressDenied, check_provider_egress
+from scenarios.wire.contract import (
     DEFAULT_MAX_TOKENS,
     SESSION_ATTEMPT,
     STREAM_MAXLEN,

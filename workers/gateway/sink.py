@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from scenarios.wire import PRIMARY_SHARD, STREAM_MAXLEN, capture_fields, captures_stream
+from scenarios.wire.contract import PRIMARY_SHARD, STREAM_MAXLEN, capture_fields, captures_stream
 from workers.gateway.shadow import publish_rows
 
 log = logging.getLogger("tokenbench.gateway")

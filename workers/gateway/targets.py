@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from scenarios.providers import AnyProvider
+from scenarios.providers.kinds import AnyProvider
 from workers.client.request_ids import REQUEST_ID_HEADER
 from workers.gateway.upstream import Origin, UpstreamPool
 

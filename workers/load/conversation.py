@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scenarios.datasets.files import Message, prompt_text
 from scenarios.limits import MAX_ANSWER_CHARS_PER_TOKEN
-from scenarios.workload_files import Message, prompt_text
 from workers.client.result import RequestResult
 from workers.load.session_plans import PlannedSession
 from workers.prompts.plan import PlannedRequest, PromptMaker, SessionTurn, estimate_tokens

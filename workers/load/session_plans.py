@@ -25,8 +25,9 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from scenarios.datasets.files import FileEntry
 from scenarios.limits import MAX_SESSION_TURNS
-from scenarios.sessions import (
+from scenarios.workload.sessions import (
     ExponentialSeconds,
     FixedSeconds,
     FixedTurns,
@@ -37,8 +38,7 @@ from scenarios.sessions import (
     UniformSeconds,
     UniformTurns,
 )
-from scenarios.workload import Workload
-from scenarios.workload_files import FileEntry
+from scenarios.workload.spec import Workload
 from workers.prompts.plan import PlannedRequest, PromptMaker, plan_from_entry, request_planner
 
 __all__ = [

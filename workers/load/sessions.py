@@ -26,9 +26,9 @@ from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
+from scenarios.datasets.files import FileEntry
 from scenarios.limits import MAX_TOKENS
-from scenarios.wire import ShardSpec
-from scenarios.workload_files import FileEntry
+from scenarios.wire.contract import ShardSpec
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
 from workers.load.closed_loop import ClosedLoop, RequestSource

@@ -12,8 +12,8 @@ from array import array
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from scenarios.wire import ShardSpec
-from scenarios.workload_files import FileEntry, WorkloadFileError
+from scenarios.datasets.files import FileEntry, WorkloadFileError
+from scenarios.wire.contract import ShardSpec
 from workers.client.result import RequestResult
 from workers.load.closed_loop import ClosedLoop, RequestSource
 from workers.load.open_loop import OpenLoop

@@ -21,7 +21,7 @@ from typing import Protocol
 import orjson
 from redis.asyncio import Redis
 
-from scenarios.wire import calibration_key
+from scenarios.wire.contract import calibration_key
 from workers.prompts.plan import PlannedRequest, PromptText, make_prompt
 
 __all__ = ["MIN_SAMPLES", "Answer", "CalibratedPrompts", "LengthFit", "load_fit", "save_fit"]

@@ -25,8 +25,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scenarios.dataset_spec import DatasetWorkload
-from scenarios.workload_files import FileEntry, WorkloadFileError, first_turn, prompt_text
+from scenarios.datasets.files import FileEntry, WorkloadFileError, first_turn, prompt_text
+from scenarios.datasets.spec import DatasetWorkload
 
 __all__ = ["DatasetRow", "DatasetRows", "prepare_rows"]
 

@@ -3,7 +3,7 @@
 ``workload.dataset`` rows are also counted and filtered off the event loop, once per
 dataset, tokenizer and filters (:meth:`DatasetCache.workload_rows`).
 
-The control plane puts a dataset's bytes in Redis (``scenarios.wire.dataset_key``)
+The control plane puts a dataset's bytes in Redis (``scenarios.wire.contract.dataset_key``)
 before it dispatches a shard that uses it; the worker never reads a file a scenario
 names. The size is checked before the bytes are fetched, the parse runs in a thread (a
 large dataset must not stall the measurement of the other shards on this event loop),
@@ -18,10 +18,10 @@ from collections import OrderedDict
 
 from redis.asyncio import Redis
 
+from scenarios.datasets.files import FileEntry, WorkloadFileError, parse_entries
 from scenarios.settings import env_name
-from scenarios.wire import dataset_key
-from scenarios.workload import Workload
-from scenarios.workload_files import FileEntry, WorkloadFileError, parse_entries
+from scenarios.wire.contract import dataset_key
+from scenarios.workload.spec import Workload
 from workers.prompts.dataset_requests import DatasetRows
 from workers.prompts.plan import PromptMaker, dataset_rows
 

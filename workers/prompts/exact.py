@@ -15,8 +15,8 @@ import random
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from scenarios.tokenizer_files import TokenizerUnavailable
-from scenarios.tokenizer_probe import count_in_child
+from scenarios.tokenizers.files import TokenizerUnavailable
+from scenarios.tokenizers.probe import count_in_child
 from workers.prompts.plan import PromptText
 
 if TYPE_CHECKING:

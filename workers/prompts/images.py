@@ -28,8 +28,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scenarios.images import ImagesSpec, require_pillow
 from scenarios.limits import MAX_IMAGE_BYTES
+from scenarios.workload.images import ImagesSpec, require_pillow
 
 if TYPE_CHECKING:
     from PIL import Image

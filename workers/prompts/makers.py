@@ -8,7 +8,7 @@ from collections import OrderedDict
 
 from redis.asyncio import Redis
 
-from scenarios.workload import Workload
+from scenarios.workload.spec import Workload
 from workers.prompts.calibration import CalibratedPrompts, load_fit
 from workers.prompts.exact import ExactPrompts
 from workers.prompts.plan import WORDS, PromptMaker, WordPrompts

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from scenarios.workload import (
+from scenarios.datasets.files import FileEntry, WorkloadFileError, prompt_text
+from scenarios.workload.spec import (
     FixedLength,
     LengthDist,
     LognormalLength,
@@ -27,7 +28,6 @@ from scenarios.workload import (
     UniformLength,
     Workload,
 )
-from scenarios.workload_files import FileEntry, WorkloadFileError, prompt_text
 from workers.prompts.dataset_requests import DatasetRow, DatasetRows, prepare_rows
 from workers.prompts.images import ImagePool, RequestImages, image_pool
 

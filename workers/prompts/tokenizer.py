@@ -8,7 +8,7 @@ not there and the hub is reachable (never with ``HF_HUB_OFFLINE=1``); a gated mo
 needs ``HF_TOKEN`` in the worker's environment; a file larger than the dataset cap is
 refused before it is fetched. Loading and parsing run off the event loop, after a child
 process has loaded the tokenizer and encoded a probe text within a time limit
-(``scenarios/tokenizer_probe.py``): a tokenizer whose regex backtracks catastrophically
+(``scenarios/tokenizers/probe.py``): a tokenizer whose regex backtracks catastrophically
 fails the shard with its name instead of hanging it.
 """
 
@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING
 from redis.asyncio import Redis
 
 from scenarios.settings import env_name
-from scenarios.tokenizer_files import (
+from scenarios.tokenizers.files import (
     INSTALL_HINT,
     TokenizerUnavailable,
     local_tokenizer_file,
     tokenizer_from_bytes,
     tokenizers_module,
 )
-from scenarios.tokenizer_probe import check_tokenizer
-from scenarios.tokenizer_ref import TokenizerRef
+from scenarios.tokenizers.probe import check_tokenizer
+from scenarios.tokenizers.ref import TokenizerRef
 from workers.prompts.datasets import dataset_bytes
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ async def workload_tokenizer(redis: Redis, ref: TokenizerRef, max_bytes: int) ->
 
 def checked_tokenizer(data: bytes, source: str) -> Tokenizer:
     """The tokenizer in ``data``, once a child process has loaded it and encoded the
-    probe within the time limit (``scenarios/tokenizer_probe.py``; remembered by content
+    probe within the time limit (``scenarios/tokenizers/probe.py``; remembered by content
     hash): a tokenizer that would hang this process's encoding fails here, naming
     ``source``, instead. Blocking: call it off the event loop."""
     check_tokenizer(data, source)

@@ -22,9 +22,9 @@ from typing import Any
 from kombu.transport import TRANSPORT_ALIASES
 from kombu.transport import redis as kombu_redis
 
-from scenarios.wire import REDIS_CLIENT_OPTIONS
+from scenarios.wire.contract import REDIS_CLIENT_OPTIONS
 
-# Every Redis client of a worker: see scenarios.wire.REDIS_CLIENT_OPTIONS.
+# Every Redis client of a worker: see scenarios.wire.contract.REDIS_CLIENT_OPTIONS.
 CLIENT_OPTIONS: dict[str, Any] = dict(REDIS_CLIENT_OPTIONS)
 
 # The same for the broker connections (kombu transport options, docs/security.md).

@@ -15,7 +15,7 @@ from typing import Any
 from celery import Celery
 
 from scenarios.settings import get_settings
-from scenarios.wire import region_queue
+from scenarios.wire.contract import region_queue
 from workers.runtime.broker import TRANSPORT, TRANSPORT_OPTIONS
 
 app = Celery("tokenbench", set_as_current=False)

@@ -2,7 +2,7 @@
 
 Created on the worker's event loop on first use and kept for the process's lifetime.
 The HTTP client checks every connection it opens against the egress policy
-(``scenarios/egress.py``); the simulated endpoints this worker starts are trusted by
+(``scenarios/security/egress.py``); the simulated endpoints this worker starts are trusted by
 exact address and port. Adapters read keys only through ``secrets``
 (``workers/client/secrets.py``), which releases a value only for hosts its variable is bound to.
 """
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import httpx
 from redis.asyncio import Redis
 
-from scenarios.egress import EgressGuard
-from scenarios.provider_base import ProviderBase
+from scenarios.providers.base import ProviderBase
+from scenarios.security.egress import EgressGuard
 from scenarios.settings import Settings, env_name, get_settings
 from workers.client.adapters import AdapterContext
 from workers.client.http import make_client

@@ -28,7 +28,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from scenarios.settings import env_name, get_settings
-from scenarios.wire import heartbeat_key, heartbeat_pattern, region_queue
+from scenarios.wire.contract import heartbeat_key, heartbeat_pattern, region_queue
 from workers.runtime.broker import CLIENT_OPTIONS
 from workers.runtime.celery_app import app
 from workers.runtime.context import stop_simulators

@@ -23,11 +23,11 @@ import time
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from scenarios.egress import EgressDenied, check_provider_egress
-from scenarios.images import ImagesUnavailable
+from scenarios.datasets.files import FileEntry, WorkloadFileError
+from scenarios.security.egress import EgressDenied, check_provider_egress
 from scenarios.stages import load_kind
-from scenarios.tokenizer_files import TokenizerUnavailable
-from scenarios.wire import (
+from scenarios.tokenizers.files import TokenizerUnavailable
+from scenarios.wire.contract import (
     EventType,
     ShardSpec,
     attempts_key,
@@ -35,7 +35,7 @@ from scenarios.wire import (
     done_key,
     stop_key,
 )
-from scenarios.workload_files import FileEntry, WorkloadFileError
+from scenarios.workload.images import ImagesUnavailable
 from workers.client.adapters import Adapter, AdapterContext, ProviderSetupError, build_adapter
 from workers.client.prewarm import arrival_transport, prewarmed
 from workers.client.result import RequestResult

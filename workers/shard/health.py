@@ -6,7 +6,7 @@ stretch since its previous wake-up (the loop was busy or not running: a late win
 The transport reports the stretches in which the client did not read its sockets
 (``READ_GAPS``). Each request adds its schedule lag (sent − intended start) and its token
 stamps. ``summary()`` turns them into the ``shard_finished`` fields of docs/load.md and
-the ``client-bound`` verdict of ``scenarios.client_bound``.
+the ``client-bound`` verdict of ``scenarios.load.client_bound``.
 
 Why gaps and token stamps: arrival stamps are the kernel's receive times
 (``workers/client/transport/arrival.py``), so a late read by itself costs nothing. It
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from scenarios.client_bound import ClientHealth, client_bound_note, client_bound_reasons
+from scenarios.load.client_bound import ClientHealth, client_bound_note, client_bound_reasons
 from workers.client.prewarm import Prewarmed
 from workers.client.result import RequestResult
 from workers.client.transport.arrival import READ_GAP_MIN_NS, READ_GAPS, SO_TIMESTAMPNS

@@ -31,7 +31,7 @@ from redis.typing import EncodableT, FieldT
 
 from scenarios.errors import Unavailable
 from scenarios.settings import env_name
-from scenarios.wire import owner_key, token_key
+from scenarios.wire.contract import owner_key, token_key
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """Reading a Prometheus text exposition for the series of known names, within bounds.
 
 A serving stack's ``/metrics`` answer is mostly histogram buckets nobody here reads
-(vLLM's is hundreds of KB); only the lines of the names in ``scenarios/server_metrics.py``
+(vLLM's is hundreds of KB); only the lines of the names in ``scenarios/wire/server_metrics.py``
 are parsed (a ``startswith`` on each line, then ``prometheus_client``'s parser on the
 few kept), so the cost stays small and a malformed line elsewhere cannot fail a scrape.
 A kept line that does not parse, carries a non-finite value, too many labels or too

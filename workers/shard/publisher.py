@@ -20,7 +20,7 @@ import time
 from redis.asyncio import Redis
 from redis.typing import EncodableT, FieldT
 
-from scenarios.wire import (
+from scenarios.wire.contract import (
     STREAM_MAXLEN,
     EventType,
     RecordBatch,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from scenarios.records import STAMPS
-from scenarios.redaction import redact
+from scenarios.security.redaction import redact
+from scenarios.wire.records import STAMPS
 from workers.client.request_ids import prompt_hash, request_id
 from workers.client.result import RequestResult
 from workers.prompts.plan import PlannedRequest

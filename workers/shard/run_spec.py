@@ -1,4 +1,4 @@
-"""The worker's side of shard messages by reference (``scenarios/shard_payload.py``).
+"""The worker's side of shard messages by reference (``scenarios/wire/shard_payload.py``).
 
 A ``RUN_SHARD`` message carries the digests of its provider and workload; they are read
 from the run's spec hash in Redis, checked against their digests, decoded, and kept
@@ -14,10 +14,10 @@ from typing import Any, Final
 
 from redis.asyncio import Redis
 
-from scenarios.providers import Provider
-from scenarios.shard_payload import decode_provider, decode_workload, digest_of, resolved_spec
-from scenarios.wire import ShardMessage, ShardSpec, run_spec_key
-from scenarios.workload import Workload
+from scenarios.providers.kinds import Provider
+from scenarios.wire.contract import ShardMessage, ShardSpec, run_spec_key
+from scenarios.wire.shard_payload import decode_provider, decode_workload, digest_of, resolved_spec
+from scenarios.workload.spec import Workload
 
 # Decoded parts kept per process: a few runs' providers and workloads.
 CACHE_ENTRIES: Final = 64

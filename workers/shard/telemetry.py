@@ -10,7 +10,7 @@ thread (only the lines of known names, ``workers/shard/prometheus_text.py``).
 
 Every scrape is a row, failed ones included (refused by the egress policy, unbound
 token, HTTP error, timeout, body too large): telemetry never fails a shard. Rows travel
-as Arrow batches on the run's metrics stream (``scenarios/wire.py``), published while
+as Arrow batches on the run's metrics stream (``scenarios/wire/contract.py``), published while
 the execution holds its claim, every ``publish.batch_interval_s`` and at the end; while
 Redis is away they wait, up to ``MAX_BUFFERED_SCRAPES`` (the oldest beyond are dropped,
 logged).
@@ -28,11 +28,11 @@ from typing import Any
 
 import httpx
 
-from scenarios.egress import EgressDenied, check_url
 from scenarios.limits import MAX_METRICS_BODY_BYTES, MAX_METRICS_SCRAPE_S
-from scenarios.provider_base import join_url
-from scenarios.server_metrics import KNOWN_NAMES, ScrapeStatus, scrapes_to_ipc
-from scenarios.wire import STREAM_MAXLEN, MetricsBatch, ShardSpec, metrics_stream
+from scenarios.providers.base import join_url
+from scenarios.security.egress import EgressDenied, check_url
+from scenarios.wire.contract import STREAM_MAXLEN, MetricsBatch, ShardSpec, metrics_stream
+from scenarios.wire.server_metrics import KNOWN_NAMES, ScrapeStatus, scrapes_to_ipc
 from workers.client.provider_setup import ProviderSetupError
 from workers.runtime.context import WorkerContext
 from workers.shard.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying

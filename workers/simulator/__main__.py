@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.simulator.process import run
 
 

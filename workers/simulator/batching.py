@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.simulator.latency import FixedLatency, LatencyModel, sleep_until
 from workers.simulator.scheduler import BatchScheduler, Sequence, Step
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.simulator.scheduler import BatchScheduler, replay
 
 __all__ = ["model_capacity", "stage_ttfts_ms"]

@@ -14,7 +14,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from scenarios.faults import (
+from scenarios.providers.faults import (
     CutFault,
     Fault,
     Http5xxFault,
@@ -22,7 +22,7 @@ from scenarios.faults import (
     ResetFault,
     StallFault,
 )
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 
 
 @dataclass(slots=True)

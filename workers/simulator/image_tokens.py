@@ -19,9 +19,9 @@ import io
 import math
 from typing import Any
 
-from scenarios.images import INSTALL_HINT
 from scenarios.limits import MAX_IMAGE_PIXELS
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
+from scenarios.workload.images import INSTALL_HINT
 
 __all__ = ["ImageRefused", "image_tokens", "patch_tokens", "tile_tokens"]
 

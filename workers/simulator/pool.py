@@ -25,8 +25,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from scenarios.provider_base import ProviderBase
-from scenarios.providers import SimulatedProvider
+from scenarios.providers.base import ProviderBase
+from scenarios.providers.kinds import SimulatedProvider
 from scenarios.settings import env_name
 from workers.simulator.process import FAILED_PREFIX, HOST, READY_PREFIX
 

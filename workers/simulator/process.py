@@ -13,8 +13,8 @@ import asyncio
 import contextlib
 import os
 
-from scenarios.simulate_spec import SimulateSpec
-from scenarios.tokenizer_files import TokenizerUnavailable
+from scenarios.providers.simulate import SimulateSpec
+from scenarios.tokenizers.files import TokenizerUnavailable
 from workers.simulator.server import SimulatorApp, start_server
 
 READY_PREFIX = "TOKENBENCH_SIMULATOR_READY port="

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scenarios.catalog import default_catalog
+from scenarios.providers.simulate import SimulateSpec
 from scenarios.roofline import Assumptions, Deployment, StepCost, memory_fit, resolve_deployment
-from scenarios.simulate_spec import SimulateSpec
 
 if TYPE_CHECKING:
     import asyncio

@@ -31,7 +31,7 @@ import httptools
 import orjson
 
 from scenarios.limits import MAX_REQUEST_LOG_PAGE
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.client.request_ids import REQUEST_ID_HEADER, is_request_id, prompt_hash
 from workers.prompts.tokenizer import load_local_tokenizer
 from workers.simulator.batching import latency_for

@@ -1,5 +1,5 @@
 -- Server telemetry (docs/telemetry.md). `server_metric_names`: the exposed sample names
--- workers keep and the canonical figure each is (scenarios/server_metrics.py NAME_MAP; a
+-- workers keep and the canonical figure each is (scenarios/wire/server_metrics.py NAME_MAP; a
 -- unit test keeps the two equal), with the factor to canonical units and how the series
 -- of one scrape combine (`sum` for counts, `avg` for shares).
 CREATE OR REPLACE VIEW server_metric_names AS

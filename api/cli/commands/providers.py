@@ -30,9 +30,9 @@ from rich.console import Console
 from rich.table import Table
 
 from api.cli.errors import exit_for
-from scenarios.egress import EgressGuard
 from scenarios.loader import ScenarioError, load_scenario
-from scenarios.provider_base import ProviderBase
+from scenarios.providers.base import ProviderBase
+from scenarios.security.egress import EgressGuard
 from scenarios.settings import get_settings
 from workers.client.adapters import AdapterContext, ProviderSetupError, build_adapter
 from workers.client.errors import ErrorClass

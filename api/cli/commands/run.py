@@ -25,11 +25,11 @@ from api.cli.signals import sigterm_as_interrupt
 from api.cli.streams import stderr
 from scenarios.adhoc import AdHocFlags, build_document, parse_list
 from scenarios.errors import BadInput, Unavailable
-from scenarios.images import ImagesUnavailable, require_pillow
 from scenarios.loader import ScenarioError, load_document, validate_scenario
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
-from scenarios.wire import REDIS_CLIENT_OPTIONS
+from scenarios.wire.contract import REDIS_CLIENT_OPTIONS
+from scenarios.workload.images import ImagesUnavailable, require_pillow
 from workers.client.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
 
 

@@ -28,7 +28,7 @@ from api.cli.rest_client import TokenOption, get_json, raise_for, remote
 from api.cli.streams import console_width
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_MIN_CHANGE, MAX_TREND_WINDOW
-from scenarios.redaction import public_url
+from scenarios.security.redaction import public_url
 from scenarios.settings import get_settings
 
 schedule_app = typer.Typer(

@@ -1,6 +1,6 @@
 """``tokenbench simulate``: serve the simulated endpoint, fixed-latency or batching.
 
-The options mirror a scenario's ``simulate`` block (``scenarios.simulate_spec.SimulateSpec``)
+The options mirror a scenario's ``simulate`` block (``scenarios.providers.simulate.SimulateSpec``)
 one for one, so the command line and a scenario describe the same endpoint. Options left
 out take the block's defaults; ``--model`` (a catalog id, as in vLLM) switches to the
 continuous-batching model, and ``--served-model-name`` sets the id the endpoint reports.
@@ -21,8 +21,8 @@ from rich.console import Console
 
 from api.cli.errors import exit_for
 from scenarios.errors import BadInput
-from scenarios.faults import FAULT_KINDS
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.faults import FAULT_KINDS
+from scenarios.providers.simulate import SimulateSpec
 
 _BURST_KEYS = ("every_s", "for_s", "offset_s")
 

@@ -17,12 +17,12 @@ from api.cli.errors import exit_for, load_or_exit
 from api.cli.rest_client import TokenOption, fetch_report, raise_for, remote
 from api.cli.streams import stderr, stdout
 from api.schemas import RunPublic
-from scenarios.dataset_formats import Conversion
+from scenarios.datasets.formats import Conversion
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_ID_CHARS
 from scenarios.model import Scenario
 from scenarios.settings import get_settings
-from scenarios.wire import RunState
+from scenarios.wire.contract import RunState
 
 POLL_S = 0.5
 

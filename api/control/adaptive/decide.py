@@ -47,8 +47,8 @@ from analytics.store.adaptive_runs import (
 )
 from analytics.store.runs import RunStore, transaction
 from api.control.planner import Stage, plan_decided_stage, planned_shards
-from scenarios.adaptive import FindCapacity
 from scenarios.limits import MAX_DURATION_S
+from scenarios.load.adaptive import FindCapacity
 from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
 

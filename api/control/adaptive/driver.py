@@ -6,7 +6,7 @@ stage (``api/control/adaptive/monitor.py``) query DuckDB: each runs in a worker 
 on a cursor of its own, one at a time per run (``AdaptiveState.busy``), so the loop
 keeps serving every run meanwhile. A check runs at most every ``MONITOR_INTERVAL_S``,
 spaced out when it is slow. An early end that acts sets the stop keys of the provider's
-shards of the stage (``scenarios.wire.stop_key``), restored after a restart.
+shards of the stage (``scenarios.wire.contract.stop_key``), restored after a restart.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from api.control.dispatch import live_workers
 from api.control.planner import Stage
 from api.control.run_coordinator import RunCoordinator
 from scenarios.model import Scenario
-from scenarios.wire import RunState, stop_key
+from scenarios.wire.contract import RunState, stop_key
 
 log = logging.getLogger("tokenbench.control")
 # A stop key outlives any stage: a late re-dispatch of a stopped shard must still see it.

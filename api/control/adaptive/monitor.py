@@ -5,7 +5,7 @@ what the workers streamed, for all regions of the stage together: over-saturated
 open loop whose queue grows without bound: ``analytics/decide/saturation.py``), its
 percentile's interval tight enough (``load.stop_when``: ``analytics/decide/early_stop.py``),
 or a capacity stage's verdict already certain. The provider's shards in every region are
-told to stop sending (``scenarios.wire.stop_key``); they finish normally with what they
+told to stop sending (``scenarios.wire.contract.stop_key``); they finish normally with what they
 recorded, and the stage is marked with its evidence (``stage_outcomes``).
 
 The queries run on a cursor of their own in a worker thread (``stage_figures`` reads a

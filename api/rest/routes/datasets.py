@@ -25,11 +25,11 @@ from pydantic import BaseModel, Field
 from analytics.datasets.uploads import DatasetInfo, DatasetStore
 from api.rest.deps import Authenticated, CursorDep, HeavyDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, UnsupportedMediaType
-from scenarios.dataset_formats import Conversion
-from scenarios.dataset_spec import COLUMN_NAME_PATTERN, DatasetFormat
+from scenarios.datasets.files import WorkloadFileError
+from scenarios.datasets.formats import Conversion
+from scenarios.datasets.spec import COLUMN_NAME_PATTERN, DatasetFormat
 from scenarios.errors import Timeout
 from scenarios.limits import MAX_ID_CHARS
-from scenarios.workload_files import WorkloadFileError
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], dependencies=[Authenticated])
 

@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 from api.control.dispatch import live_worker_count
 from api.control.plane import ControlPlane
 from api.rest.deps import Authenticated, PlaneDep, RedisDep, SettingsDep, WriterDep
-from scenarios.wire import IN_FLIGHT, events_stream, records_stream
+from scenarios.wire.contract import IN_FLIGHT, events_stream, records_stream
 
 router = APIRouter(tags=["health"])
 

@@ -32,10 +32,10 @@ from api.schemas import (
     SchedulePublic,
     WebhookDeliveryPublic,
 )
-from scenarios.egress import EgressDenied
 from scenarios.errors import Conflict
 from scenarios.limits import MAX_SCHEDULE_FIRES_KEPT, MAX_SCHEDULES
-from scenarios.redaction import public_url
+from scenarios.security.egress import EgressDenied
+from scenarios.security.redaction import public_url
 
 router = APIRouter(prefix="/v1/schedules", tags=["schedules"], dependencies=[Authenticated])
 

@@ -33,7 +33,7 @@ from scenarios.settings import (
     RedisSettings,
     Settings,
 )
-from scenarios.wire import region_queue
+from scenarios.wire.contract import region_queue
 from tests.conftest import API_TOKEN
 
 # Small enough that an over-sized upload or SQL answer is cheap to make.

@@ -17,7 +17,7 @@ from analytics.store.runs import RunStore
 from api.control.adaptive.driver import STOP_TTL_S, AdaptiveDriver
 from api.control.run_coordinator import RunCoordinator
 from api.local.redis_server import RedisServer
-from scenarios.wire import stop_key
+from scenarios.wire.contract import stop_key
 from tests.support.adaptive import scenario
 
 pytestmark = pytest.mark.integration

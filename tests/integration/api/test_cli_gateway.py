@@ -22,9 +22,9 @@ from analytics.store.db import connect
 from analytics.store.runs import RunStore
 from api.cli.commands.gateway import gateway, shadow_app
 from api.control.session_coordinator import SessionCoordinator
+from scenarios.datasets.files import inspect_dataset
 from scenarios.gateway_config import parse_gateway_config
 from scenarios.settings import get_settings
-from scenarios.workload_files import inspect_dataset
 from tests.conftest import API_TOKEN
 from tests.integration.api.conftest import RestStack, gateway_config, lonely_region
 

@@ -19,7 +19,7 @@ from api.control.plane import ControlPlane
 from api.local.redis_server import RedisServer
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
-from scenarios.wire import heartbeat_key, region_queue
+from scenarios.wire.contract import heartbeat_key, region_queue
 from workers.runtime.broker import TRANSPORT
 
 pytestmark = pytest.mark.integration

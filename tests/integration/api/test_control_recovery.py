@@ -20,7 +20,7 @@ from api.control.recovery import Recovery
 from api.local.redis_server import RedisServer
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
-from scenarios.wire import events_stream, records_stream, region_queue
+from scenarios.wire.contract import events_stream, records_stream, region_queue
 from tests.faults.conftest import scenario
 from workers.runtime.broker import TRANSPORT
 

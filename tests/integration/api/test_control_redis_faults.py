@@ -20,7 +20,7 @@ from redis.exceptions import ResponseError
 from analytics.store.db import connect
 from api.control import redis_faults
 from api.local.redis_server import RedisServer, free_port
-from scenarios.wire import attempts_key, batch_seq_key, owner_key, token_key
+from scenarios.wire.contract import attempts_key, batch_seq_key, owner_key, token_key
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,8 @@ from api.control.plane import ControlPlane
 from api.local.redis_server import RedisServer
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
-from scenarios.shard_payload import message_task_id
-from scenarios.wire import attempts_key, region_queue, run_spec_key, token_key
+from scenarios.wire.contract import attempts_key, region_queue, run_spec_key, token_key
+from scenarios.wire.shard_payload import message_task_id
 from workers.runtime.broker import TRANSPORT
 
 pytestmark = pytest.mark.integration

@@ -20,8 +20,8 @@ from api.control.queue_purge import (
     purge_run_messages,
 )
 from api.local.redis_server import RedisServer
-from scenarios.shard_payload import message_task_id
-from scenarios.wire import RUN_SHARD, region_queue, shard_task_id
+from scenarios.wire.contract import RUN_SHARD, region_queue, shard_task_id
+from scenarios.wire.shard_payload import message_task_id
 from tests.support.celery_sender import close, sending_app
 
 pytestmark = pytest.mark.integration

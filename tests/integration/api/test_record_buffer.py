@@ -20,8 +20,8 @@ from analytics.store.db import connect
 from analytics.store.ingest import IngestResult
 from api.control.record_buffer import MIN_READ_ENTRIES, RecordBuffer, _Pending, store_due
 from api.local.redis_server import RedisServer
-from scenarios.records import batch_to_ipc, records_to_batch
-from scenarios.wire import RecordBatch, records_stream
+from scenarios.wire.contract import RecordBatch, records_stream
+from scenarios.wire.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, timed_result
 from workers.prompts.plan import PlannedRequest
 from workers.shard.rows import record_row

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from api.rest.routes import health
-from scenarios.wire import heartbeat_key
+from scenarios.wire.contract import heartbeat_key
 from tests.integration.api.conftest import (
     EXPECTED_REGION,
     RestStack,

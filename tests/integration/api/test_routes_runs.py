@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from api.rest.routes import runs
-from scenarios.wire import cancel_key, region_queue, shard_task_id
+from scenarios.wire.contract import cancel_key, region_queue, shard_task_id
 from tests.integration.api.conftest import RestStack, lonely_region, run_scenario
 
 pytestmark = pytest.mark.integration

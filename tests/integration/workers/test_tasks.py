@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from api.local.redis_server import RedisServer
-from scenarios.wire import (
+from scenarios.wire.contract import (
     RUN_SHADOW,
     RUN_SHADOW_BATCH,
     RUN_SHARD,

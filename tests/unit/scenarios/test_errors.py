@@ -20,12 +20,12 @@ from api.rest.errors import (
     UnknownScenarioError,
 )
 from scenarios.catalog.loader import CatalogError, UnknownIdError
-from scenarios.egress import EgressDenied
+from scenarios.datasets.files import WorkloadFileError
 from scenarios.errors import (
     TokenbenchError,
 )
 from scenarios.loader import Problem, ScenarioError
-from scenarios.workload_files import WorkloadFileError
+from scenarios.security.egress import EgressDenied
 from workers.client.provider_setup import ProviderSetupError
 from workers.client.secrets import SecretRefused
 from workers.shard.ownership import RedisUnavailable

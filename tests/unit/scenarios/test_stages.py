@@ -6,7 +6,7 @@ from __future__ import annotations
 from api.control.planner import plan_run
 from scenarios.loader import parse_scenario
 from scenarios.stages import load_kind, scheduled_rate, stage_label
-from scenarios.wire import ShardRate
+from scenarios.wire.contract import ShardRate
 from tests.support.builders import VALID_SCENARIO
 
 

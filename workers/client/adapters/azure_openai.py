@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from scenarios.provider_base import join_url
-from scenarios.providers import AzureOpenAIProvider
+from scenarios.providers.base import join_url
+from scenarios.providers.kinds import AzureOpenAIProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.openai_chat import chat_adapter
 from workers.client.adapters.post_stream import PostStreamAdapter

@@ -18,8 +18,8 @@ from typing import Protocol, TypeVar
 
 import httpx
 
-from scenarios.provider_base import ProviderBase
-from scenarios.providers import AnyProvider
+from scenarios.providers.base import ProviderBase
+from scenarios.providers.kinds import AnyProvider
 from workers.client.provider_setup import ProviderSetupError
 from workers.client.result import RequestResult
 from workers.client.secrets import Secrets

@@ -25,9 +25,9 @@ from botocore.awsrequest import AWSRequest  # type: ignore[import-untyped]
 from botocore.credentials import Credentials  # type: ignore[import-untyped]
 from botocore.eventstream import EventStreamBuffer, ParserError  # type: ignore[import-untyped]
 
-from scenarios.egress import BEDROCK_DEFAULT_ENDPOINT
-from scenarios.provider_base import RetryPolicy, join_url
-from scenarios.providers import BedrockProvider
+from scenarios.providers.base import RetryPolicy, join_url
+from scenarios.providers.kinds import BedrockProvider
+from scenarios.security.egress import BEDROCK_DEFAULT_ENDPOINT
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.errors import (
     IncompleteAnswer,

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from scenarios.provider_base import RetryPolicy, join_url
-from scenarios.providers import OpenAIProvider, SimulatedProvider
+from scenarios.providers.base import RetryPolicy, join_url
+from scenarios.providers.kinds import OpenAIProvider, SimulatedProvider
 from workers.client.adapters.base import (
     AdapterContext,
     ProviderSetupError,

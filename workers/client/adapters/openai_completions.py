@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from scenarios.provider_base import join_url
-from scenarios.providers import OpenAICompletionsProvider
+from scenarios.providers.base import join_url
+from scenarios.providers.kinds import OpenAICompletionsProvider
 from workers.client.adapters.base import AdapterContext, read_secret, register
 from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import ProtocolFailure

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from scenarios.provider_base import RetryPolicy
+from scenarios.providers.base import RetryPolicy
 from workers.client.request_ids import REQUEST_ID_HEADER
 from workers.client.result import RequestResult
 from workers.client.streaming import HttpCall, Limits, StreamParser, measure_request

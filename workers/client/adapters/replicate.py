@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 import orjson
 
-from scenarios.egress import EgressDenied, url_host
-from scenarios.provider_base import RetryPolicy, join_url
-from scenarios.providers import ReplicateProvider
+from scenarios.providers.base import RetryPolicy, join_url
+from scenarios.providers.kinds import ReplicateProvider
+from scenarios.security.egress import EgressDenied, url_host
 from workers.client.adapters.base import AdapterContext, ProviderSetupError, read_secret, register
 from workers.client.errors import (
     ErrorClass,

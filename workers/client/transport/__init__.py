@@ -38,7 +38,7 @@ stall the measurement definitions mean. HTTP/1.1 only; no proxies of its own (ht
 environment proxy mounts take precedence); no DNS cache (connections are long-lived and
 reused).
 
-Egress: given an :class:`~scenarios.egress.EgressGuard`, every connection the transport
+Egress: given an :class:`~scenarios.security.egress.EgressGuard`, every connection the transport
 opens is checked at the address it connects to: the guard resolves the name once,
 refuses the host if any address is forbidden (``EgressRefused``, a ConnectError, before
 any connect) and hands back exactly the checked addresses. The Host header and the TLS

@@ -29,7 +29,7 @@ from workers.client.transport.arrival import (
 )
 
 if TYPE_CHECKING:  # only the type is needed here
-    from scenarios.egress import EgressGuard
+    from scenarios.security.egress import EgressGuard
 
 Origin = tuple[bytes, bytes, int, str | None]  # scheme, host, port, TLS server name
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from scenarios.egress import EgressDenied, EgressGuard
+from scenarios.security.egress import EgressDenied, EgressGuard
 from workers.client.transport.arrival import ARRIVAL_EXTENSION, READ_GAPS
 from workers.client.transport.connection import (
     Connection,

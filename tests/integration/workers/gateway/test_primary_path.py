@@ -20,8 +20,8 @@ from redis.asyncio import Redis
 
 from api.local.redis_server import RedisServer
 from scenarios.gateway_config import parse_gateway_config
-from scenarios.records import ipc_to_table
-from scenarios.wire import RecordBatch, captures_stream, decode_captures, records_stream
+from scenarios.wire.contract import RecordBatch, captures_stream, decode_captures, records_stream
+from scenarios.wire.records import ipc_to_table
 from workers.gateway.server import Gateway
 from workers.runtime.event_loop import new_loop
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from api.local.redis_server import RedisServer, free_port
-from scenarios.wire import RUN_SHADOW_BATCH, ShadowBatch, region_queue
+from scenarios.wire.contract import RUN_SHADOW_BATCH, ShadowBatch, region_queue
 from tests.support.celery_sender import close, sending_app
 from workers.gateway.sender import ShadowSender
 

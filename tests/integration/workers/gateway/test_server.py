@@ -20,8 +20,7 @@ from redis.asyncio import Redis
 
 from api.local.redis_server import RedisServer
 from scenarios.gateway_config import parse_gateway_config
-from scenarios.records import ipc_to_table
-from scenarios.wire import (
+from scenarios.wire.contract import (
     PRIMARY_SHARD,
     RecordBatch,
     ShadowBatch,
@@ -30,6 +29,7 @@ from scenarios.wire import (
     records_stream,
     region_queue,
 )
+from scenarios.wire.records import ipc_to_table
 from workers.gateway.server import Gateway
 from workers.runtime.event_loop import new_loop
 

@@ -15,9 +15,9 @@ import pytest
 from redis.asyncio import Redis
 
 from api.local.redis_server import RedisServer
-from scenarios.records import ipc_to_table
 from scenarios.settings import EgressSettings, RedisSettings, Settings
-from scenarios.wire import RecordBatch, ShadowBatch, ShadowTask, cancel_key, records_stream
+from scenarios.wire.contract import RecordBatch, ShadowBatch, ShadowTask, cancel_key, records_stream
+from scenarios.wire.records import ipc_to_table
 from workers.client.http import make_client
 from workers.client.result import RequestResult
 from workers.client.secrets import Secrets

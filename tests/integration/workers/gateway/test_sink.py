@@ -19,8 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from api.local.redis_server import RedisServer, start_redis_server
-from scenarios.records import ipc_to_table
-from scenarios.wire import (
+from scenarios.wire.contract import (
     PRIMARY_SHARD,
     SESSION_ATTEMPT,
     RecordBatch,
@@ -28,6 +27,7 @@ from scenarios.wire import (
     decode_captures,
     records_stream,
 )
+from scenarios.wire.records import ipc_to_table
 from workers.client.result import RequestResult
 from workers.gateway.sink import RecordSink
 from workers.prompts.plan import PlannedRequest

@@ -14,9 +14,9 @@ from redis.asyncio import Redis
 
 from analytics.datasets.uploads import content_id
 from api.local.redis_server import RedisServer
-from scenarios.tokenizer_files import TokenizerUnavailable
-from scenarios.wire import dataset_key
-from scenarios.workload import Workload
+from scenarios.tokenizers.files import TokenizerUnavailable
+from scenarios.wire.contract import dataset_key
+from scenarios.workload.spec import Workload
 from tests.support.tiny_tokenizer import train_bpe
 from workers.prompts.calibration import MIN_SAMPLES, CalibratedPrompts, LengthFit, save_fit
 from workers.prompts.exact import ExactPrompts

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from api.local.redis_server import RedisServer, start_redis_server
-from scenarios.wire import heartbeat_key
+from scenarios.wire.contract import heartbeat_key
 from workers.runtime.worker_main import Heartbeat, live_workers
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from api.local.redis_server import RedisServer
-from scenarios.wire import heartbeat_pattern
+from scenarios.wire.contract import heartbeat_pattern
 from tests.conftest import REPO, Proc
 from workers.runtime.worker_processes import EARLY_EXIT_S, Supervisor
 

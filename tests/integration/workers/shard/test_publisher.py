@@ -14,8 +14,14 @@ import pytest
 from redis.asyncio import Redis
 
 from api.local.redis_server import RedisServer, start_redis_server
-from scenarios.records import ipc_to_table
-from scenarios.wire import EventType, RecordBatch, decode_event, events_stream, records_stream
+from scenarios.wire.contract import (
+    EventType,
+    RecordBatch,
+    decode_event,
+    events_stream,
+    records_stream,
+)
+from scenarios.wire.records import ipc_to_table
 from workers.client.result import RequestResult
 from workers.prompts.plan import PlannedRequest
 from workers.runtime.event_loop import new_loop

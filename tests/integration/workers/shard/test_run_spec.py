@@ -12,8 +12,8 @@ from redis.asyncio import Redis
 
 from api.local.redis_server import RedisServer
 from scenarios.model import Scenario
-from scenarios.shard_payload import encode_part, shard_message
-from scenarios.wire import ShardSpec, run_spec_key
+from scenarios.wire.contract import ShardSpec, run_spec_key
+from scenarios.wire.shard_payload import encode_part, shard_message
 from workers.shard.run_spec import PartCache, SpecUnavailable, resolve_shard
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ import httpx
 import orjson
 import pytest
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.prompts.images import generate_image
 from workers.runtime.event_loop import new_loop
 from workers.simulator import FixedLatency

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from tests.conftest import REPO
 from workers.simulator.__main__ import main
 from workers.simulator.process import READY_PREFIX

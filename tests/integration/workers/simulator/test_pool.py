@@ -12,7 +12,7 @@ import httpx
 import psutil
 import pytest
 
-from scenarios.providers import OpenAIProvider, SimulatedProvider
+from scenarios.providers.kinds import OpenAIProvider, SimulatedProvider
 from tests.support.hostile_tokenizer import hostile_tokenizer
 from workers.simulator.pool import SimulatorCapReached, SimulatorPool
 

@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.runtime.event_loop import new_loop
 from workers.simulator import FixedLatency  # the package exports the latency models
 from workers.simulator.server import SimulatorApp, start_server

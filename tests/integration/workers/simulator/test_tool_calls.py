@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from scenarios.tools import generated_tool
+from scenarios.workload.tools import generated_tool
 
 pytestmark = pytest.mark.integration
 

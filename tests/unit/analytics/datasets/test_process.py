@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from analytics.datasets.process import convert_in_child
-from scenarios.dataset_formats import Conversion, convert
-from scenarios.workload_files import WorkloadFileError
+from scenarios.datasets.files import WorkloadFileError
+from scenarios.datasets.formats import Conversion, convert
 from tests.support.dataset_files import parquet_bytes, prompts_table, sharegpt_json
 
 

@@ -21,11 +21,11 @@ from analytics.store.db import connect
 from api.cli.datasets import local_files, store_local_datasets, with_datasets
 from api.control.planner import plan_run
 from api.rest.validation import PATH_REFUSED, check_scenario_datasets
-from scenarios.dataset_formats import Conversion
+from scenarios.datasets.files import WorkloadFileError
+from scenarios.datasets.formats import Conversion
 from scenarios.loader import ScenarioError, validate_scenario
 from scenarios.model import Scenario
 from scenarios.settings import ApiSettings
-from scenarios.workload_files import WorkloadFileError
 from tests.support.builders import PROMPTS, TRAFFIC
 from tests.support.dataset_files import chat_jsonl, parquet_bytes, prompts_table, sharegpt_json
 from tests.support.tiny_tokenizer import train_bpe

@@ -17,7 +17,7 @@ from analytics.decide.capacity_search import (
     region_verdict,
     wilson,
 )
-from scenarios.adaptive import FindCapacity
+from scenarios.load.adaptive import FindCapacity
 from scenarios.slo import SLO
 
 SLO_500 = SLO(ttft_ms=500)

@@ -28,7 +28,7 @@ from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
 from analytics.store.upstream_log import store_upstream_entries, store_upstream_summary
 from scenarios.loader import parse_scenario
-from scenarios.records import batch_to_ipc, records_to_batch
+from scenarios.wire.records import batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, S, failed_result, timed_result
 from tests.support.terminal import terminal_tables
 from workers.client.errors import ErrorClass

@@ -12,7 +12,7 @@ from analytics.store.db import connect, load_sql
 from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import PlannedShard, RunStore
 from scenarios.loader import parse_scenario
-from scenarios.records import batch_to_ipc, records_to_batch
+from scenarios.wire.records import batch_to_ipc, records_to_batch
 from tests.support.builders import MS, ROW_CONTEXT, VALID_SCENARIO, timed_result
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult

@@ -21,7 +21,7 @@ from analytics.store.ingest import BatchMessage, ingest_batches
 from analytics.store.runs import RunStore
 from api.control.session_coordinator import SessionCoordinator
 from scenarios.gateway_config import parse_gateway_config
-from scenarios.records import batch_to_ipc, records_to_batch
+from scenarios.wire.records import batch_to_ipc, records_to_batch
 from tests.support.builders import timed_result
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.prompts.plan import PlannedRequest

@@ -10,8 +10,8 @@ import pytest
 from analytics.shadow.capture import ensure_shadow_schema, ingest_captures
 from analytics.shadow.replay import replay_jsonl
 from analytics.store.db import connect
-from scenarios.wire import DEFAULT_MAX_TOKENS
-from scenarios.workload_files import parse_entries
+from scenarios.datasets.files import parse_entries
+from scenarios.wire.contract import DEFAULT_MAX_TOKENS
 
 
 def capture(

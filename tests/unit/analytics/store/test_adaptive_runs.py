@@ -26,7 +26,7 @@ from analytics.store.adaptive_runs import (
     write_verdict,
 )
 from analytics.store.db import connect
-from scenarios.adaptive import StopWhen
+from scenarios.load.adaptive import StopWhen
 from scenarios.slo import SLO
 from tests.support.analytics_builders import failed_result, ok_result, scenario, store_run
 from tests.support.builders import MS, S

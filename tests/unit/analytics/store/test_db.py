@@ -15,8 +15,8 @@ from analytics.report.stored import ExactLimits
 from analytics.store.db import SCHEMA_VERSION, connect, is_current, load_sql, schema_version
 from analytics.store.record_table import request_records_sql
 from analytics.store.views import code_sha256, stored_sha256
-from scenarios.records import REQUEST_RECORD_SCHEMA
 from scenarios.settings import DuckDBSettings
+from scenarios.wire.records import REQUEST_RECORD_SCHEMA
 from tests.support.builders import MS, S, failed_result, ok_result
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
 from tests.support.builders import store_run as store

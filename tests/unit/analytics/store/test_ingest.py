@@ -9,7 +9,7 @@ import duckdb
 from analytics.store.db import SCHEMA_VERSION, connect, migrate, schema_version
 from analytics.store.ingest import BatchMessage, ingest_batches
 from scenarios.loader import parse_scenario
-from scenarios.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
+from scenarios.wire.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result
 from workers.prompts.plan import PlannedRequest
 from workers.shard.rows import record_row

@@ -10,7 +10,7 @@ import pytest
 
 from analytics.store.db import connect
 from analytics.store.record_table import create_table_sql, duckdb_type
-from scenarios.records import REQUEST_RECORD_SCHEMA
+from scenarios.wire.records import REQUEST_RECORD_SCHEMA
 
 SCHEMA_V1_AS_SHIPPED = (
     next(p for p in Path(__file__).parents if p.name == "tests")

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from api.cli.dataset_files import hub_snapshot, read_dataset_source
-from scenarios.dataset_spec import DatasetWorkload
-from scenarios.workload_files import WorkloadFileError
+from scenarios.datasets.files import WorkloadFileError
+from scenarios.datasets.spec import DatasetWorkload
 from tests.support.dataset_files import (
     HUB_COMMIT,
     chat_jsonl,

@@ -14,7 +14,7 @@ from analytics.report.build import RunReport, build_report
 from analytics.store.db import connect
 from api.cli.console import OutputFormat
 from api.cli.output import exit_on_verdict, write_report
-from scenarios.wire import RunState
+from scenarios.wire.contract import RunState
 from tests.support.builders import REPORT_SCENARIO, failed_result, ok_result, store_run
 from workers.client.errors import ErrorClass
 

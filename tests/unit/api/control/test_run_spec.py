@@ -8,8 +8,8 @@ import pytest
 from api.control.planner import plan_run
 from api.control.run_spec import RunSpecParts, check_queued_bytes
 from scenarios.loader import ScenarioError, validate_scenario
-from scenarios.shard_payload import encode_part, queued_bytes
-from scenarios.wire import ShardSpec
+from scenarios.wire.contract import ShardSpec
+from scenarios.wire.shard_payload import encode_part, queued_bytes
 
 
 def specs(regions: int, pad: int = 60_000) -> list[ShardSpec]:

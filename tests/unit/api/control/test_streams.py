@@ -4,7 +4,7 @@ run's server telemetry or a shadow session's captures."""
 from __future__ import annotations
 
 from api.control.streams import run_streams
-from scenarios.wire import StreamKind, parse_stream
+from scenarios.wire.contract import StreamKind, parse_stream
 
 
 def test_a_run_reads_its_telemetry_and_a_session_its_captures() -> None:

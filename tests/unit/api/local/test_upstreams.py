@@ -14,7 +14,7 @@ from analytics.store.db import connect
 from api.local.redis_server import free_port
 from api.local.upstreams import UpstreamCollector, local_upstreams
 from scenarios.errors import BadInput
-from scenarios.upstreams import Upstream
+from scenarios.providers.upstreams import Upstream
 
 
 def test_upstreams_serve_at_their_ports_and_their_logs_are_stored(tmp_path: Path) -> None:

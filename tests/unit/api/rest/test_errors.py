@@ -12,11 +12,11 @@ from api.rest.errors import (
     RegionUnavailable,
     install_error_handlers,
 )
-from scenarios.egress import EgressDenied
 from scenarios.errors import (
     Internal,
 )
 from scenarios.loader import Problem, ScenarioError
+from scenarios.security.egress import EgressDenied
 
 
 def _client() -> TestClient:

@@ -20,7 +20,7 @@ from api.schedules.webhook import (
     regression_body,
     shown,
 )
-from scenarios.egress import EgressGuard
+from scenarios.security.egress import EgressGuard
 from scenarios.settings import EgressSettings
 from tests.fakes.catcher import Catcher
 

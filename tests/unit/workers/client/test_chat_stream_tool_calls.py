@@ -10,8 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from scenarios.limits import MAX_TOOL_DEFINITIONS_BYTES, MAX_TOOLS
-from scenarios.tools import ToolsSpec, generated_tool
-from scenarios.workload import Workload
+from scenarios.workload.spec import Workload
+from scenarios.workload.tools import ToolsSpec, generated_tool
 from workers.client.adapters.openai_chat import chat_body
 from workers.client.chat_stream import ChatStream
 from workers.client.errors import ProtocolFailure

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from scenarios.workload import Workload
+from scenarios.workload.spec import Workload
 from workers.client.adapters.openai_chat import chat_body
 from workers.client.image_parts import with_images
 from workers.prompts.images import GeneratedImage, RequestImages

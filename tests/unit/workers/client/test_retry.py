@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from scenarios.provider_base import RetryPolicy
+from scenarios.providers.base import RetryPolicy
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
 from workers.client.retry import measure_with_retry, next_delay, retry_after_seconds, status_failure

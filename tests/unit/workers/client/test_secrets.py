@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from scenarios.host_rules import host_matches
 from scenarios.model import Scenario
+from scenarios.security.host_rules import host_matches
 from workers.client.adapters import AdapterContext, ProviderSetupError, build_adapter
 from workers.client.adapters.replicate import ReplicateAdapter
 from workers.client.errors import ProtocolFailure

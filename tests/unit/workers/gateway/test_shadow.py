@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from scenarios.wire import ShadowTask
+from scenarios.wire.contract import ShadowTask
 from workers.gateway.shadow import flat_messages, shadow_body
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from scenarios.providers import OpenAIProvider
+from scenarios.providers.kinds import OpenAIProvider
 from workers.gateway.proxy import provider_key
 from workers.gateway.targets import build_target, falls_back
 

@@ -8,8 +8,9 @@ import random
 import numpy as np
 import pytest
 
+from scenarios.datasets.files import FileEntry
 from scenarios.limits import MAX_SESSION_TURNS
-from scenarios.sessions import (
+from scenarios.workload.sessions import (
     ExponentialSeconds,
     FixedSeconds,
     GeometricTurns,
@@ -17,8 +18,7 @@ from scenarios.sessions import (
     UniformSeconds,
     UniformTurns,
 )
-from scenarios.workload import Workload
-from scenarios.workload_files import FileEntry
+from scenarios.workload.spec import Workload
 from workers.load.session_plans import (
     has_replayed_sessions,
     replayed_sessions,

@@ -8,8 +8,8 @@ import itertools
 import time
 from typing import Any
 
-from scenarios.wire import ShardRate, ShardSpec
-from scenarios.workload import Workload
+from scenarios.wire.contract import ShardRate, ShardSpec
+from scenarios.workload.spec import Workload
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import AnswerText, RequestResult
 from workers.load.closed_loop import ClosedLoop, RequestSource

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from api.control.planner import plan_run
 from scenarios.loader import validate_scenario
-from scenarios.wire import ShardRate, ShardSpec
+from scenarios.wire.contract import ShardRate, ShardSpec
 from workers.load.closed_loop import ClosedLoop
 from workers.load.shapes import build_load, connections_needed
 from workers.prompts.plan import PlannedRequest

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from scenarios.workload import FixedLength, MixClass, UniformLength, Workload
+from scenarios.workload.spec import FixedLength, MixClass, UniformLength, Workload
 from workers.client.result import RequestResult
 from workers.prompts.calibration import MIN_SAMPLES, CalibratedPrompts, LengthFit
 from workers.prompts.images import GeneratedImage, RequestImages

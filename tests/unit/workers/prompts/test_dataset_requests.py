@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from scenarios.dataset_formats import Conversion, convert
-from scenarios.workload import Workload
-from scenarios.workload_files import FileEntry, WorkloadFileError, parse_entries
+from scenarios.datasets.files import FileEntry, WorkloadFileError, parse_entries
+from scenarios.datasets.formats import Conversion, convert
+from scenarios.workload.spec import Workload
 from tests.support.dataset_files import sharegpt_json, sharegpt_rows
 from tests.support.tiny_tokenizer import train_bpe
 from workers.prompts.dataset_requests import DatasetRow, DatasetRows, prepare_rows

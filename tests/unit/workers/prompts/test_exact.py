@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from scenarios.tokenizer_files import TokenizerUnavailable
-from scenarios.workload import FixedLength, MixClass, UniformLength, Workload
-from scenarios.workload_files import parse_entries
+from scenarios.datasets.files import parse_entries
+from scenarios.tokenizers.files import TokenizerUnavailable
+from scenarios.workload.spec import FixedLength, MixClass, UniformLength, Workload
 from tests.support.tiny_tokenizer import train_bpe, train_word_level
 from workers.prompts.exact import ExactPrompts, encoding_errors
 from workers.prompts.plan import WORDS, request_planner

@@ -10,8 +10,8 @@ import io
 import pytest
 from PIL import Image
 
-from scenarios.images import ImagesSpec
 from scenarios.limits import MAX_IMAGE_BYTES
+from scenarios.workload.images import ImagesSpec
 from workers.prompts.images import build_pool, generate_image, image_pool, prepared_image_pool
 
 

@@ -7,7 +7,8 @@ import statistics
 
 import pytest
 
-from scenarios.workload import (
+from scenarios.datasets.files import WorkloadFileError, parse_entries
+from scenarios.workload.spec import (
     FixedLength,
     LognormalLength,
     MixClass,
@@ -15,7 +16,6 @@ from scenarios.workload import (
     UniformLength,
     Workload,
 )
-from scenarios.workload_files import WorkloadFileError, parse_entries
 from workers.prompts.plan import plan_request, sample_length
 
 

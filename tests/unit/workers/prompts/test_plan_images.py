@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scenarios.workload import Workload
+from scenarios.workload.spec import Workload
 from workers.prompts.images import image_pool
 from workers.prompts.plan import request_planner
 

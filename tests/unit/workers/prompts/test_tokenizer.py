@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from huggingface_hub import constants
 
-from scenarios.tokenizer_files import TokenizerUnavailable
-from scenarios.tokenizer_ref import TokenizerRef
+from scenarios.tokenizers.files import TokenizerUnavailable
+from scenarios.tokenizers.ref import TokenizerRef
 from tests.support.tiny_tokenizer import train_bpe
 from workers.prompts.tokenizer import hub_tokenizer_file, load_local_tokenizer
 

@@ -56,7 +56,7 @@ def _probe() -> dict[str, Any]:
 
 
 def test_configuration_comes_from_the_environment_at_first_use_and_never_loses_a_shard() -> None:
-    from scenarios.wire import region_queue
+    from scenarios.wire.contract import region_queue
     from workers.runtime.broker import TRANSPORT
 
     conf = _probe()

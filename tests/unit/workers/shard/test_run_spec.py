@@ -8,9 +8,9 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from scenarios.shard_payload import encode_part, shard_message
-from scenarios.wire import ShardSpec
-from scenarios.workload import Workload
+from scenarios.wire.contract import ShardSpec
+from scenarios.wire.shard_payload import encode_part, shard_message
+from scenarios.workload.spec import Workload
 from workers.shard.run_spec import PartCache, resolve_shard
 
 

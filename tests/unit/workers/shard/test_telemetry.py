@@ -16,9 +16,9 @@ from redis.asyncio import Redis
 
 from scenarios.limits import MAX_METRICS_SCRAPE_S
 from scenarios.loader import validate_scenario
+from scenarios.providers.simulate import SimulateSpec
 from scenarios.settings import ControlSettings, EgressSettings, Settings, get_settings
-from scenarios.simulate_spec import SimulateSpec
-from scenarios.wire import ShardSpec
+from scenarios.wire.contract import ShardSpec
 from workers.runtime.context import WorkerContext
 from workers.shard.telemetry import (
     MetricsScraper,

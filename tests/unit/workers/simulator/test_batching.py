@@ -10,8 +10,8 @@ from itertools import pairwise
 
 import pytest
 
+from scenarios.providers.simulate import SimulateSpec
 from scenarios.roofline import Assumptions, decode_step, memory_fit, prefill
-from scenarios.simulate_spec import SimulateSpec
 from workers.simulator.batching import BatchingLatency, Lateness, latency_for
 from workers.simulator.latency import FixedLatency
 from workers.simulator.scheduler import BatchScheduler, replay, spec_deployment

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.simulator.capacity import model_capacity, stage_ttfts_ms
 from workers.simulator.scheduler import BatchScheduler
 

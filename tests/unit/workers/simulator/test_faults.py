@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.simulator.faults import FaultPlan
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.prompts.images import generate_image
 from workers.simulator.image_tokens import ImageRefused, image_tokens, patch_tokens, tile_tokens
 from workers.simulator.server import SimulatorApp, _Prompt

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from scenarios.server_metrics import KNOWN_NAMES
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
+from scenarios.wire.server_metrics import KNOWN_NAMES
 from workers.shard.prometheus_text import parse_known
 from workers.simulator.batching import BatchingLatency
 from workers.simulator.latency import FixedLatency

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from workers.simulator.batching import latency_for
 from workers.simulator.latency import FixedLatency
 from workers.simulator.prefix_cache import BLOCK_WORDS, PrefixCache, blocks

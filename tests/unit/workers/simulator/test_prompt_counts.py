@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from scenarios.simulate_spec import SimulateSpec
+from scenarios.providers.simulate import SimulateSpec
 from tests.support.tiny_tokenizer import train_bpe
 from workers.simulator.server import SimulatorApp
 

@@ -10,7 +10,7 @@ from analytics.decide.saturation import ShardSamples
 from analytics.store.ingest import BatchMessage, ingest_batches
 from api.control.adaptive.monitor import MonitorInput, ProviderLive, monitor_stage
 from api.control.run_coordinator import RunCoordinator
-from scenarios.records import batch_to_ipc, records_to_batch
+from scenarios.wire.records import batch_to_ipc, records_to_batch
 from tests.support.adaptive import create, ingest_stage, paced, scenario
 from tests.support.builders import MS, S, ok_result
 from workers.client.result import RequestResult

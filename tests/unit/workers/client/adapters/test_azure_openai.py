@@ -10,7 +10,7 @@ import httpx
 import orjson
 import pytest
 
-from scenarios.providers import AzureOpenAIProvider
+from scenarios.providers.kinds import AzureOpenAIProvider
 from workers.client.adapters.azure_openai import azure_adapter, azure_chat_url
 from workers.client.adapters.base import AdapterContext, build_adapter
 from workers.client.adapters.post_stream import PostStreamAdapter

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 import workers.client.adapters  # noqa: F401 - importing the package registers every adapter
-from scenarios.providers import AnyProvider, OpenAIProvider
+from scenarios.providers.kinds import AnyProvider, OpenAIProvider
 from workers.client.adapters.base import (
     AdapterContext,
     ProviderSetupError,
