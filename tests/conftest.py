@@ -17,8 +17,26 @@ import redis
 
 from api.local.redis_server import RedisServer, free_port, start_redis_server
 from scenarios.wire import heartbeat_pattern
+from tests.support.tiers import (  # the hooks that split, order and parallelise the suite
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_configure_node,
+    pytest_ignore_collect,
+    pytest_runtest_protocol,
+    pytest_unconfigure,
+    pytest_xdist_auto_num_workers,
+)
 
 REPO = Path(__file__).resolve().parent.parent
+__all__ = [
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "pytest_configure_node",
+    "pytest_ignore_collect",
+    "pytest_runtest_protocol",
+    "pytest_unconfigure",
+    "pytest_xdist_auto_num_workers",
+]
 
 
 @pytest.fixture(scope="session")

@@ -203,7 +203,7 @@ def report(
         return
     with out_file.open("w", encoding="utf-8") as handle:
         print_report(Console(file=handle, width=250, no_color=True), result, output.value, shown)
-    err.print(f"report written to {out_file}", highlight=False)
+    err.print(f"report written to {out_file}", highlight=False, soft_wrap=True)
 
 
 def sql(

@@ -86,6 +86,7 @@ def report(tokenbench: Callable[..., CliResult], db: Path, fmt: str) -> str:
 # --------------------------------------------------------------------------- sweep
 
 
+@pytest.mark.serial  # it measures latencies: nothing may run beside it
 def test_a_sweep_runs_synchronous_throughput_then_rates_between_and_marks_a_knee(
     tmp_path: Path, tokenbench: Callable[..., CliResult]
 ) -> None:
@@ -186,6 +187,7 @@ def predicted_capacity(requests: int, duration_s: float, slo_ms: float, confiden
     return model_capacity(holds, 10.0, 200.0)
 
 
+@pytest.mark.serial  # it measures latencies: nothing may run beside it
 def test_a_capacity_search_finds_the_simulators_capacity_at_the_slo(
     tmp_path: Path, tokenbench: Callable[..., CliResult]
 ) -> None:

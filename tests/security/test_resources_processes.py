@@ -18,7 +18,8 @@ import pytest
 from tests.conftest import Proc, start_worker
 from tests.security.conftest import HostileStack, scenario_with
 
-pytestmark = pytest.mark.integration
+# serial: it measures timing (or memory); nothing may run beside it (tests/support/tiers.py).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 REGION = "simres"
 CAP = 3
