@@ -14,7 +14,9 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from typer.testing import CliRunner
 
+from api.cli.app import main
 from api.local.redis_server import RedisServer, free_port, start_redis_server
 from scenarios.wire import heartbeat_pattern
 from tests.support.tiers import (  # the hooks that split, order and parallelise the suite
@@ -241,5 +243,32 @@ def tokenbench() -> Callable[..., CliResult]:
             check=False,
         )
         return CliResult(done.returncode, done.stdout, done.stderr)
+
+    return run
+
+
+@pytest.fixture
+def tokenbench_in_process() -> Callable[..., CliResult]:
+    """Run the tokenbench CLI (``api.cli.app.main``, as the console script does) in this
+    process: for tests of what a command prints and exits with, where the process
+    boundary is not what is tested; it costs no interpreter start. ``env`` is laid over
+    this process's environment while the command runs (None removes a variable)."""
+
+    def run(*args: str, env: dict[str, str | None] | None = None) -> CliResult:
+        runner = CliRunner()
+        argv = sys.argv
+        with runner.isolation(env=env) as (stdout, stderr, _):
+            sys.argv = ["tokenbench", *args]
+            try:
+                main()
+                code = 0
+            except SystemExit as exit_:
+                code = (
+                    exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+                )
+            finally:
+                sys.argv = argv
+            out, err = stdout.getvalue(), stderr.getvalue()
+        return CliResult(code, out.decode(), err.decode())
 
     return run
