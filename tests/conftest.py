@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typer.testing import CliRunner
 from api.cli.app import main
 from api.local.redis_server import RedisServer, free_port, start_redis_server
 from scenarios.wire import heartbeat_pattern
+from tests.support.polls import wait_for_view, wait_until
 from tests.support.tiers import (  # the hooks that split, order and parallelise the suite
     pytest_collection_modifyitems,
     pytest_configure,
@@ -47,14 +47,6 @@ def redis_server() -> Iterator[RedisServer]:
     server = start_redis_server()
     yield server
     server.stop()
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not ready after {timeout_s} s")
-        time.sleep(0.05)
 
 
 @dataclass
@@ -115,7 +107,7 @@ def eu_worker(
     }
     proc = _spawn(["worker", "--processes", "1", "--region", "eu"], log, env)
     client = redis.Redis.from_url(redis_server.url)
-    _wait(
+    wait_until(
         lambda: (
             proc.process.poll() is not None
             or next(iter(client.scan_iter(match=heartbeat_pattern("eu"))), None) is not None
@@ -133,7 +125,7 @@ def start_worker(region: str, env: dict[str, str], log: Path, redis_url: str) ->
     (one process: tests kill and signal it as the worker itself)."""
     proc = _spawn(["worker", "--processes", "1", "--region", region], log, env)
     client = redis.Redis.from_url(redis_url)
-    _wait(
+    wait_until(
         lambda: (
             proc.process.poll() is not None
             or next(iter(client.scan_iter(match=heartbeat_pattern(region))), None) is not None
@@ -174,7 +166,7 @@ def start_control_plane(env: dict[str, str], db: Path, log: Path) -> tuple[Proc,
         except httpx.HTTPError:
             return False
 
-    _wait(healthy, 60, "control plane")
+    wait_until(healthy, 60, "control plane")
     return proc, base
 
 
@@ -199,7 +191,7 @@ def simulate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
             except httpx.HTTPError:
                 return False
 
-        _wait(healthy, 30, "simulated endpoint")
+        wait_until(healthy, 30, "simulated endpoint")
         return f"{base}/v1"
 
     yield start
@@ -209,13 +201,7 @@ def simulate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
 
 def wait_for_run(client: httpx.Client, run_id: str, timeout_s: float = 120) -> dict[str, Any]:
     """The run's view (GET /v1/runs/{id}) once it is no longer running."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/runs/{run_id}").json()
-        if view["state"] != "running":
-            return dict(view)
-        time.sleep(0.3)
-    raise TimeoutError(f"run {run_id} still running after {timeout_s} s")
+    return wait_for_view(client, run_id, lambda view: view["state"] != "running", timeout_s)
 
 
 @dataclass

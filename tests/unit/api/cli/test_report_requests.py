@@ -44,7 +44,9 @@ def test_stdout_holds_the_report_and_every_row(
     )
     plain = tokenbench_in_process("report", "run", "--db", str(db), "--format", "json")
     assert document == json.loads(plain.stdout)  # the report itself is unchanged
-    refused = tokenbench_in_process("report", "run", "--db", str(db), "--format", "csv", "--requests")
+    refused = tokenbench_in_process(
+        "report", "run", "--db", str(db), "--format", "csv", "--requests"
+    )
     assert refused.code == 2 and "--requests needs --format json" in refused.stderr
 
 

@@ -34,7 +34,9 @@ def test_file_exports_hold_every_row(
 ) -> None:
     for fmt in ("csv", "json", "parquet"):
         target = tmp_path / f"all.{fmt}"
-        done = tokenbench_in_process("sql", QUERY, "--db", str(db), "--format", fmt, "-o", str(target))
+        done = tokenbench_in_process(
+            "sql", QUERY, "--db", str(db), "--format", fmt, "-o", str(target)
+        )
         assert done.code == 0, done.stderr
         assert done.stderr == ""  # nothing cut, nothing to say
         if fmt == "parquet":
@@ -47,7 +49,9 @@ def test_file_exports_hold_every_row(
             assert lines[0] == ["i", "label"] and len(lines) == ROWS + 1
 
 
-def test_stdout_exports_stream_every_row(db: Path, tokenbench_in_process: Callable[..., CliResult]) -> None:
+def test_stdout_exports_stream_every_row(
+    db: Path, tokenbench_in_process: Callable[..., CliResult]
+) -> None:
     done = tokenbench_in_process("sql", QUERY, "--db", str(db), "--format", "json")
     assert done.code == 0, done.stderr
     assert [row["i"] for row in json.loads(done.stdout)] == list(range(ROWS))
@@ -69,10 +73,14 @@ def test_an_export_past_max_rows_fails_and_leaves_nothing(
     )
     assert target.read_bytes() == b"an earlier export"  # neither cut nor clobbered
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capped.parquet"]
-    on_stdout = tokenbench_in_process("sql", QUERY, "--db", str(db), "--format", "csv", "--max-rows", "10")
+    on_stdout = tokenbench_in_process(
+        "sql", QUERY, "--db", str(db), "--format", "csv", "--max-rows", "10"
+    )
     assert on_stdout.code == 2 and "stdout stops short" in on_stdout.stderr
     # Within the cap, the cap changes nothing.
-    enough = tokenbench_in_process("sql", QUERY, "--db", str(db), "--format", "csv", "--max-rows", str(ROWS))
+    enough = tokenbench_in_process(
+        "sql", QUERY, "--db", str(db), "--format", "csv", "--max-rows", str(ROWS)
+    )
     assert enough.code == 0 and len(enough.stdout.splitlines()) == ROWS + 1
 
 
