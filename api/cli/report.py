@@ -192,7 +192,11 @@ def report(
             result, out_file, db=None if server else path, server=server, token=token
         )
         if out_file is not None:
-            err.print(f"report with {rows:,} requests written to {out_file}", highlight=False)
+            err.print(
+                f"report with {rows:,} requests written to {out_file}",
+                highlight=False,
+                soft_wrap=True,
+            )
         return
     from analytics.shadow_report import print_comparison  # noqa: PLC0415
 
