@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +13,32 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from typer.testing import CliRunner
 
+from api.cli.app import main
 from api.local.redis_server import RedisServer, free_port, start_redis_server
 from scenarios.wire.contract import heartbeat_pattern
+from tests.support.polls import wait_for_view, wait_until
+from tests.support.tiers import (  # the hooks that split, order and parallelise the suite
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_configure_node,
+    pytest_ignore_collect,
+    pytest_runtest_protocol,
+    pytest_unconfigure,
+    pytest_xdist_auto_num_workers,
+)
 
 REPO = Path(__file__).resolve().parent.parent
+__all__ = [
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "pytest_configure_node",
+    "pytest_ignore_collect",
+    "pytest_runtest_protocol",
+    "pytest_unconfigure",
+    "pytest_xdist_auto_num_workers",
+]
 
 
 @pytest.fixture(scope="session")
@@ -27,14 +47,6 @@ def redis_server() -> Iterator[RedisServer]:
     server = start_redis_server()
     yield server
     server.stop()
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not ready after {timeout_s} s")
-        time.sleep(0.05)
 
 
 @dataclass
@@ -95,7 +107,7 @@ def eu_worker(
     }
     proc = _spawn(["worker", "--processes", "1", "--region", "eu"], log, env)
     client = redis.Redis.from_url(redis_server.url)
-    _wait(
+    wait_until(
         lambda: (
             proc.process.poll() is not None
             or next(iter(client.scan_iter(match=heartbeat_pattern("eu"))), None) is not None
@@ -113,7 +125,7 @@ def start_worker(region: str, env: dict[str, str], log: Path, redis_url: str) ->
     (one process: tests kill and signal it as the worker itself)."""
     proc = _spawn(["worker", "--processes", "1", "--region", region], log, env)
     client = redis.Redis.from_url(redis_url)
-    _wait(
+    wait_until(
         lambda: (
             proc.process.poll() is not None
             or next(iter(client.scan_iter(match=heartbeat_pattern(region))), None) is not None
@@ -154,7 +166,7 @@ def start_control_plane(env: dict[str, str], db: Path, log: Path) -> tuple[Proc,
         except httpx.HTTPError:
             return False
 
-    _wait(healthy, 60, "control plane")
+    wait_until(healthy, 60, "control plane")
     return proc, base
 
 
@@ -179,7 +191,7 @@ def simulate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
             except httpx.HTTPError:
                 return False
 
-        _wait(healthy, 30, "simulated endpoint")
+        wait_until(healthy, 30, "simulated endpoint")
         return f"{base}/v1"
 
     yield start
@@ -189,13 +201,7 @@ def simulate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
 
 def wait_for_run(client: httpx.Client, run_id: str, timeout_s: float = 120) -> dict[str, Any]:
     """The run's view (GET /v1/runs/{id}) once it is no longer running."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/runs/{run_id}").json()
-        if view["state"] != "running":
-            return dict(view)
-        time.sleep(0.3)
-    raise TimeoutError(f"run {run_id} still running after {timeout_s} s")
+    return wait_for_view(client, run_id, lambda view: view["state"] != "running", timeout_s)
 
 
 @dataclass
@@ -223,5 +229,32 @@ def tokenbench() -> Callable[..., CliResult]:
             check=False,
         )
         return CliResult(done.returncode, done.stdout, done.stderr)
+
+    return run
+
+
+@pytest.fixture
+def tokenbench_in_process() -> Callable[..., CliResult]:
+    """Run the tokenbench CLI (``api.cli.app.main``, as the console script does) in this
+    process: for tests of what a command prints and exits with, where the process
+    boundary is not what is tested; it costs no interpreter start. ``env`` is laid over
+    this process's environment while the command runs (None removes a variable)."""
+
+    def run(*args: str, env: dict[str, str | None] | None = None) -> CliResult:
+        runner = CliRunner()
+        argv = sys.argv
+        with runner.isolation(env=env) as (stdout, stderr, _):
+            sys.argv = ["tokenbench", *args]
+            try:
+                main()
+                code = 0
+            except SystemExit as exit_:
+                code = (
+                    exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+                )
+            finally:
+                sys.argv = argv
+            out, err = stdout.getvalue(), stderr.getvalue()
+        return CliResult(code, out.decode(), err.decode())
 
     return run

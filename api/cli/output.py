@@ -42,7 +42,7 @@ def write_report(
             print_report(file, report, fmt.value, shown)
     except OSError as exc:
         raise exit_for(BadInput(f"cannot write {out_file}: {exc.strerror}")) from None
-    stderr.print(f"report written to {out_file}", highlight=False)
+    stderr.print(f"report written to {out_file}", highlight=False, soft_wrap=True)
 
 
 def exit_on_verdict(state: str, report: RunReport, max_error_rate: float) -> None:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,17 +140,3 @@ def fault_stack(tmp_path: Path) -> Iterator[FaultStack]:
         stack.stop()
         server.kill()
         server.stop()
-
-
-def wait_for(
-    client: httpx.Client, run_id: str, until: Callable[[dict[str, Any]], bool], timeout_s: float
-) -> dict[str, Any]:
-    """Poll the run's view until ``until(view)``; TimeoutError with the last view."""
-    deadline = time.monotonic() + timeout_s
-    view: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/runs/{run_id}").json()
-        if until(view):
-            return view
-        time.sleep(0.3)
-    raise TimeoutError(f"run {run_id} after {timeout_s} s: {view}")

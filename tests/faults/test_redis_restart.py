@@ -13,7 +13,8 @@ import time
 import pytest
 import redis
 
-from tests.faults.conftest import FaultStack, scenario, wait_for
+from tests.faults.conftest import FaultStack, scenario
+from tests.support.polls import wait_for_view
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ def test_redis_restart_mid_run_loses_nothing_silently(
         run_id = client.post("/v1/runs", json={"scenario": scenario(REGION, 100, [1, 2])}).json()[
             "id"
         ]
-        wait_for(client, run_id, lambda v: v["requests_done"] >= 20, timeout_s=120)
+        wait_for_view(client, run_id, lambda v: v["requests_done"] >= 20, timeout_s=120)
 
         fault_stack.redis.kill()
         time.sleep(3)  # the worker and the control plane see it gone
@@ -41,11 +42,11 @@ def test_redis_restart_mid_run_loses_nothing_silently(
                 f"tokenbench:run:{run_id}:events"
             )
 
-        view = wait_for(client, run_id, lambda v: v["state"] != "running", timeout_s=180)
+        view = wait_for_view(client, run_id, lambda v: v["state"] != "running", timeout_s=180)
         assert worker.process.poll() is None, fault_stack.logs()
         # Still serving: a new run after the fault is executed by the same worker.
         again = client.post("/v1/runs", json={"scenario": scenario(REGION, 5, [1])}).json()["id"]
-        after = wait_for(client, again, lambda v: v["state"] != "running", timeout_s=120)
+        after = wait_for_view(client, again, lambda v: v["state"] != "running", timeout_s=120)
     fault_stack.stop()
 
     counts = fault_stack.counts(run_id)
@@ -74,14 +75,14 @@ def test_worker_waits_then_gives_up_and_the_watchdog_redispatches(
     worker = fault_stack.worker(REGION, TOKENBENCH__CONTROL__REDIS_PATIENCE_S="2")
     with fault_stack.control_plane(TOKENBENCH__CONTROL__STALL_TIMEOUT_S="8") as client:
         run_id = client.post("/v1/runs", json={"scenario": scenario(REGION, 80, [1])}).json()["id"]
-        wait_for(client, run_id, lambda v: v["requests_done"] >= 10, timeout_s=120)
+        wait_for_view(client, run_id, lambda v: v["requests_done"] >= 10, timeout_s=120)
         fault_stack.redis.kill()
         deadline = time.monotonic() + 60
         while "Redis unreachable for 2 s" not in worker.text():
             assert time.monotonic() < deadline, worker.text()[-3000:]
             time.sleep(0.3)
         fault_stack.redis.restart(keep_data=True)
-        view = wait_for(client, run_id, lambda v: v["state"] != "running", timeout_s=180)
+        view = wait_for_view(client, run_id, lambda v: v["state"] != "running", timeout_s=180)
         assert worker.process.poll() is None, fault_stack.logs()
     fault_stack.stop()
 

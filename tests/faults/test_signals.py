@@ -28,7 +28,8 @@ import yaml
 from api.local.redis_server import RedisServer, free_port
 from scenarios.wire.contract import heartbeat_key, owner_key
 from tests.conftest import API_TOKEN, REPO, Proc, start_control_plane, start_worker
-from tests.faults.conftest import scenario, wait_for
+from tests.faults.conftest import scenario
+from tests.support.polls import wait_for_view
 
 pytestmark = pytest.mark.integration
 
@@ -139,7 +140,7 @@ def test_worker_sigterm_mid_shard_flushes_and_the_shard_runs_again(
     try:
         with httpx.Client(base_url=base, headers={"authorization": f"Bearer {API_TOKEN}"}) as api:
             run_id = api.post("/v1/runs", json={"scenario": scenario(region, 60, [2])}).json()["id"]
-            view = wait_for(api, run_id, lambda v: v["requests_done"] >= 6, timeout_s=120)
+            view = wait_for_view(api, run_id, lambda v: v["requests_done"] >= 6, timeout_s=120)
             shard_id = view["stages"][0]["shards"][0]["shard_id"]
             owner = client.get(owner_key(run_id, shard_id))
             assert owner is not None
@@ -153,7 +154,7 @@ def test_worker_sigterm_mid_shard_flushes_and_the_shard_runs_again(
             assert victim.process.wait(60) == 0, victim.text()[-3000:]
             _gone, alive = psutil.wait_procs(children, timeout=10)
             assert not alive, [c.cmdline() for c in alive]
-            final = wait_for(api, run_id, lambda v: v["state"] != "running", timeout_s=180)
+            final = wait_for_view(api, run_id, lambda v: v["state"] != "running", timeout_s=180)
             assert final["state"] == "finished", final
     finally:
         plane.stop()

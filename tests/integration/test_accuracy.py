@@ -19,7 +19,8 @@ from tests.fakes.load_harness import run_load
 from workers.load.closed_loop import ClosedLoop, RequestSource
 from workers.prompts.plan import request_planner
 
-pytestmark = pytest.mark.integration
+# serial: it measures timing (or memory); nothing may run beside it (tests/support/tiers.py).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 TTFT_MS, ITL_MS, TOKENS = 100.0, 10.0, 16
 WORKLOAD = Workload(

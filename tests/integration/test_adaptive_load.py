@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from analytics.decide.capacity_search import region_verdict
 from api.local.redis_server import RedisServer
 from scenarios.providers.simulate import SimulateSpec
 from tests.conftest import API_TOKEN, CliResult, start_control_plane, start_worker
+from tests.support.polls import wait_for_view
 from workers.simulator.capacity import model_capacity, stage_ttfts_ms
 
 pytestmark = pytest.mark.integration
@@ -86,6 +86,7 @@ def report(tokenbench: Callable[..., CliResult], db: Path, fmt: str) -> str:
 # --------------------------------------------------------------------------- sweep
 
 
+@pytest.mark.serial  # it measures latencies: nothing may run beside it
 def test_a_sweep_runs_synchronous_throughput_then_rates_between_and_marks_a_knee(
     tmp_path: Path, tokenbench: Callable[..., CliResult]
 ) -> None:
@@ -186,6 +187,7 @@ def predicted_capacity(requests: int, duration_s: float, slo_ms: float, confiden
     return model_capacity(holds, 10.0, 200.0)
 
 
+@pytest.mark.serial  # it measures latencies: nothing may run beside it
 def test_a_capacity_search_finds_the_simulators_capacity_at_the_slo(
     tmp_path: Path, tokenbench: Callable[..., CliResult]
 ) -> None:
@@ -282,12 +284,12 @@ def test_a_control_plane_restarted_mid_search_resumes_its_decided_stages(
         with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
             run_id = client.post("/v1/runs", json={"scenario": spec}).json()["id"]
             # Wait for the first decided stage (a probe), then kill the plane.
-            view = poll(client, run_id, lambda v: len(v["stages"]) >= 3)
+            view = wait_for_view(client, run_id, lambda v: len(v["stages"]) >= 3, timeout_s=300)
             assert view["deciding"] and view["stages"][2]["role"] == "probe"
         plane.stop(signal.SIGKILL)
         plane, base = start_control_plane(worker_env, db, tmp_path / "plane2.log")
         with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
-            view = poll(client, run_id, lambda v: v["state"] != "running", timeout_s=300)
+            view = wait_for_view(client, run_id, lambda v: v["state"] != "running", timeout_s=300)
     finally:
         plane.stop()
         worker.stop(signal.SIGQUIT)
@@ -310,19 +312,3 @@ def test_a_control_plane_restarted_mid_search_resumes_its_decided_stages(
         [run_id],
     ).fetchone()
     assert doubled == (0,)
-
-
-def poll(
-    client: httpx.Client,
-    run_id: str,
-    until: Callable[[dict[str, Any]], bool],
-    timeout_s: float = 300,
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    view: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/runs/{run_id}").json()
-        if until(view):
-            return view
-        time.sleep(0.3)
-    raise TimeoutError(view)

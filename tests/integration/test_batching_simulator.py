@@ -34,7 +34,8 @@ from workers.runtime.event_loop import new_loop
 from workers.simulator.process import READY_PREFIX
 from workers.simulator.scheduler import BatchScheduler, replay
 
-pytestmark = pytest.mark.integration
+# serial: it measures timing (or memory); nothing may run beside it (tests/support/tiers.py).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = SimulateSpec(model="llama-3.1-405b", quant="fp8", hardware="h100", gpus=8, efficiency=0.6)

@@ -27,7 +27,8 @@ from workers.client.result import RequestResult
 from workers.load.closed_loop import ClosedLoop, RequestSource
 from workers.prompts.plan import PlannedRequest, request_planner
 
-pytestmark = pytest.mark.integration
+# serial: it measures timing (or memory); nothing may run beside it (tests/support/tiers.py).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 
 def _env() -> dict[str, str]:

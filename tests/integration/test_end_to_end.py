@@ -36,6 +36,7 @@ def write_scenario(path: Path, providers: list[dict[str, object]], **load: objec
     return path
 
 
+@pytest.mark.serial  # it measures latencies: nothing may run beside it
 def test_run_records_one_row_per_request_with_accurate_latencies(
     tmp_path: Path,
     eu_worker: Proc,

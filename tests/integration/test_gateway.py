@@ -205,6 +205,7 @@ def test_openai_client_streams_the_primarys_answer(stack: Stack, gateway: Gatewa
     assert [m.id for m in client.models.list()] == ["simulated"]
 
 
+@pytest.mark.serial  # it compares measured TTFTs: nothing may run beside it
 def test_sampled_share_and_pairs_from_both_regions(stack: Stack, gateway: GatewayProc) -> None:
     client = _client(gateway.base)
     sampler = Sampler(SAMPLE_RATE, "messages", "")

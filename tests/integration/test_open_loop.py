@@ -15,7 +15,8 @@ from workers.load.open_loop import OpenLoop
 from workers.load.schedule import arrival_offsets, part_arrivals, schedule_rng
 from workers.prompts.plan import request_planner
 
-pytestmark = pytest.mark.integration
+# serial: it measures timing (or memory); nothing may run beside it (tests/support/tiers.py).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 WORKLOAD = Workload(
     mix=[

@@ -17,6 +17,7 @@ import redis
 from api.local.redis_server import RedisServer
 from scenarios.wire.contract import heartbeat_key
 from tests.conftest import API_TOKEN, start_control_plane, start_worker
+from tests.support.polls import wait_for_view
 
 pytestmark = pytest.mark.integration
 
@@ -44,16 +45,6 @@ def client_for(base: str) -> httpx.Client:
     return httpx.Client(base_url=base, headers={"authorization": f"Bearer {API_TOKEN}"}, timeout=30)
 
 
-def poll(client: httpx.Client, run_id: str, until: Any, timeout_s: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/runs/{run_id}").json()
-        if until(view):
-            return dict(view)
-        time.sleep(0.2)
-    raise TimeoutError(view)
-
-
 def test_worker_killed_mid_shard_is_rerun_once_elsewhere(
     tmp_path: Path, redis_server: RedisServer, worker_env: dict[str, str]
 ) -> None:
@@ -67,7 +58,7 @@ def test_worker_killed_mid_shard_is_rerun_once_elsewhere(
             run_id = client.post("/v1/runs", json={"scenario": long_scenario("kill", 60)}).json()[
                 "id"
             ]
-            shard = poll(
+            shard = wait_for_view(
                 client, run_id, lambda v: v["stages"][0]["shards"][0]["requests_done"] >= 6
             )["stages"][0]["shards"][0]
             assert shard["attempt"] == 1
@@ -80,7 +71,7 @@ def test_worker_killed_mid_shard_is_rerun_once_elsewhere(
             assert beat is not None
             victim_pid = json.loads(beat)["pid"]
             os.kill(victim_pid, signal.SIGKILL)
-            view = poll(client, run_id, lambda v: v["state"] != "running", timeout_s=180)
+            view = wait_for_view(client, run_id, lambda v: v["state"] != "running", timeout_s=180)
             assert view["state"] == "finished", view
             report = client.get(f"/v1/runs/{run_id}/report").json()
     finally:
@@ -124,12 +115,12 @@ def test_control_plane_restart_mid_run_loses_and_doubles_nothing(
         scenario["load"]["concurrency"] = [2, 4]
         with client_for(base) as client:
             run_id = client.post("/v1/runs", json={"scenario": scenario}).json()["id"]
-            poll(client, run_id, lambda v: v["requests_done"] >= 8)
+            wait_for_view(client, run_id, lambda v: v["requests_done"] >= 8)
         plane.stop(signal.SIGKILL)  # no chance to acknowledge or flush anything
         time.sleep(2)  # workers keep publishing into the streams meanwhile
         plane, base = start_control_plane(worker_env, db, tmp_path / "plane2.log")
         with client_for(base) as client:
-            view = poll(client, run_id, lambda v: v["state"] != "running", timeout_s=180)
+            view = wait_for_view(client, run_id, lambda v: v["state"] != "running", timeout_s=180)
         assert view["state"] == "finished", view
     finally:
         plane.stop()

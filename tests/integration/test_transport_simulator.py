@@ -34,7 +34,8 @@ from workers.prompts.plan import PlannedRequest
 from workers.runtime.event_loop import new_loop
 from workers.simulator.process import READY_PREFIX
 
-pytestmark = pytest.mark.integration
+# serial: it measures timing (or memory); nothing may run beside it (tests/support/tiers.py).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 LIMITS = Limits(timeout_s=30.0, stall_timeout_s=10.0, connect_timeout_s=5.0)
 

@@ -15,6 +15,9 @@ from scenarios.limits import MAX_SHARDS_PER_RUN
 from tests.conftest import API_TOKEN, Proc, start_control_plane
 from tests.support.views_under_load import stored_big_run, view_while_probing
 
+# serial: /healthz must answer all along; nothing may run beside it (tests/support/tiers.py).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
+
 CLIENTS, VIEWS = 4, 3
 
 

@@ -24,6 +24,9 @@ from tests.conftest import API_TOKEN, Proc, start_control_plane
 from tests.security.conftest import HostileStack
 from tests.support.views_under_load import stored_big_run, view_while_probing
 
+# serial: /healthz must answer all along; nothing may run beside it (tests/support/tiers.py).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
+
 # More clients than the default two slots: some wait for one (or are refused).
 CLIENTS, VIEWS = 8, 2
 

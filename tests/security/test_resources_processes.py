@@ -9,7 +9,7 @@ the test sees both in seconds; it serves the shared hostile control plane.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psutil
@@ -17,8 +17,10 @@ import pytest
 
 from tests.conftest import Proc, start_worker
 from tests.security.conftest import HostileStack, scenario_with
+from tests.support.polls import wait_until
 
-pytestmark = pytest.mark.integration
+# serial: it measures timing (or memory); nothing may run beside it (tests/support/tiers.py).
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 REGION = "simres"
 CAP = 3
@@ -69,13 +71,6 @@ def tree_rss(worker: Proc) -> int:
     return total
 
 
-def poll(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-
-
 def distinct_simulators(count: int, offset: int) -> list[dict[str, Any]]:
     """``count`` simulated providers, each of its own configuration (its own process)."""
     return [
@@ -109,7 +104,7 @@ def shard_messages(view: dict[str, Any]) -> list[str]:
 def test_two_runs_of_many_simulators_leave_at_most_the_cap_then_none(
     hostile_stack: HostileStack, sim_worker: Proc
 ) -> None:
-    poll(lambda: not simulators(sim_worker), 60, "the worker starts without simulators")
+    wait_until(lambda: not simulators(sim_worker), 60, "the worker starts without simulators")
     baseline = tree_rss(sim_worker)
     for run in range(2):
         scenario = scenario_with(*distinct_simulators(CAP + 2, offset=100 * run))
@@ -120,8 +115,8 @@ def test_two_runs_of_many_simulators_leave_at_most_the_cap_then_none(
         for message in shard_messages(view):
             assert not message or "TOKENBENCH__WORKER__MAX_SIMULATORS" in message, message
     # Idle for the timeout: every simulator stops, and the memory goes with them.
-    poll(lambda: not simulators(sim_worker), 60, "idle simulators still running")
-    poll(
+    wait_until(lambda: not simulators(sim_worker), 60, "idle simulators still running")
+    wait_until(
         lambda: tree_rss(sim_worker) < baseline + RSS_SLACK,
         60,
         f"worker tree RSS {tree_rss(sim_worker)} vs baseline {baseline}",
@@ -145,7 +140,7 @@ def test_a_run_asking_for_more_simulators_than_the_cap_cannot_exceed_it(
     assert view["most_simulators"] <= CAP, view
     for message in shard_messages(view):
         assert not message or "TOKENBENCH__WORKER__MAX_SIMULATORS" in message, message
-    poll(lambda: not simulators(sim_worker), 60, "idle simulators still running")
+    wait_until(lambda: not simulators(sim_worker), 60, "idle simulators still running")
     assert sim_worker.process.poll() is None
 
 

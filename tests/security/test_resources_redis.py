@@ -15,7 +15,6 @@ returns to where it was. A normal run with a large ``extra_body`` still finishes
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -27,6 +26,7 @@ from scenarios.settings import env_name
 from scenarios.wire.contract import region_queue, run_spec_key
 from tests.conftest import API_TOKEN, start_control_plane
 from tests.security.conftest import REGION, HostileStack, scenario_with, simulated
+from tests.support.polls import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -87,15 +87,6 @@ def queued_lengths(client: redis.Redis, regions: list[str]) -> list[int]:
     return [int(client.llen(region_queue(r))) for r in regions]
 
 
-def poll(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def broker(hostile_stack: HostileStack) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(hostile_stack.redis_url)
@@ -132,7 +123,7 @@ def test_anchor_expanded_run_queues_little_and_is_freed_on_cancel(
     run_id = created.json()["id"]
     shards = PROVIDERS * len(IDLE_REGIONS)
     assert created.json()["shards"] == shards
-    poll(
+    wait_until(
         lambda: sum(queued_lengths(broker, IDLE_REGIONS)) == shards,
         60,
         "every shard queued in its idle region",
@@ -156,12 +147,12 @@ def test_anchor_expanded_run_queues_little_and_is_freed_on_cancel(
     cancelled = client.post(f"/v1/runs/{run_id}/cancel")
     assert cancelled.status_code == 202, cancelled.text
     assert hostile_stack.wait_for_run(run_id, timeout_s=60)["state"] == "cancelled"
-    poll(
+    wait_until(
         lambda: sum(queued_lengths(broker, IDLE_REGIONS)) == 0,
         30,
         "the run's queued messages removed",
     )
-    poll(lambda: not run_keys(broker, run_id), 30, "the run's keys removed")
+    wait_until(lambda: not run_keys(broker, run_id), 30, "the run's keys removed")
     assert not broker.exists(run_spec_key(run_id))
     after = used_memory(broker)
     print(f"after cancel: used_memory {after - baseline:+d} B against the baseline")

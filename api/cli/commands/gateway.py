@@ -209,4 +209,4 @@ def export_replay(
         )
     output.write_bytes(payload)
     count = payload.count(b"\n")
-    _err.print(f"{count} requests written to {output}")
+    _err.print(f"{count} requests written to {output}", soft_wrap=True)

@@ -192,7 +192,11 @@ def report(
             result, out_file, db=None if server else path, server=server, token=token
         )
         if out_file is not None:
-            err.print(f"report with {rows:,} requests written to {out_file}", highlight=False)
+            err.print(
+                f"report with {rows:,} requests written to {out_file}",
+                highlight=False,
+                soft_wrap=True,
+            )
         return
     from analytics.shadow.report import print_comparison  # noqa: PLC0415
 
@@ -203,7 +207,7 @@ def report(
         return
     with out_file.open("w", encoding="utf-8") as handle:
         print_report(Console(file=handle, width=250, no_color=True), result, output.value, shown)
-    err.print(f"report written to {out_file}", highlight=False)
+    err.print(f"report written to {out_file}", highlight=False, soft_wrap=True)
 
 
 def sql(

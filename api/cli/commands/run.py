@@ -188,7 +188,7 @@ def _scenario(path: Path | None, flags: AdHocFlags, save: Path | None) -> Scenar
             save.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
         except OSError as exc:
             raise exit_for(BadInput(f"cannot write {save}: {exc.strerror}")) from None
-        stderr.print(f"scenario written to {save}", highlight=False)
+        stderr.print(f"scenario written to {save}", highlight=False, soft_wrap=True)
     return scenario
 
 

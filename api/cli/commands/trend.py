@@ -269,4 +269,4 @@ def _write(report: TrendReport, text: str | None, out_file: Path | None, history
                 print_trend(Console(file=handle, width=250, no_color=True), report, history)
     except OSError as exc:
         raise exit_for(BadInput(f"cannot write {out_file}: {exc.strerror}")) from None
-    Console(stderr=True).print(f"trend written to {out_file}", highlight=False)
+    Console(stderr=True).print(f"trend written to {out_file}", highlight=False, soft_wrap=True)

@@ -10,8 +10,6 @@ generating load, and nothing reaches the workers of other tests sharing this Red
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,11 +18,10 @@ from typing import Any
 import httpx
 import pytest
 import redis
-import uvicorn
 from celery import Celery
 from pydantic import SecretStr
 
-from api.local.redis_server import RedisServer, free_port
+from api.local.redis_server import RedisServer
 from api.rest.app import create_app
 from scenarios.settings import (
     ApiSettings,
@@ -35,6 +32,7 @@ from scenarios.settings import (
 )
 from scenarios.wire.contract import region_queue
 from tests.conftest import API_TOKEN
+from tests.support.served_app import served
 
 # Small enough that an over-sized upload or SQL answer is cheap to make.
 MAX_DATASET_BYTES = 4096
@@ -115,24 +113,13 @@ def rest_stack(
     # The broker client shards are sent through; no worker consumes these tests' queues.
     celery = Celery("rest-tests", set_as_current=False)
     app = create_app(settings, celery)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, name="rest-stack", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the REST app did not start")
-        time.sleep(0.05)
-    base = f"http://127.0.0.1:{port}"
-    with httpx.Client(
-        base_url=base, headers={"authorization": f"Bearer {API_TOKEN}"}, timeout=30
-    ) as client:
+    with (
+        served(app) as base,
+        httpx.Client(
+            base_url=base, headers={"authorization": f"Bearer {API_TOKEN}"}, timeout=30
+        ) as client,
+    ):
         yield RestStack(base, client, redis_server.url)
-    server.should_exit = True
-    thread.join(30)
     # The tasks queued for the tests' lonely regions would wait there for ever.
     leftover = redis.Redis.from_url(redis_server.url)
     for key in leftover.scan_iter(match=f"{region_queue('nowhere-')}*"):

@@ -31,9 +31,9 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_stdout_holds_the_report_and_every_row(
-    db: Path, tokenbench: Callable[..., CliResult]
+    db: Path, tokenbench_in_process: Callable[..., CliResult]
 ) -> None:
-    done = tokenbench("report", "run", "--db", str(db), "--format", "json", "--requests")
+    done = tokenbench_in_process("report", "run", "--db", str(db), "--format", "json", "--requests")
     assert done.code == 0, done.stderr
     document = json.loads(done.stdout)
     rows = document.pop("requests")
@@ -42,9 +42,11 @@ def test_stdout_holds_the_report_and_every_row(
         REQUESTS,
         False,
     )
-    plain = tokenbench("report", "run", "--db", str(db), "--format", "json")
+    plain = tokenbench_in_process("report", "run", "--db", str(db), "--format", "json")
     assert document == json.loads(plain.stdout)  # the report itself is unchanged
-    refused = tokenbench("report", "run", "--db", str(db), "--format", "csv", "--requests")
+    refused = tokenbench_in_process(
+        "report", "run", "--db", str(db), "--format", "csv", "--requests"
+    )
     assert refused.code == 2 and "--requests needs --format json" in refused.stderr
 
 

@@ -30,11 +30,13 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_file_exports_hold_every_row(
-    db: Path, tmp_path: Path, tokenbench: Callable[..., CliResult]
+    db: Path, tmp_path: Path, tokenbench_in_process: Callable[..., CliResult]
 ) -> None:
     for fmt in ("csv", "json", "parquet"):
         target = tmp_path / f"all.{fmt}"
-        done = tokenbench("sql", QUERY, "--db", str(db), "--format", fmt, "-o", str(target))
+        done = tokenbench_in_process(
+            "sql", QUERY, "--db", str(db), "--format", fmt, "-o", str(target)
+        )
         assert done.code == 0, done.stderr
         assert done.stderr == ""  # nothing cut, nothing to say
         if fmt == "parquet":
@@ -47,18 +49,20 @@ def test_file_exports_hold_every_row(
             assert lines[0] == ["i", "label"] and len(lines) == ROWS + 1
 
 
-def test_stdout_exports_stream_every_row(db: Path, tokenbench: Callable[..., CliResult]) -> None:
-    done = tokenbench("sql", QUERY, "--db", str(db), "--format", "json")
+def test_stdout_exports_stream_every_row(
+    db: Path, tokenbench_in_process: Callable[..., CliResult]
+) -> None:
+    done = tokenbench_in_process("sql", QUERY, "--db", str(db), "--format", "json")
     assert done.code == 0, done.stderr
     assert [row["i"] for row in json.loads(done.stdout)] == list(range(ROWS))
 
 
 def test_an_export_past_max_rows_fails_and_leaves_nothing(
-    db: Path, tmp_path: Path, tokenbench: Callable[..., CliResult]
+    db: Path, tmp_path: Path, tokenbench_in_process: Callable[..., CliResult]
 ) -> None:
     target = tmp_path / "capped.parquet"
     target.write_bytes(b"an earlier export")
-    done = tokenbench(
+    done = tokenbench_in_process(
         "sql", QUERY, "--db", str(db), "--format", "parquet", "-o", str(target),
         "--max-rows", "1000",
     )  # fmt: skip
@@ -69,22 +73,26 @@ def test_an_export_past_max_rows_fails_and_leaves_nothing(
     )
     assert target.read_bytes() == b"an earlier export"  # neither cut nor clobbered
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capped.parquet"]
-    on_stdout = tokenbench("sql", QUERY, "--db", str(db), "--format", "csv", "--max-rows", "10")
+    on_stdout = tokenbench_in_process(
+        "sql", QUERY, "--db", str(db), "--format", "csv", "--max-rows", "10"
+    )
     assert on_stdout.code == 2 and "stdout stops short" in on_stdout.stderr
     # Within the cap, the cap changes nothing.
-    enough = tokenbench("sql", QUERY, "--db", str(db), "--format", "csv", "--max-rows", str(ROWS))
+    enough = tokenbench_in_process(
+        "sql", QUERY, "--db", str(db), "--format", "csv", "--max-rows", str(ROWS)
+    )
     assert enough.code == 0 and len(enough.stdout.splitlines()) == ROWS + 1
 
 
 def test_the_table_says_how_many_rows_it_cut(
-    db: Path, tokenbench: Callable[..., CliResult]
+    db: Path, tokenbench_in_process: Callable[..., CliResult]
 ) -> None:
-    done = tokenbench("sql", QUERY, "--db", str(db))
+    done = tokenbench_in_process("sql", QUERY, "--db", str(db))
     assert done.code == 0, done.stderr
     assert f"{TABLE_ROWS:,} of {ROWS:,} rows shown; {ROWS - TABLE_ROWS:,} cut at --max-rows" in (
         done.stdout
     )
-    small = tokenbench("sql", "SELECT 1 AS one", "--db", str(db))
+    small = tokenbench_in_process("sql", "SELECT 1 AS one", "--db", str(db))
     assert "1 rows · " in small.stdout and "cut" not in small.stdout
 
 

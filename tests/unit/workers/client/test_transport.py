@@ -436,6 +436,7 @@ def test_silent_server_is_a_read_timeout(
 
 
 @linux_only
+@pytest.mark.serial  # stamps within 1 ms: nothing may run beside it
 def test_stamps_are_kernel_arrival_not_read_time(
     run: Callable[[Awaitable[Any]], Any], serve: Callable[..., ScriptedServer]
 ) -> None:
@@ -490,6 +491,7 @@ def wait_until(condition: Callable[[], bool]) -> None:
 
 
 @linux_only
+@pytest.mark.serial  # stamps within 1 ms: nothing may run beside it
 def test_sweep_reads_during_busy_work_so_writes_keep_their_own_stamps(
     run: Callable[[Awaitable[Any]], Any], serve: Callable[..., ScriptedServer]
 ) -> None:
