@@ -321,3 +321,17 @@ ListLimit = Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT)]
 # Earlier runs a trend judges the latest against, and the smallest change it counts.
 TrendWindow = Annotated[int, Field(ge=1, le=MAX_TREND_WINDOW)]
 MinChange = Annotated[float, Field(ge=0, le=MAX_MIN_CHANGE)]
+
+
+def cap_data_memory(data_bytes: int) -> None:
+    """Cap this process's data segment and anonymous mappings (``RLIMIT_DATA``): past it,
+    allocations fail (DuckDB answers out of memory, a tokenizer raises) instead of growing
+    the host's memory. Only ever lowers the limit. Called first thing in the children that
+    run untrusted work: user SQL, dataset conversion, the tokenizer probe."""
+    try:
+        import resource  # noqa: PLC0415 - POSIX only, and only the children need it
+    except ImportError:  # pragma: no cover - Windows has no rlimits
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = data_bytes if hard == resource.RLIM_INFINITY else min(hard, data_bytes)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))

@@ -18,10 +18,13 @@ import subprocess
 import sys
 from typing import Any
 
-from analytics.query.sql_process import cap_memory
 from scenarios.datasets.files import WorkloadFileError
 from scenarios.datasets.formats import Conversion, Converted, convert
-from scenarios.limits import DATASET_CONVERSION_TIMEOUT_S, DATASET_PROCESS_DATA_BYTES
+from scenarios.limits import (
+    DATASET_CONVERSION_TIMEOUT_S,
+    DATASET_PROCESS_DATA_BYTES,
+    cap_data_memory,
+)
 
 __all__ = ["convert_in_child", "main"]
 
@@ -79,11 +82,11 @@ def convert_in_child(
 
 def main() -> int:
     """Child side: convert the file on stdin, answer on stdout."""
-    cap_memory(DATASET_PROCESS_DATA_BYTES)
+    cap_data_memory(DATASET_PROCESS_DATA_BYTES)
     raw = sys.stdin.buffer.read()
     line, _, data = raw.partition(b"\n")
     request = json.loads(line)
-    cap_memory(int(request.get("memory_bytes", DATASET_PROCESS_DATA_BYTES)))
+    cap_data_memory(int(request.get("memory_bytes", DATASET_PROCESS_DATA_BYTES)))
     out = sys.stdout.buffer
     conversion = Conversion.of(str(request["format"]), dict(request["columns"]))
     try:

@@ -55,12 +55,7 @@ from analytics.query.safe_sql import (
     too_large_message,
 )
 from scenarios.errors import Unavailable
-from scenarios.limits import SQL_PROCESS_DATA_BYTES
-
-try:
-    import resource
-except ImportError:  # pragma: no cover - Windows has no rlimits
-    resource = None  # type: ignore[assignment]
+from scenarios.limits import SQL_PROCESS_DATA_BYTES, cap_data_memory
 
 # Time a child may take beyond the statement timeout (interpreter start, encoding).
 GRACE_S = 10.0
@@ -111,22 +106,11 @@ def _answer(out: Any, header: dict[str, Any], payload: bytes = b"") -> None:
     out.flush()
 
 
-def cap_memory(data_bytes: int) -> None:
-    """Cap this process's data segment and anonymous mappings (``RLIMIT_DATA``): past
-    it, allocations fail (DuckDB answers out of memory) instead of growing the host's
-    memory. Only ever lowers the limit."""
-    if resource is None:  # pragma: no cover - Windows
-        return
-    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    limit = data_bytes if hard == resource.RLIM_INFINITY else min(hard, data_bytes)
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
 def main() -> int:
     """Child side: run the request read from stdin, answer on stdout."""
     out = sys.stdout.buffer
     request = json.loads(sys.stdin.buffer.read())
-    cap_memory(int(request.get("memory_bytes", SQL_PROCESS_DATA_BYTES)))
+    cap_data_memory(int(request.get("memory_bytes", SQL_PROCESS_DATA_BYTES)))
     max_bytes = request.get("max_bytes")
     limits = SqlLimits(
         max_rows=int(request["max_rows"]),
@@ -281,7 +265,7 @@ async def _keep_tail(child: asyncio.subprocess.Process, tail: bytearray) -> None
         del tail[:-MAX_STDERR_BYTES]
 
 
-__all__ = ["ChildResult", "SqlUnavailable", "cap_memory", "encode", "run_in_child"]
+__all__ = ["ChildResult", "SqlUnavailable", "encode", "run_in_child"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

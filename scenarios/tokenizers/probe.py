@@ -36,6 +36,7 @@ from scenarios.limits import (
     MIN_COUNT_CHARS_PER_S,
     TOKENIZER_PROBE_DATA_BYTES,
     TOKENIZER_PROBE_TIMEOUT_S,
+    cap_data_memory,
 )
 from scenarios.tokenizers.files import TokenizerUnavailable, tokenizer_from_bytes, tokenizers_module
 
@@ -145,18 +146,6 @@ def _probe_size() -> int:
     return sum(len(text) for text in probe_texts([]))
 
 
-def _cap_memory(data_bytes: int) -> None:
-    """Cap the child's data segment (``RLIMIT_DATA``): a tokenizer that allocates without
-    bound fails here instead of growing the host's memory."""
-    try:
-        import resource  # noqa: PLC0415 - POSIX only
-    except ImportError:  # pragma: no cover - Windows
-        return
-    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    limit = data_bytes if hard == resource.RLIM_INFINITY else min(hard, data_bytes)
-    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-
 def _probe(data: bytes) -> dict[str, object]:
     tokenizer = tokenizer_from_bytes(data, "the file")
     vocab = tokenizer.get_vocab()
@@ -177,7 +166,7 @@ def _count(payload: bytes) -> dict[str, Any]:
 def main() -> int:
     """Child side: check the tokenizer (``probe``) or count texts with it (``count``),
     as the first line on stdin says; answer one JSON line on stdout."""
-    _cap_memory(TOKENIZER_PROBE_DATA_BYTES)
+    cap_data_memory(TOKENIZER_PROBE_DATA_BYTES)
     mode, _, data = sys.stdin.buffer.read().partition(b"\n")
     try:
         answer = _count(data) if mode == b"count" else _probe(data)
