@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -253,6 +254,38 @@ class ScheduleSettings(BaseModel):
     )
 
 
+class TeamSettings(BaseModel):
+    """What every team may do unless an admin set its own figure (docs/teams.md)."""
+
+    visibility: Literal["org", "team"] = Field(
+        default="org",
+        description="Who reads a team's results by default: the whole organisation or the team.",
+    )
+    monthly_budget_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="A team's spend per calendar month (UTC) on token-priced providers; "
+        "none: unlimited.",
+    )
+    max_concurrent_runs: int = Field(default=4, ge=1, le=1000, description="Runs going at once.")
+    max_queued_runs: int = Field(
+        default=20, ge=0, le=10_000, description="Runs waiting for their targets at once."
+    )
+    max_schedules: int = Field(default=50, ge=0, le=10_000, description="Active schedules.")
+    max_dataset_bytes: int = Field(
+        default=1024**3, ge=0, description="Bytes of uploaded datasets a team keeps."
+    )
+    requests_per_s: float = Field(
+        default=20.0, gt=0, le=10_000, description="API requests per second per token."
+    )
+    request_burst: int = Field(
+        default=40, ge=1, le=100_000, description="API requests a token may send at once."
+    )
+    max_tokens: int = Field(
+        default=10_000, ge=1, le=1_000_000, description="Tokens minted in all (bounds the table)."
+    )
+
+
 class Settings(BaseSettings):
     """All tokenbench settings."""
 
@@ -268,6 +301,7 @@ class Settings(BaseSettings):
     egress: EgressSettings = Field(default_factory=EgressSettings)
     control: ControlSettings = Field(default_factory=ControlSettings)
     schedules: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    teams: TeamSettings = Field(default_factory=TeamSettings)
     regions: list[str] = Field(
         default_factory=list, description="Regions the deployment expects (shown in /readyz)."
     )

@@ -40,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

@@ -18,6 +18,9 @@ from fastapi_offline import FastAPIOffline
 from redis.asyncio import Redis
 
 from analytics.store.db import connect
+from api.access.caller import Caller, Role
+from api.access.ownership import Kind, owner_of
+from api.access.tokens import TokenRegistry
 from api.control.plane import ControlPlane
 from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers
@@ -52,6 +55,8 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         app.state.con = con
         app.state.redis = redis
         app.state.plane = plane
+        bootstrap = [token.get_secret_value() for token in settings.api.tokens]
+        app.state.tokens = TokenRegistry(con, bootstrap)
         # One limiter for every heavy route (api/rest/offload.py, docs/security.md Bounds).
         heavy = HeavyWork(settings.api.heavy_requests, settings.api.heavy_wait_s)
         app.state.heavy = heavy
@@ -60,7 +65,10 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         app.state.starter = starter
 
         async def fire_run(body: RunCreate, schedule_id: str) -> str:
-            return (await starter.start(body, schedule_id)).run_id
+            # A schedule's run is its owner's: the team and token that created it.
+            owner = owner_of(con, Kind.SCHEDULE, schedule_id)
+            caller = Caller(owner.token_id or "schedule", owner.team, Role.SUBMITTER)
+            return (await starter.start(body, caller, schedule_id)).run_id
 
         # Schedules fire runs through the same starter as POST /v1/runs (docs/tracking.md).
         schedule_service = ScheduleService(

@@ -9,8 +9,10 @@ import duckdb
 from fastapi import Depends, Request
 from redis.asyncio import Redis
 
+from api.access.caller import Caller, Role
+from api.access.tokens import TokenRegistry
 from api.control.plane import ControlPlane
-from api.rest.auth import require_token
+from api.rest.auth import require_caller, require_role
 from api.rest.offload import HeavyWork
 from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore
@@ -48,6 +50,11 @@ def _cursor(request: Request) -> Iterator[duckdb.DuckDBPyConnection]:
         cursor.close()
 
 
+def _tokens(request: Request) -> TokenRegistry:
+    registry: TokenRegistry = request.app.state.tokens
+    return registry
+
+
 def _heavy(request: Request) -> HeavyWork:
     """The shared limiter of heavy work, off the event loop (api/rest/offload.py)."""
     heavy: HeavyWork = request.app.state.heavy
@@ -79,4 +86,9 @@ HeavyDep = Annotated[HeavyWork, Depends(_heavy)]
 ScenarioStoreDep = Annotated[ScenarioStore, Depends(_scenarios)]
 RunStarterDep = Annotated[RunStarter, Depends(_starter)]
 ScheduleServiceDep = Annotated[ScheduleService, Depends(_schedules)]
-Authenticated = Depends(require_token)
+TokensDep = Annotated[TokenRegistry, Depends(_tokens)]
+Authenticated = Depends(require_caller)
+# The caller of a route (any role), and of routes that need a role.
+CallerDep = Annotated[Caller, Depends(require_caller)]
+SubmitterDep = Annotated[Caller, Depends(require_role(Role.SUBMITTER))]
+AdminDep = Annotated[Caller, Depends(require_role(Role.ADMIN))]

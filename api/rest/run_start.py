@@ -16,6 +16,7 @@ import duckdb
 from redis.asyncio import Redis
 
 from analytics.datasets.uploads import DatasetStore
+from api.access.caller import Caller
 from api.control.dispatch import live_workers
 from api.control.plane import ControlPlane
 from api.control.run_coordinator import RunCoordinator
@@ -69,9 +70,11 @@ class RunStarter:
         check_scenario_datasets(scenario, DatasetStore(self.writer))
         return scenario
 
-    async def start(self, body: RunCreate, schedule_id: str | None = None) -> RunCoordinator:
-        """Create the run (409 if a region has no live worker and the request does not
-        wait for one) and record its origin."""
+    async def start(
+        self, body: RunCreate, caller: Caller, schedule_id: str | None = None
+    ) -> RunCoordinator:
+        """Create the run for ``caller`` (409 if a region has no live worker and the
+        request does not wait for one) and record its origin."""
         scenario = await self.checked_scenario(body)
         # Read once: what refuses a region without a worker also splits the stages.
         workers = await live_workers(self.redis, scenario.regions)

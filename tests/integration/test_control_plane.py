@@ -101,7 +101,7 @@ def test_auth_is_required_except_for_health(control_plane: httpx.Client) -> None
     base = str(control_plane.base_url)
     assert httpx.get(f"{base}/v1/runs").status_code == 401
     assert (
-        httpx.get(f"{base}/v1/runs", headers={"authorization": "Bearer wrong"}).status_code == 403
+        httpx.get(f"{base}/v1/runs", headers={"authorization": "Bearer wrong"}).status_code == 401
     )
     assert httpx.get(f"{base}/metrics").status_code == 401
     assert httpx.get(f"{base}/healthz").status_code == 200
@@ -180,4 +180,4 @@ def test_submit_command_waits_and_prints_the_report(
     assert sum(row["requests"] for row in report["stages"]) == 24
     refused = tokenbench("submit", str(path), "--server", server, "--token", "wrong")
     assert refused.code == 1
-    assert "HTTP 403" in refused.stderr and "Traceback" not in refused.stderr
+    assert "HTTP 401" in refused.stderr and "Traceback" not in refused.stderr

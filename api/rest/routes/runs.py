@@ -24,6 +24,7 @@ from api.rest.deps import (
     PlaneDep,
     RunStarterDep,
     SettingsDep,
+    SubmitterDep,
     WriterDep,
 )
 from api.rest.negotiation import chosen_format
@@ -45,9 +46,9 @@ PARQUET = "application/vnd.apache.parquet"
 
 
 @router.post("", status_code=201, response_model=RunCreated)
-async def create_run(body: RunCreate, starter: RunStarterDep) -> RunCreated:
+async def create_run(body: RunCreate, starter: RunStarterDep, caller: SubmitterDep) -> RunCreated:
     """Start a run of a stored or inline scenario; 409 if a region has no live worker."""
-    coordinator = await starter.start(body)
+    coordinator = await starter.start(body, caller)
     return RunCreated(
         id=coordinator.run_id,
         state=coordinator.state,

@@ -59,7 +59,7 @@ def test_serve_uses_the_configured_redis_and_refuses_all_without_tokens(
         ready = httpx.get(f"{base}/readyz", timeout=10).json()
         assert ready["redis"] is True and ready["duckdb"] is True
         refused = httpx.get(f"{base}/v1/runs", headers={"authorization": "Bearer anything"})
-        assert refused.status_code == 403
+        assert refused.status_code == 401
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, proc.text()
     finally:

@@ -134,7 +134,7 @@ def test_refusals_of_the_control_plane_keep_their_kind(
         env={"TOKENBENCH_TOKEN": None},
     )
     assert wrong_token.exit_code == 1  # operational: the scenario may well be fine
-    assert "HTTP 403: invalid token" in wrong_token.stderr
+    assert "HTTP 401: missing, unknown, expired or revoked bearer token" in wrong_token.stderr
 
 
 def test_an_unreachable_control_plane_is_operational(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
+from analytics.sql.files import load_sql
+from api.access.tokens import TokenRegistry
 from api.control.plane import ControlPlane
 from api.rest import deps
 from api.rest.errors import install_error_handlers
@@ -40,6 +42,8 @@ def app(tmp_path: Path) -> Iterator[FastAPI]:
         redis, con, Celery("deps", set_as_current=False), ControlSettings()
     )
     app.state.scenarios = ScenarioStore(con)
+    con.execute(load_sql("schema_v19"))  # the token table only
+    app.state.tokens = TokenRegistry(con, [TOKEN])
     yield app
     con.close()
 
@@ -92,5 +96,5 @@ def test_authenticated_guards_a_route(app: FastAPI) -> None:
 
     client = TestClient(app)
     assert client.get("/guarded").status_code == 401
-    assert client.get("/guarded", headers={"authorization": "Bearer no"}).status_code == 403
+    assert client.get("/guarded", headers={"authorization": "Bearer no"}).status_code == 401
     assert client.get("/guarded", headers={"authorization": f"Bearer {TOKEN}"}).json() == "in"

@@ -1,0 +1,160 @@
+"""Who owns an object and who may see or change it.
+
+Every scenario, run, dataset, schedule and shadow session has a row in
+``object_owners``: its team and the token that created it (none: team ``default``, as
+for everything written before teams existed). The rules (docs/teams.md):
+
+- **read**: an admin reads everything; anyone reads their own team's objects; another
+  team's objects when they are visible org-wide: a run by its own ``visibility`` if it
+  has one, else by its team's setting (``teams.visibility``, ``org`` by default).
+- **change** (cancel, delete, pause, stop): its own team (submitter or admin role) or
+  an admin. Another team gets **404** for an object it may not read and **403** for one
+  it may read, so a private object's existence is not revealed.
+
+:func:`visible_runs_sql` is the same read rule as SQL, for list queries and for the
+database copy that user SQL reads (analytics/query/snapshot.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import StrEnum
+
+import duckdb
+
+from api.access.caller import DEFAULT_TEAM, Caller, Role
+from scenarios.errors import NotFound as NotFoundKind
+from scenarios.errors import Refused
+
+
+class Kind(StrEnum):
+    """The kinds of owned objects."""
+
+    SCENARIO = "scenario"
+    RUN = "run"
+    DATASET = "dataset"
+    SCHEDULE = "schedule"
+    SESSION = "session"
+
+
+class Visibility(StrEnum):
+    """Who reads a team's results."""
+
+    ORG = "org"  # every token of the organisation
+    TEAM = "team"  # the team's tokens and admins
+
+
+class NotFound(NotFoundKind, LookupError):
+    """The object does not exist, or the caller may not know that it does (404)."""
+
+    def __init__(self, kind: Kind, object_id: str) -> None:
+        super().__init__(f"no {kind.value} {object_id}")
+
+
+class Forbidden(Refused):
+    """The caller may see the object but not do this to it (403)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """An object's owner and its own visibility override."""
+
+    team: str
+    token_id: str | None
+    visibility: Visibility | None
+
+
+UNOWNED = Owner(DEFAULT_TEAM, None, None)
+
+
+def record_owner(
+    con: duckdb.DuckDBPyConnection,
+    kind: Kind,
+    object_id: str,
+    caller: Caller,
+    visibility: Visibility | None = None,
+) -> None:
+    """Record that ``caller`` created ``object_id`` (a second record of the same object,
+    e.g. a dataset uploaded again by content, keeps the first owner)."""
+    con.execute(
+        "INSERT INTO object_owners VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        [
+            kind.value,
+            object_id,
+            caller.team,
+            caller.token_id,
+            None if visibility is None else visibility.value,
+            dt.datetime.now(dt.UTC),
+        ],
+    )
+
+
+def owner_of(con: duckdb.DuckDBPyConnection, kind: Kind, object_id: str) -> Owner:
+    """The object's owner (``UNOWNED``, team default, when it has no row)."""
+    row = con.execute(
+        "SELECT team, token_id, visibility FROM object_owners WHERE kind = ? AND object_id = ?",
+        [kind.value, object_id],
+    ).fetchone()
+    if row is None:
+        return UNOWNED
+    return Owner(str(row[0]), row[1], None if row[2] is None else Visibility(str(row[2])))
+
+
+def team_visibility(con: duckdb.DuckDBPyConnection, team: str) -> Visibility:
+    """A team's setting (org when it has none)."""
+    row = con.execute("SELECT visibility FROM teams WHERE team = ?", [team]).fetchone()
+    return Visibility(str(row[0])) if row else Visibility.ORG
+
+
+def may_read(con: duckdb.DuckDBPyConnection, caller: Caller, owner: Owner) -> bool:
+    """The read rule for one object."""
+    if caller.is_admin or owner.team == caller.team:
+        return True
+    visibility = owner.visibility or team_visibility(con, owner.team)
+    return visibility is Visibility.ORG
+
+
+def check_read(con: duckdb.DuckDBPyConnection, caller: Caller, kind: Kind, object_id: str) -> Owner:
+    """The owner of an object the caller may read; NotFound (404) otherwise."""
+    owner = owner_of(con, kind, object_id)
+    if not may_read(con, caller, owner):
+        raise NotFound(kind, object_id)
+    return owner
+
+
+def check_change(
+    con: duckdb.DuckDBPyConnection, caller: Caller, kind: Kind, object_id: str
+) -> Owner:
+    """The owner of an object the caller may change: 404 if it may not even read it,
+    403 if it reads it but it is another team's (or the caller is a viewer)."""
+    owner = check_read(con, caller, kind, object_id)
+    if not caller.has(Role.SUBMITTER):
+        raise Forbidden(f"a {caller.role.value} token may not change a {kind.value}")
+    if not caller.is_admin and owner.team != caller.team:
+        raise Forbidden(f"this {kind.value} belongs to team {owner.team}")
+    return owner
+
+
+def visible_runs_sql(caller: Caller, run_id: str = "run_id") -> tuple[str, list[object]]:
+    """A SQL condition on the column ``run_id`` (a trusted expression) that holds for the
+    runs (and sessions) ``caller`` may read, and its parameters."""
+    if caller.is_admin:
+        return "TRUE", []
+    return visible_sql("run", caller, run_id)
+
+
+def visible_sql(kind: str, caller: Caller, column: str) -> tuple[str, list[object]]:
+    """A SQL condition that holds for the objects of ``kind`` (id in ``column``, a
+    trusted expression) that ``caller`` may read; runs and sessions share the rule."""
+    if caller.is_admin:
+        return "TRUE", []
+    kinds = ["run", "session"] if kind in ("run", "session") else [kind]
+    condition = (
+        f"(SELECT coalesce(o.team, '{DEFAULT_TEAM}') = ? OR coalesce(o.visibility, "  # noqa: S608
+        "(SELECT t.visibility FROM teams AS t WHERE t.team = coalesce(o.team, "
+        f"'{DEFAULT_TEAM}')), 'org') = 'org' FROM (SELECT 1) AS one LEFT JOIN "
+        f"object_owners AS o ON o.kind IN ({', '.join('?' for _ in kinds)}) "
+        f"AND o.object_id = {column})"
+    )
+    return condition, [caller.team, *kinds]
