@@ -103,7 +103,9 @@ def test_teams_and_audit(tokenbench_in_process: Cli, base: str) -> None:
     }
     reset = as_user(cli, base, API_TOKEN, "teams", "set", "cli-b", "--reset", "monthly-budget-usd")
     assert reset.code == 0, reset.stderr
-    assert "TOKENBENCH__TEAMS__MONTHLY_BUDGET_USD" in reset.stdout
+    budget = next(line for line in reset.stdout.splitlines() if "monthly_budget_usd" in line)
+    assert budget.split() == ["monthly_budget_usd", "unlimited", "default"]
+    assert "TOKENBENCH__TEAMS__" in reset.stderr
     listed = as_user(cli, base, API_TOKEN, "teams", "list")
     assert listed.code == 0 and "cli-b" in listed.stdout and "3*" in listed.stdout
     assert max(len(line) for line in listed.stdout.splitlines()) <= 80
