@@ -16,6 +16,7 @@ from celery import Celery
 from pydantic import SecretStr
 
 from api.access.inputs import TEAM_PATTERN
+from api.access.teams import SETTABLE
 from api.local.redis_server import RedisServer
 from api.rest.app import create_app
 from api.rest.routes.audit import AuditEntry
@@ -204,6 +205,7 @@ def test_team_settings_show_their_source_and_reset(base: str) -> None:
     with client(base) as admin:
         before = TeamPublic.model_validate(admin.get("/v1/teams/zeta").json())
         assert {f.source for f in before.settings.values()} == {"default"}
+        assert list(before.settings) == list(SETTABLE)
         assert before.settings["max_concurrent_runs"].default_setting == (
             "TOKENBENCH__TEAMS__MAX_CONCURRENT_RUNS"
         )
