@@ -1,7 +1,7 @@
 """``tokenbench teams list|show|set``: teams and their settings on a control plane.
 
 Each figure (visibility, monthly budget, quotas) is the team's own, set by an admin with
-``teams set``, or the service's default (``TOKENBENCH__TEAMS__*``); ``show`` and ``list``
+``teams set``, or the service's default (its ``teams`` setting); ``show`` and ``list``
 say which. ``set --reset NAME`` returns a figure to the default. Talks to ``--server``
 with ``--token`` over REST (docs/teams.md); exit codes as ``tokenbench tokens``.
 """
@@ -75,7 +75,11 @@ def _print_team(team: dict[str, Any]) -> None:
         source = "set for the team" if figure["source"] == "team" else "default"
         lines.append((name, f"{shown[name]:<{width}}  {source}"))
     print_lines(lines)
-    note("defaults: TOKENBENCH__TEAMS__<SETTING>; reset one with tokenbench teams set --reset")
+    example = figures["max_schedules"]["default_setting"]
+    note(
+        f"a default is the service's setting of the same name ({example} for "
+        "max_schedules); tokenbench teams set --reset NAME returns a figure to it"
+    )
 
 
 def _show(data: Any, output: Format) -> None:

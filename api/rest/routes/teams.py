@@ -1,9 +1,10 @@
 """``/v1/teams``: each team's effective settings, and an admin's changes to them.
 
-A figure is the team's own (set with ``PATCH``) or the service's default
-(``TOKENBENCH__TEAMS__*``); every answer says which, per figure. ``null`` in a ``PATCH``
-resets a figure to the default. Changes, and refusals of them, are appended to the audit
-log (action ``team.update``). docs/teams.md is the guide.
+A figure is the team's own (set with ``PATCH``) or the service's default (the
+``teams`` settings, e.g. ``TOKENBENCH__TEAMS__MAX_SCHEDULES``); every answer says
+which, per figure. ``null`` in a ``PATCH`` resets a figure to the default. Changes, and
+refusals of them, are appended to the audit log (action ``team.update``). docs/teams.md
+is the guide.
 
 Who may call: ``GET /v1/teams`` any role (an admin sees every team, anyone else their
 own); ``GET /v1/teams/{team}`` an admin, or a member of that team (another team is a
