@@ -92,6 +92,10 @@ def audit(
     ] = None,
     token_id: Annotated[str | None, typer.Option(help="Entries of this token id.")] = None,
     outcome: Annotated[str | None, typer.Option(help="ok, refused or failed.")] = None,
+    kind: Annotated[
+        str | None, typer.Option("--object-kind", help="What was acted on: token, team, run...")
+    ] = None,
+    object_id: Annotated[str | None, typer.Option("--object", help="Its id.")] = None,
     since: Annotated[str | None, typer.Option(help="From this time, or e.g. 24h ago.")] = None,
     until: Annotated[str | None, typer.Option(help="Before this time, or e.g. 1h ago.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Entries shown.")] = 100,
@@ -105,6 +109,8 @@ def audit(
         "action": action,
         "token_id": token_id,
         "outcome": outcome,
+        "object_kind": kind,
+        "object_id": object_id,
         "since": moment(since, "--since"),
         "until": moment(until, "--until"),
         "limit": limit,

@@ -26,6 +26,10 @@ from api.access.inputs import (
     TOKEN_ID_PATTERN,
 )
 from api.rest.deps import AdminDep, CursorDep
+from scenarios.limits import MAX_ID_CHARS
+
+# An object's id as recorded (a run, a dataset, a token, a team): printable, no spaces.
+OBJECT_ID_PATTERN = r"^[!-~]+$"
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -56,11 +60,17 @@ def read_audit(
     token_id: Annotated[str | None, Query(pattern=TOKEN_ID_PATTERN, max_length=17)] = None,
     action: Annotated[str | None, Query(pattern=ACTION_PATTERN, max_length=64)] = None,
     outcome: Literal["ok", "refused", "failed"] | None = None,
+    object_kind: Annotated[str | None, Query(pattern=ACTION_PATTERN, max_length=64)] = None,
+    object_id: Annotated[
+        str | None, Query(pattern=OBJECT_ID_PATTERN, max_length=MAX_ID_CHARS)
+    ] = None,
     since: Annotated[dt.datetime | None, Query(description="Entries at or after.")] = None,
     until: Annotated[dt.datetime | None, Query(description="Entries before.")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_ROWS)] = 100,
 ) -> list[AuditEntry]:
-    """Audit entries, newest first, matching every filter given (admin)."""
+    """Audit entries, newest first, matching every filter given (admin). ``team`` and
+    ``token_id`` name the caller; ``object_kind`` and ``object_id`` what was acted on
+    (e.g. ``team`` and ``search`` for the changes to team search's settings)."""
     conditions: list[str] = []
     params: list[object] = []
     # Column names are fixed here; every value is a bound parameter.
@@ -69,6 +79,8 @@ def read_audit(
         ("token_id", token_id),
         ("action", action),
         ("outcome", outcome),
+        ("object_kind", object_kind),
+        ("object_id", object_id),
     ):
         if value is not None:
             conditions.append(f"{column} = ?")

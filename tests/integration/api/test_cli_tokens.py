@@ -114,6 +114,11 @@ def test_teams_and_audit(tokenbench_in_process: Cli, base: str) -> None:
     log = as_user(cli, base, API_TOKEN, "audit", "--action", "team.update", "--since", "1h")
     assert log.code == 0, log.stderr
     assert "team.update" in log.stdout and "cli-b" in log.stdout
+    about = as_user(
+        cli, base, API_TOKEN, "audit", "--object-kind", "team", "--object", "cli-b",
+        "--format", "json",
+    )  # fmt: skip
+    assert [e["action"] for e in json.loads(about.stdout)] == ["team.update", "team.update"]
     assert max(len(line) for line in log.stdout.splitlines()) <= 80
     entries = json.loads(
         as_user(cli, base, API_TOKEN, "audit", "--format", "json", "--limit", "3").stdout

@@ -260,10 +260,23 @@ def test_the_audit_filters(base: str) -> None:
             ).status_code
             == 200
         )
+        about = admin.get(
+            "/v1/audit", params={"object_kind": "token", "object_id": minted["id"]}
+        ).json()
+        assert [e["action"] for e in about] == ["token.revoke", "token.mint"]
         early = admin.get("/v1/audit", params={"until": start.isoformat()}).json()
         assert all(e["object_id"] != minted["id"] for e in early)
         assert len(admin.get("/v1/audit", params={"limit": 1}).json()) == 1
-        for bad in ({"limit": 10_001}, {"limit": 0}, {"team": "A"}, {"token_id": "x"}):
+        for bad in (
+            {"limit": 10_001},
+            {"limit": 0},
+            {"team": "A"},
+            {"token_id": "x"},
+            {"object_id": "a b"},
+            {"object_id": "x" * 257},
+            {"outcome": "maybe"},
+            {"since": "yesterday"},
+        ):
             assert admin.get("/v1/audit", params=bad).status_code == 422, bad
         text = admin.get("/v1/audit", params={"limit": 10_000}).text
     assert minted["token"] not in text
@@ -288,3 +301,33 @@ def test_a_bootstrap_token_is_not_revoked_over_rest(base: str) -> None:
         assert answer.status_code == 422
         assert "TOKENBENCH__API__TOKENS" in answer.json()["detail"]
         assert admin.get("/v1/whoami").status_code == 200
+
+
+def test_a_restart_loses_no_token_revocation_or_setting(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    db = tmp_path / "restart.duckdb"
+    with served(_app(redis_server.url, db)) as url:
+        kept = mint(url, "iota", "submitter", expires_in="30d", name="kept")
+        gone = mint(url, "iota", "viewer")
+        with client(url) as admin:
+            assert admin.post(f"/v1/tokens/{gone['id']}/revoke").status_code == 200
+            assert admin.patch("/v1/teams/iota", json={"max_schedules": 7}).status_code == 200
+        with client(url, kept["token"]) as user:
+            assert user.get("/v1/whoami").status_code == 200
+    with served(_app(redis_server.url, db)) as url:
+        with client(url, kept["token"]) as user:
+            me = user.get("/v1/whoami").json()
+        assert me["token_id"] == kept["id"] and me["name"] == "kept"
+        assert dt.datetime.fromisoformat(me["expires_at"]) == dt.datetime.fromisoformat(
+            kept["expires_at"]
+        )
+        with client(url, gone["token"]) as user:
+            assert user.get("/v1/whoami").status_code == 401
+        with client(url) as admin:
+            row = admin.get(f"/v1/tokens/{kept['id']}").json()
+            assert row["last_used_at"] is not None and row["state"] == "active"
+            team = admin.get("/v1/teams/iota").json()["settings"]["max_schedules"]
+            assert (team["value"], team["source"]) == (7, "team")
+            actions = [e["action"] for e in admin.get("/v1/audit").json()]
+        assert actions[:4] == ["team.update", "token.revoke", "token.mint", "token.mint"]
