@@ -1,7 +1,7 @@
 """Teams and their settings: visibility of results, monthly budget, quotas.
 
 A team exists once a token names it; its row in ``teams`` holds what an admin set for
-it, and every figure it does not set is the service's default (``TOKENBENCH__TEAMS__*``,
+it, and every figure it does not set is the service's default (the ``teams`` settings,
 :class:`scenarios.settings.TeamSettings`). :meth:`TeamStore.policy` is the one place that
 merges the two.
 """
@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 
 from api.access.ownership import Visibility
-from scenarios.settings import TeamSettings
+from scenarios.settings import TeamSettings, env_name
 
 # The columns an admin may set, in ``teams``; NULL means the default.
 SETTABLE = (
@@ -46,7 +46,7 @@ class TeamPolicy:
         environment variable."""
         if name in self.own:
             return f"team {self.team}'s {name} (tokenbench teams set)"
-        return f"TOKENBENCH__TEAMS__{name.upper()}"
+        return env_name(f"teams.{name}")
 
 
 class TeamStore:

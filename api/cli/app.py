@@ -44,6 +44,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "shadow": ("api.cli.commands.gateway", "shadow_app"),
     "providers": ("api.cli.commands.providers", "providers_app"),
     "schedule": ("api.cli.commands.schedule", "schedule_app"),
+    "tokens": ("api.cli.commands.tokens", "tokens_app"),
+    "whoami": ("api.cli.commands.tokens", "whoami"),
+    "teams": ("api.cli.commands.teams", "teams_app"),
+    "audit": ("api.cli.commands.audit", "audit"),
 }
 
 

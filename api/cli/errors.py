@@ -19,6 +19,7 @@ from scenarios.errors import (
     BadInput,
     Conflict,
     NotFound,
+    Refused,
     TokenbenchError,
     Unavailable,
 )
@@ -27,8 +28,10 @@ from scenarios.model import Scenario
 
 # The tree's kind of a control plane's HTTP error, for commands that talk to one. Any
 # other status (authentication, a server error) is operational: the input may be fine.
+# A 403 is the token's role or team refusing the request: the user's to change (exit 2).
 _KIND_OF_STATUS: dict[int, type[TokenbenchError]] = {
     400: BadInput,
+    403: Refused,
     404: NotFound,
     406: BadInput,
     409: Conflict,

@@ -25,7 +25,10 @@ from api.control.plane import ControlPlane
 from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers
 from api.rest.offload import HeavyWork
+from api.rest.routes import audit as audit_routes
 from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
+from api.rest.routes import teams as teams_routes
+from api.rest.routes import tokens as tokens_routes
 from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore
 from api.schedules.service import ScheduleService
@@ -108,12 +111,18 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         route_settings={("POST", "/v1/datasets"): env_name("api.max_dataset_bytes")},
     )
     install_error_handlers(app)
-    app.include_router(health.router)
-    app.include_router(scenarios.router)
-    app.include_router(runs.router)
-    app.include_router(sql.router)
-    app.include_router(shadow.router)
-    app.include_router(datasets.router)
-    app.include_router(schedules.router)
-    app.include_router(trends.router)
+    for routes in (
+        health,
+        scenarios,
+        runs,
+        sql,
+        shadow,
+        datasets,
+        schedules,
+        trends,
+        tokens_routes,
+        teams_routes,
+        audit_routes,
+    ):
+        app.include_router(routes.router)
     return app

@@ -10,9 +10,9 @@ from api.cli import app as cli_app
 
 COMMANDS = {
     "run", "demo", "serve", "submit", "validate", "schema", "worker", "plan", "report",
-    "sql", "trend", "gateway", "simulate",
+    "sql", "trend", "gateway", "simulate", "whoami", "audit",
 }  # fmt: skip
-GROUPS = {"shadow", "providers", "schedule"}
+GROUPS = {"shadow", "providers", "schedule", "tokens", "teams"}
 
 
 def test_every_command_is_listed_with_its_summary() -> None:

@@ -10,6 +10,7 @@ from scenarios.errors import (
     BadInput,
     Conflict,
     NotFound,
+    Refused,
     Unavailable,
 )
 
@@ -27,8 +28,10 @@ def test_the_cli_exits_with_the_kind_code(capsys: pytest.CaptureFixture[str]) ->
     ("status", "kind"),
     [
         *[(400, BadInput), (404, NotFound), (409, Conflict), (413, BadInput), (422, BadInput)],
+        # A role or team refusing the request: the user's to change, exit 2.
+        (403, Refused),
         # Authentication and server errors are operational: exit 1, as before.
-        *[(401, Unavailable), (403, Unavailable), (500, Unavailable), (503, Unavailable)],
+        *[(401, Unavailable), (500, Unavailable), (503, Unavailable)],
     ],
 )
 def test_a_control_plane_status_maps_to_a_kind(status: int, kind: type) -> None:
