@@ -292,10 +292,14 @@ class DatasetStore:
             raise UnknownDatasetError(dataset_id)
         return info
 
-    def list_all(self) -> list[DatasetInfo]:
-        """Every dataset's metadata, newest first."""
+    def list_all(self, where: tuple[str, list[object]] = ("TRUE", [])) -> list[DatasetInfo]:
+        """Every dataset's metadata (of those ``where``, a trusted SQL condition on
+        ``datasets.dataset_id`` and its parameters, holds for), newest first."""
+        condition, params = where
         rows = self.con.execute(
-            f"SELECT {_COLUMNS} FROM datasets ORDER BY created_at DESC, dataset_id"  # noqa: S608
+            f"SELECT {_COLUMNS} FROM datasets WHERE {condition} "  # noqa: S608
+            "ORDER BY created_at DESC, dataset_id",
+            params,
         ).fetchall()
         return [_info(row) for row in rows]
 
