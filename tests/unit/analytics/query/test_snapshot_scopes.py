@@ -96,7 +96,11 @@ def test_a_team_copy_holds_only_the_rows_the_team_may_read(
     assert _column(admin, "SELECT run_id FROM runs ORDER BY 1") == everything
     assert _column(red, "SELECT run_id FROM runs ORDER BY 1") == everything
     # Blue: not red's private run, in tables, views, summaries or the catalog.
-    assert _column(blue, "SELECT run_id FROM runs ORDER BY 1") == ["blue-run", "old-run", "red-open"]
+    assert _column(blue, "SELECT run_id FROM runs ORDER BY 1") == [
+        "blue-run",
+        "old-run",
+        "red-open",
+    ]
     assert _column(blue, "SELECT run_id FROM regions ORDER BY 1") == [
         "blue-run", "old-run", "red-open",
     ]  # fmt: skip
