@@ -303,6 +303,12 @@ class DatasetStore:
         ).fetchall()
         return [_info(row) for row in rows]
 
+    def delete(self, dataset_id: str) -> None:
+        """Remove the dataset (UnknownDatasetError if absent). Runs that used it keep
+        their records; a scenario naming it is refused from now on."""
+        self.get(dataset_id)
+        self.con.execute("DELETE FROM datasets WHERE dataset_id = ?", [dataset_id])
+
     def content(self, dataset_id: str) -> bytes:
         """The dataset's bytes (UnknownDatasetError if absent)."""
         row = self.con.execute(

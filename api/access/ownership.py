@@ -167,6 +167,34 @@ def dataset_use(
     return None if row is None else (row[0], row[1])
 
 
+def release_dataset(con: duckdb.DuckDBPyConnection, dataset_id: str, team: str | None) -> bool:
+    """Remove ``team``'s use of ``dataset_id`` (None: every team's, an admin's delete);
+    True when no team uses it any more (its content may go). While other teams keep it,
+    ownership passes to the one that uploaded it first, so the object stays theirs."""
+    if team is None:
+        con.execute("DELETE FROM dataset_users WHERE dataset_id = ?", [dataset_id])
+    else:
+        con.execute(
+            "DELETE FROM dataset_users WHERE dataset_id = ? AND team = ?", [dataset_id, team]
+        )
+    heir = con.execute(
+        "SELECT team, token_id FROM dataset_users WHERE dataset_id = ? "
+        "ORDER BY created_at, team LIMIT 1",
+        [dataset_id],
+    ).fetchone()
+    if heir is None:
+        con.execute(
+            "DELETE FROM object_owners WHERE kind = ? AND object_id = ?",
+            [Kind.DATASET.value, dataset_id],
+        )
+        return True
+    con.execute(
+        "UPDATE object_owners SET team = ?, token_id = ? WHERE kind = ? AND object_id = ?",
+        [heir[0], heir[1], Kind.DATASET.value, dataset_id],
+    )
+    return False
+
+
 def uses_dataset(con: duckdb.DuckDBPyConnection, team: str, dataset_id: str) -> bool:
     """Whether ``team`` uploaded the bytes of ``dataset_id`` itself."""
     return dataset_use(con, team, dataset_id) is not None

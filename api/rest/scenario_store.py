@@ -54,6 +54,12 @@ class ScenarioStore:
         """The stored scenario ``scenario_id`` (UnknownScenarioError if absent)."""
         return stored_scenario(self.con, scenario_id)
 
+    def delete(self, scenario_id: str) -> None:
+        """Remove a stored scenario (UnknownScenarioError if absent); its runs keep their
+        own copy of it."""
+        self.get(scenario_id)
+        self.con.execute("DELETE FROM api_scenarios WHERE scenario_id = ?", [scenario_id])
+
     def list(self) -> list[StoredScenario]:
         """All stored scenarios, newest first."""
         rows = self.con.execute(

@@ -142,6 +142,28 @@ def test_identical_bytes_uploaded_by_a_second_team_are_its_own_to_use(
     )
 
 
+def test_a_scenario_a_schedule_fires_is_not_deleted(
+    teams: Teams, objects: dict[str, TeamObjects]
+) -> None:
+    answer = teams["blue-submitter"].delete(f"/v1/scenarios/{objects['blue'].scenario}")
+    assert answer.status_code == 409, answer.text
+
+
+def test_a_dataset_shared_by_content_stays_while_a_team_keeps_it(teams: Teams) -> None:
+    data = b'{"prompt": "shared by content"}\n'
+    first = teams["red-submitter"].post("/v1/datasets", content=data, headers=NDJSON)
+    second = teams["blue-submitter"].post("/v1/datasets", content=data, headers=NDJSON)
+    assert first.status_code == second.status_code == 201
+    dataset = first.json()["id"]
+    # Red removes its use: blue keeps the dataset (and now owns it).
+    assert teams["red-submitter"].delete(f"/v1/datasets/{dataset}").status_code == 204
+    assert teams["blue-viewer"].get(f"/v1/datasets/{dataset}").status_code == 200
+    assert teams["red-submitter"].delete(f"/v1/datasets/{dataset}").status_code == 403
+    assert teams["blue-submitter"].delete(f"/v1/datasets/{dataset}").status_code == 204
+    for caller in ("admin", "red-viewer", "blue-viewer"):
+        assert teams[caller].get(f"/v1/datasets/{dataset}").status_code == 404
+
+
 def test_sql_holds_no_row_of_a_private_run_for_another_team(
     teams: Teams, objects: dict[str, TeamObjects]
 ) -> None:
@@ -194,7 +216,8 @@ def test_every_change_and_query_is_audited(
         ("schedule.create", "ok"), ("schedule.pause", "ok"), ("schedule.delete", "ok"),
         ("schedule.delete", "refused"), ("dataset.upload", "ok"), ("scenario.store", "ok"),
         ("session.open", "ok"), ("session.stop", "ok"), ("session.stop", "refused"),
-        ("sql.query", "ok"), ("sql.query", "refused"),
+        ("sql.query", "ok"), ("sql.query", "refused"), ("scenario.delete", "ok"),
+        ("scenario.delete", "refused"), ("dataset.delete", "ok"), ("dataset.delete", "refused"),
     ):  # fmt: skip
         assert expected in actions, expected
     digest = hashlib.sha256(query.encode()).hexdigest()

@@ -139,7 +139,12 @@ class TeamObjects:
     run: str
     schedule: str
     session: str
-    spare_schedule: str  # deleted by the admin (the other one by its team)
+    # Deleted by the route tries: by the team (free_*) and by the admin (spare_*).
+    spare_schedule: str
+    free_scenario: str = ""
+    spare_scenario: str = ""
+    free_dataset: str = ""
+    spare_dataset: str = ""
 
 
 class Teams:
@@ -208,9 +213,18 @@ class Teams:
         assert session.status_code == 201, session.text
         view = self.wait_for_run(run_id)
         assert view["state"] == "finished", view
+        deletable: list[str] = []
+        for n in ("free", "spare"):
+            other = client.post("/v1/scenarios", json=scenario(f"{team}-{n}"))
+            assert other.status_code == 201, other.text
+            data = f'{{"prompt": "{team} {n}"}}\n'.encode()
+            upload = client.post("/v1/datasets", content=data, headers=NDJSON)
+            assert upload.status_code == 201, upload.text
+            deletable += [other.json()["id"], upload.json()["id"]]
         return TeamObjects(
             dataset.json()["id"], content, scenario_id, run_id, schedules[0].json()["id"],
-            session.json()["id"], schedules[1].json()["id"],
+            session.json()["id"], schedules[1].json()["id"], deletable[0], deletable[2],
+            deletable[1], deletable[3],
         )  # fmt: skip
 
 
@@ -379,11 +393,23 @@ ROUTES = [
         lambda c, o: c.post(f"/v1/shadow-sessions/{o.session}/stop?drain_s=0"),
         ok=202,
     ),
-    # Last: the schedules are gone for good afterwards.
+    # Last: what they delete is gone for good afterwards.
     Route(
         "DELETE /v1/schedules/{id}",
         "change",
         lambda c, o: c.delete(f"/v1/schedules/{o.schedule}"),
+        ok=204,
+    ),
+    Route(
+        "DELETE /v1/scenarios/{id}",
+        "change",
+        lambda c, o: c.delete(f"/v1/scenarios/{o.free_scenario}"),
+        ok=204,
+    ),
+    Route(
+        "DELETE /v1/datasets/{id}",
+        "change",
+        lambda c, o: c.delete(f"/v1/datasets/{o.free_dataset}"),
         ok=204,
     ),
 ]
@@ -432,7 +458,12 @@ def probe_matrix(teams: Teams, objects: dict[str, TeamObjects]) -> list[Probe]:
                 probe = Probe(route.label, caller, owner, _expected(route, caller, owner))
                 target = objects[owner]
                 if route.label.startswith("DELETE") and caller == "admin":
-                    target = replace(target, schedule=target.spare_schedule)
+                    target = replace(
+                        target,
+                        schedule=target.spare_schedule,
+                        free_scenario=target.spare_scenario,
+                        free_dataset=target.spare_dataset,
+                    )
                 _run(probe, route, teams[caller], target)
                 probes.append(probe)
     return probes

@@ -27,11 +27,15 @@ from analytics.datasets.uploads import DatasetInfo, DatasetStore
 from api.access.audit import audit
 from api.access.caller import Caller
 from api.access.ownership import (
+    Forbidden,
     Kind,
     check_read,
     dataset_use,
+    owner_of,
     record_dataset_user,
     record_owner,
+    release_dataset,
+    uses_dataset,
     visible_sql,
 )
 from api.rest.deps import (
@@ -47,7 +51,7 @@ from api.rest.errors import BodyProblems, UnsupportedMediaType
 from scenarios.datasets.files import WorkloadFileError
 from scenarios.datasets.formats import Conversion
 from scenarios.datasets.spec import COLUMN_NAME_PATTERN, DatasetFormat
-from scenarios.errors import Timeout
+from scenarios.errors import Timeout, TokenbenchError
 from scenarios.limits import MAX_ID_CHARS
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], dependencies=[Authenticated])
@@ -256,3 +260,26 @@ def get_dataset(dataset_id: str, cursor: CursorDep, caller: CallerDep) -> Datase
     """One stored dataset's metadata (404 if there is none, or the caller may not read it)."""
     check_read(cursor, caller, Kind.DATASET, dataset_id)
     return _public(_as_seen_by(cursor, caller, DatasetStore(cursor).get(dataset_id)))
+
+
+@router.delete("/{dataset_id}", status_code=204)
+async def delete_dataset(dataset_id: str, writer: WriterDep, caller: SubmitterDep) -> Response:
+    """Remove the caller's team's dataset: 404 for one it may not read, 403 for another
+    team's. A team that uploaded the same bytes as others removes its own use only; the
+    stored dataset goes with the last team's (an admin's delete removes it for all)."""
+    try:
+        check_read(writer, caller, Kind.DATASET, dataset_id)
+        store = DatasetStore(writer)
+        store.get(dataset_id)
+        mine = owner_of(writer, Kind.DATASET, dataset_id).team == caller.team
+        if not (caller.is_admin or mine or uses_dataset(writer, caller.team, dataset_id)):
+            raise Forbidden(f"dataset {dataset_id} belongs to another team")
+    except TokenbenchError as exc:
+        audit(writer, caller, "dataset.delete", "dataset", dataset_id, "refused",
+              error=type(exc).__name__)  # fmt: skip
+        raise
+    last = release_dataset(writer, dataset_id, None if caller.is_admin else caller.team)
+    if last:
+        store.delete(dataset_id)
+    audit(writer, caller, "dataset.delete", "dataset", dataset_id, "ok", removed=last)
+    return Response(status_code=204)

@@ -10,12 +10,20 @@ from fastapi import APIRouter, Request, Response
 from analytics.datasets.uploads import DatasetStore
 from api.access.audit import audit
 from api.access.caller import Caller
-from api.access.ownership import Kind, check_read, readable, record_owner, visible_sql
+from api.access.ownership import (
+    Kind,
+    check_change,
+    check_read,
+    readable,
+    record_owner,
+    visible_sql,
+)
 from api.rest.deps import (
     Authenticated,
     CallerDep,
     HeavyDep,
     ScenarioStoreDep,
+    ScheduleServiceDep,
     SettingsDep,
     SubmitterDep,
     WriterDep,
@@ -29,6 +37,7 @@ from api.rest.validation import (
     scenario_from_body,
 )
 from api.schemas import ScenarioPublic
+from scenarios.errors import Conflict, TokenbenchError
 
 router = APIRouter(prefix="/v1/scenarios", tags=["scenarios"], dependencies=[Authenticated])
 
@@ -110,3 +119,29 @@ def _scenario_answer(cursor: duckdb.DuckDBPyConnection, scenario_id: str) -> Res
             scenario=stored.scenario,
         )
     )  # fmt: skip
+
+
+@router.delete("/{scenario_id}", status_code=204)
+async def delete_scenario(
+    scenario_id: str,
+    store: ScenarioStoreDep,
+    schedules: ScheduleServiceDep,
+    writer: WriterDep,
+    caller: SubmitterDep,
+) -> Response:
+    """Remove a stored scenario of the caller's team: 404 for one it may not read, 403
+    for another team's, 409 while a schedule fires it. Its runs keep their own copy."""
+    try:
+        check_read(writer, caller, Kind.SCENARIO, scenario_id)
+        store.get(scenario_id)
+        check_change(writer, caller, Kind.SCENARIO, scenario_id)
+        firing = [s.schedule_id for s in schedules.store.live() if s.scenario_id == scenario_id]
+        if firing:
+            raise Conflict(f"schedules {', '.join(firing)} fire this scenario: delete them first")
+    except TokenbenchError as exc:
+        audit(writer, caller, "scenario.delete", "scenario", scenario_id, "refused",
+              error=type(exc).__name__)  # fmt: skip
+        raise
+    store.delete(scenario_id)
+    audit(writer, caller, "scenario.delete", "scenario", scenario_id, "ok")
+    return Response(status_code=204)
