@@ -67,6 +67,17 @@ class Owner:
 
 UNOWNED = Owner(DEFAULT_TEAM, None, None)
 
+# The visibility of a team without a ``teams`` row: TOKENBENCH__TEAMS__VISIBILITY, set
+# once by the control plane when it starts (set_default_visibility); org until then.
+_default_visibility = Visibility.ORG
+
+
+def set_default_visibility(visibility: Visibility) -> None:
+    """Use ``visibility`` for teams that have no setting of their own (the service-wide
+    default, ``TOKENBENCH__TEAMS__VISIBILITY``)."""
+    global _default_visibility  # noqa: PLW0603 - one setting of the process, set at start
+    _default_visibility = visibility
+
 
 def record_owner(
     con: duckdb.DuckDBPyConnection,
@@ -112,7 +123,7 @@ def owner_of(con: duckdb.DuckDBPyConnection, kind: Kind, object_id: str) -> Owne
 def team_visibility(con: duckdb.DuckDBPyConnection, team: str) -> Visibility:
     """A team's setting (org when it has none)."""
     row = con.execute("SELECT visibility FROM teams WHERE team = ?", [team]).fetchone()
-    return Visibility(str(row[0])) if row else Visibility.ORG
+    return Visibility(str(row[0])) if row else _default_visibility
 
 
 def may_read(con: duckdb.DuckDBPyConnection, caller: Caller, owner: Owner) -> bool:
@@ -230,11 +241,11 @@ def visible_sql(kind: str, caller: Caller, column: str) -> tuple[str, list[objec
     condition = (
         f"(SELECT coalesce(o.team, '{DEFAULT_TEAM}') = ? OR coalesce(o.visibility, "  # noqa: S608
         "(SELECT t.visibility FROM teams AS t WHERE t.team = coalesce(o.team, "
-        f"'{DEFAULT_TEAM}')), 'org') = 'org' FROM (SELECT 1) AS one LEFT JOIN "
+        f"'{DEFAULT_TEAM}')), ?) = 'org' FROM (SELECT 1) AS one LEFT JOIN "
         f"object_owners AS o ON o.kind IN ({', '.join('?' for _ in kinds)}) "
         f"AND o.object_id = {column})"
     )
-    params: list[object] = [caller.team, *kinds]
+    params: list[object] = [caller.team, _default_visibility.value, *kinds]
     if kind == Kind.DATASET:
         # A team that uploaded the same bytes reads the dataset too (record_dataset_user).
         condition = (
