@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator
 
@@ -74,6 +74,11 @@ class RunCreate(BaseModel):
     wait_for_workers: bool = Field(
         default=False,
         description="Wait for workers of regions that have none live, instead of 409.",
+    )
+    visibility: Literal["org", "team"] | None = Field(
+        default=None,
+        description="Who reads this run's results: org (every token) or team (the "
+        "submitting team and admins); null: the team's setting (docs/teams.md).",
     )
 
 

@@ -292,12 +292,22 @@ class DatasetStore:
             raise UnknownDatasetError(dataset_id)
         return info
 
-    def list_all(self) -> list[DatasetInfo]:
-        """Every dataset's metadata, newest first."""
+    def list_all(self, where: tuple[str, list[object]] = ("TRUE", [])) -> list[DatasetInfo]:
+        """Every dataset's metadata (of those ``where``, a trusted SQL condition on
+        ``datasets.dataset_id`` and its parameters, holds for), newest first."""
+        condition, params = where
         rows = self.con.execute(
-            f"SELECT {_COLUMNS} FROM datasets ORDER BY created_at DESC, dataset_id"  # noqa: S608
+            f"SELECT {_COLUMNS} FROM datasets WHERE {condition} "  # noqa: S608
+            "ORDER BY created_at DESC, dataset_id",
+            params,
         ).fetchall()
         return [_info(row) for row in rows]
+
+    def delete(self, dataset_id: str) -> None:
+        """Remove the dataset (UnknownDatasetError if absent). Runs that used it keep
+        their records; a scenario naming it is refused from now on."""
+        self.get(dataset_id)
+        self.con.execute("DELETE FROM datasets WHERE dataset_id = ?", [dataset_id])
 
     def content(self, dataset_id: str) -> bytes:
         """The dataset's bytes (UnknownDatasetError if absent)."""

@@ -83,3 +83,15 @@ CREATE TABLE IF NOT EXISTS audit_log (
     outcome      VARCHAR NOT NULL,          -- ok | refused | failed
     detail       JSON
 );
+
+-- Datasets are stored by content: a second team uploading the same bytes gets the same
+-- id. Each team that uploaded them has a row here, with its own file name and time, and
+-- reads and uses the dataset by it, whoever owns the stored object (object_owners).
+CREATE TABLE IF NOT EXISTS dataset_users (
+    dataset_id  VARCHAR NOT NULL,
+    team        VARCHAR NOT NULL,
+    token_id    VARCHAR,
+    origin      VARCHAR,                    -- the file name this team gave (?name=)
+    created_at  TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (dataset_id, team)
+);

@@ -2,10 +2,13 @@
 -- is part of the trend; cancelled and running ones are not) of one schedule, one stored
 -- scenario or one scenario name, the newest $runs of them, at or before $as_of (a run id;
 -- NULL: now). Parameters: $schedule_id, $scenario_id, $name (NULL: any), $as_of, $runs.
+-- {visible}: the caller's read rule on r.run_id (named parameters), filled in by
+-- analytics/trends/build.py select_runs (TRUE: every run).
 SELECT r.run_id, r.name, r.state, r.created_at
 FROM runs AS r
 LEFT JOIN run_origins AS o USING (run_id)
-WHERE r.state IN ('finished', 'failed')
+WHERE {visible}
+  AND r.state IN ('finished', 'failed')
   AND ($schedule_id IS NULL OR o.schedule_id = $schedule_id)
   AND ($scenario_id IS NULL OR o.scenario_id = $scenario_id)
   AND ($name IS NULL OR r.name = $name)

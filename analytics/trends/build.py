@@ -133,6 +133,9 @@ class TrendOptions:
     window: int = DEFAULT_WINDOW
     min_change: float = DEFAULT_MIN_CHANGE
     as_of: str | None = None  # judge this run as the latest (later runs are left out)
+    # The runs the reader may see: a trusted SQL condition on ``r.run_id`` with named
+    # parameters (the API's read rule, docs/teams.md), applied in the query.
+    visible: tuple[str, dict[str, object]] = ("TRUE", {})
 
 
 @dataclass(frozen=True)
@@ -174,9 +177,13 @@ def select_runs(
     con: duckdb.DuckDBPyConnection, selection: TrendSelection, options: TrendOptions
 ) -> list[dict[str, Any]]:
     """The selected ended runs, oldest first (NotFound when ``as_of`` is no run)."""
+    visible, visible_params = options.visible
     if (
         options.as_of is not None
-        and not con.execute("SELECT 1 FROM runs WHERE run_id = ?", [options.as_of]).fetchall()
+        and not con.execute(
+            f"SELECT 1 FROM runs AS r WHERE r.run_id = $as_of AND {visible}",  # noqa: S608
+            {"as_of": options.as_of, **visible_params},
+        ).fetchall()
     ):
         raise NotFound(f"no run {options.as_of!r}")
     params = {
@@ -185,8 +192,10 @@ def select_runs(
         "name": selection.name,
         "as_of": options.as_of,
         "runs": options.runs,
+        **visible_params,
     }
-    return list(reversed(_rows(con.execute(load_sql("trend_runs"), params))))
+    query = load_sql("trend_runs").replace("{visible}", visible)
+    return list(reversed(_rows(con.execute(query, params))))
 
 
 def _with_ci_inputs(row: dict[str, Any]) -> dict[str, Any]:

@@ -67,6 +67,17 @@ class Owner:
 
 UNOWNED = Owner(DEFAULT_TEAM, None, None)
 
+# The visibility of a team without a ``teams`` row: TOKENBENCH__TEAMS__VISIBILITY, set
+# once by the control plane when it starts (set_default_visibility); org until then.
+_default_visibility = Visibility.ORG
+
+
+def set_default_visibility(visibility: Visibility) -> None:
+    """Use ``visibility`` for teams that have no setting of their own (the service-wide
+    default, ``TOKENBENCH__TEAMS__VISIBILITY``)."""
+    global _default_visibility  # noqa: PLW0603 - one setting of the process, set at start
+    _default_visibility = visibility
+
 
 def record_owner(
     con: duckdb.DuckDBPyConnection,
@@ -90,11 +101,19 @@ def record_owner(
     )
 
 
+def _kinds(kind: str) -> list[str]:
+    """The owner rows a kind is looked up in: runs and shadow sessions share one id space
+    (a session is also a row of ``runs``), so each is found under either kind."""
+    return [Kind.RUN.value, Kind.SESSION.value] if kind in (Kind.RUN, Kind.SESSION) else [kind]
+
+
 def owner_of(con: duckdb.DuckDBPyConnection, kind: Kind, object_id: str) -> Owner:
     """The object's owner (``UNOWNED``, team default, when it has no row)."""
+    kinds = _kinds(kind)
     row = con.execute(
-        "SELECT team, token_id, visibility FROM object_owners WHERE kind = ? AND object_id = ?",
-        [kind.value, object_id],
+        "SELECT team, token_id, visibility FROM object_owners "  # noqa: S608 - placeholders only
+        f"WHERE kind IN ({', '.join('?' for _ in kinds)}) AND object_id = ?",
+        [*kinds, object_id],
     ).fetchone()
     if row is None:
         return UNOWNED
@@ -104,7 +123,7 @@ def owner_of(con: duckdb.DuckDBPyConnection, kind: Kind, object_id: str) -> Owne
 def team_visibility(con: duckdb.DuckDBPyConnection, team: str) -> Visibility:
     """A team's setting (org when it has none)."""
     row = con.execute("SELECT visibility FROM teams WHERE team = ?", [team]).fetchone()
-    return Visibility(str(row[0])) if row else Visibility.ORG
+    return Visibility(str(row[0])) if row else _default_visibility
 
 
 def may_read(con: duckdb.DuckDBPyConnection, caller: Caller, owner: Owner) -> bool:
@@ -118,9 +137,78 @@ def may_read(con: duckdb.DuckDBPyConnection, caller: Caller, owner: Owner) -> bo
 def check_read(con: duckdb.DuckDBPyConnection, caller: Caller, kind: Kind, object_id: str) -> Owner:
     """The owner of an object the caller may read; NotFound (404) otherwise."""
     owner = owner_of(con, kind, object_id)
-    if not may_read(con, caller, owner):
+    if not may_read(con, caller, owner) and not (
+        kind is Kind.DATASET and uses_dataset(con, caller.team, object_id)
+    ):
         raise NotFound(kind, object_id)
     return owner
+
+
+def readable(con: duckdb.DuckDBPyConnection, caller: Caller, kind: Kind, object_id: str) -> bool:
+    """Whether ``caller`` may read the object (an unknown id: by the unowned rule)."""
+    try:
+        check_read(con, caller, kind, object_id)
+    except NotFound:
+        return False
+    return True
+
+
+def record_dataset_user(
+    con: duckdb.DuckDBPyConnection, dataset_id: str, caller: Caller, origin: str | None
+) -> bool:
+    """Record that ``caller``'s team uploaded the bytes of ``dataset_id``; True when the
+    team had not before. Datasets are stored by content, so a second team uploading the
+    same bytes gets the same id: this row lets it read and use the dataset, with its own
+    file name and time, whoever owns the stored object (docs/teams.md)."""
+    row = con.execute(
+        "INSERT INTO dataset_users VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1",
+        [dataset_id, caller.team, caller.token_id, origin, dt.datetime.now(dt.UTC)],
+    ).fetchone()
+    return row is not None
+
+
+def dataset_use(
+    con: duckdb.DuckDBPyConnection, team: str, dataset_id: str
+) -> tuple[str | None, dt.datetime] | None:
+    """The file name and time ``team`` uploaded ``dataset_id`` with, or None."""
+    row = con.execute(
+        "SELECT origin, created_at FROM dataset_users WHERE dataset_id = ? AND team = ?",
+        [dataset_id, team],
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def release_dataset(con: duckdb.DuckDBPyConnection, dataset_id: str, team: str | None) -> bool:
+    """Remove ``team``'s use of ``dataset_id`` (None: every team's, an admin's delete);
+    True when no team uses it any more (its content may go). While other teams keep it,
+    ownership passes to the one that uploaded it first, so the object stays theirs."""
+    if team is None:
+        con.execute("DELETE FROM dataset_users WHERE dataset_id = ?", [dataset_id])
+    else:
+        con.execute(
+            "DELETE FROM dataset_users WHERE dataset_id = ? AND team = ?", [dataset_id, team]
+        )
+    heir = con.execute(
+        "SELECT team, token_id FROM dataset_users WHERE dataset_id = ? "
+        "ORDER BY created_at, team LIMIT 1",
+        [dataset_id],
+    ).fetchone()
+    if heir is None:
+        con.execute(
+            "DELETE FROM object_owners WHERE kind = ? AND object_id = ?",
+            [Kind.DATASET.value, dataset_id],
+        )
+        return True
+    con.execute(
+        "UPDATE object_owners SET team = ?, token_id = ? WHERE kind = ? AND object_id = ?",
+        [heir[0], heir[1], Kind.DATASET.value, dataset_id],
+    )
+    return False
+
+
+def uses_dataset(con: duckdb.DuckDBPyConnection, team: str, dataset_id: str) -> bool:
+    """Whether ``team`` uploaded the bytes of ``dataset_id`` itself."""
+    return dataset_use(con, team, dataset_id) is not None
 
 
 def check_change(
@@ -149,12 +237,33 @@ def visible_sql(kind: str, caller: Caller, column: str) -> tuple[str, list[objec
     trusted expression) that ``caller`` may read; runs and sessions share the rule."""
     if caller.is_admin:
         return "TRUE", []
-    kinds = ["run", "session"] if kind in ("run", "session") else [kind]
+    kinds = _kinds(kind)
     condition = (
         f"(SELECT coalesce(o.team, '{DEFAULT_TEAM}') = ? OR coalesce(o.visibility, "  # noqa: S608
         "(SELECT t.visibility FROM teams AS t WHERE t.team = coalesce(o.team, "
-        f"'{DEFAULT_TEAM}')), 'org') = 'org' FROM (SELECT 1) AS one LEFT JOIN "
+        f"'{DEFAULT_TEAM}')), ?) = 'org' FROM (SELECT 1) AS one LEFT JOIN "
         f"object_owners AS o ON o.kind IN ({', '.join('?' for _ in kinds)}) "
         f"AND o.object_id = {column})"
     )
-    return condition, [caller.team, *kinds]
+    params: list[object] = [caller.team, _default_visibility.value, *kinds]
+    if kind == Kind.DATASET:
+        # A team that uploaded the same bytes reads the dataset too (record_dataset_user).
+        condition = (
+            f"({condition} OR EXISTS (SELECT 1 FROM dataset_users AS u "  # noqa: S608
+            f"WHERE u.dataset_id = {column} AND u.team = ?))"
+        )
+        params.append(caller.team)
+    return condition, params
+
+
+def named(
+    condition: tuple[str, list[object]], prefix: str = "visible"
+) -> tuple[str, dict[str, object]]:
+    """A condition of :func:`visible_sql` with named parameters (``$visible_0`` ...), for
+    queries written with named ones (DuckDB does not mix the two styles)."""
+    text, params = condition
+    pieces = text.split("?")
+    out = pieces[0]
+    for index, piece in enumerate(pieces[1:]):
+        out += f"${prefix}_{index}" + piece
+    return out, {f"{prefix}_{index}": value for index, value in enumerate(params)}

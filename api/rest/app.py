@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import duckdb
 from celery import Celery
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
@@ -19,7 +20,7 @@ from redis.asyncio import Redis
 
 from analytics.store.db import connect
 from api.access.caller import Caller, Role
-from api.access.ownership import Kind, owner_of
+from api.access.ownership import Kind, Visibility, owner_of, set_default_visibility
 from api.access.tokens import TokenRegistry
 from api.control.plane import ControlPlane
 from api.rest.body_limit import BodyLimitMiddleware
@@ -37,6 +38,14 @@ from scenarios.settings import Settings, env_name
 from scenarios.wire.contract import REDIS_CLIENT_OPTIONS
 
 DOCS_ASSETS_URL = "/docs-assets"
+
+
+def _access(settings: Settings, con: duckdb.DuckDBPyConnection) -> TokenRegistry:
+    """The token registry (bootstrap tokens: TOKENBENCH__API__TOKENS), and the read rule
+    of teams without a setting of their own (TOKENBENCH__TEAMS__VISIBILITY)."""
+    set_default_visibility(Visibility(settings.teams.visibility))
+    bootstrap = [token.get_secret_value() for token in settings.api.tokens]
+    return TokenRegistry(con, bootstrap)
 
 
 def create_app(settings: Settings, celery: Celery) -> FastAPI:
@@ -58,8 +67,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         app.state.con = con
         app.state.redis = redis
         app.state.plane = plane
-        bootstrap = [token.get_secret_value() for token in settings.api.tokens]
-        app.state.tokens = TokenRegistry(con, bootstrap)
+        app.state.tokens = _access(settings, con)
         # One limiter for every heavy route (api/rest/offload.py, docs/security.md Bounds).
         heavy = HeavyWork(settings.api.heavy_requests, settings.api.heavy_wait_s)
         app.state.heavy = heavy

@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 
 from analytics.datasets.uploads import DatasetStore
 from api.access.caller import Caller
+from api.access.ownership import Kind, Visibility, check_read, readable, record_owner
 from api.control.dispatch import live_workers
 from api.control.plane import ControlPlane
 from api.control.run_coordinator import RunCoordinator
@@ -49,11 +50,15 @@ class RunStarter:
     writer: duckdb.DuckDBPyConnection
     heavy: HeavyWork | None = None
 
-    async def checked_scenario(self, body: RunCreate) -> Scenario:
+    async def checked_scenario(self, body: RunCreate, caller: Caller | None = None) -> Scenario:
         """The scenario the request names, with its overrides, validated and checked
-        (ScenarioError, egress and dataset refusals as 422 at their fields)."""
+        (ScenarioError, egress and dataset refusals as 422 at their fields). With a
+        ``caller``, a stored scenario and datasets it may not read are refused exactly
+        as unknown ones are (404, 422 at the field)."""
         if (body.scenario_id is None) == (body.scenario is None):
             raise ScenarioError([Problem("", "give exactly one of scenario_id and scenario")])
+        if caller is not None and body.scenario_id is not None:
+            check_read(self.writer, caller, Kind.SCENARIO, body.scenario_id)
         stored = self.scenarios.get(body.scenario_id).scenario if body.scenario_id else None
         data = stored if stored is not None else body.scenario
         # Off the event loop: validating a large scenario takes a while.
@@ -67,7 +72,13 @@ class RunStarter:
             )
         check_scenario_upstreams(scenario)
         check_scenario_egress(scenario, self.settings.egress)
-        check_scenario_datasets(scenario, DatasetStore(self.writer))
+        check_scenario_datasets(
+            scenario,
+            DatasetStore(self.writer),
+            None
+            if caller is None
+            else lambda dataset_id: readable(self.writer, caller, Kind.DATASET, dataset_id),
+        )
         return scenario
 
     async def start(
@@ -75,7 +86,7 @@ class RunStarter:
     ) -> RunCoordinator:
         """Create the run for ``caller`` (409 if a region has no live worker and the
         request does not wait for one) and record its origin."""
-        scenario = await self.checked_scenario(body)
+        scenario = await self.checked_scenario(body, caller)
         # Read once: what refuses a region without a worker also splits the stages.
         workers = await live_workers(self.redis, scenario.regions)
         missing = [region for region, count in workers.items() if count == 0]
@@ -84,6 +95,9 @@ class RunStarter:
         coordinator = await self.plane.submit(
             scenario, wait_for_workers=body.wait_for_workers, workers=workers
         )
+        # Its owner, at once (no await since the run was created: nothing reads it unowned).
+        visibility = None if body.visibility is None else Visibility(body.visibility)
+        record_owner(self.writer, Kind.RUN, coordinator.run_id, caller, visibility)
         if body.scenario_id is not None:
             record_origin(self.writer, coordinator.run_id, body.scenario_id, schedule_id)
         return coordinator

@@ -54,6 +54,12 @@ class ScenarioStore:
         """The stored scenario ``scenario_id`` (UnknownScenarioError if absent)."""
         return stored_scenario(self.con, scenario_id)
 
+    def delete(self, scenario_id: str) -> None:
+        """Remove a stored scenario (UnknownScenarioError if absent); its runs keep their
+        own copy of it."""
+        self.get(scenario_id)
+        self.con.execute("DELETE FROM api_scenarios WHERE scenario_id = ?", [scenario_id])
+
     def list(self) -> list[StoredScenario]:
         """All stored scenarios, newest first."""
         rows = self.con.execute(
@@ -75,10 +81,16 @@ def stored_scenario(con: duckdb.DuckDBPyConnection, scenario_id: str) -> StoredS
     return StoredScenario(row[0], row[1], row[2], orjson.loads(row[3]))
 
 
-def scenario_headers(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, dt.datetime]]:
-    """(id, name, created_at) of every stored scenario, newest first, without reading
-    the scenarios themselves (each up to the body cap)."""
+def scenario_headers(
+    con: duckdb.DuckDBPyConnection, where: tuple[str, list[object]] = ("TRUE", [])
+) -> list[tuple[str, str, dt.datetime]]:
+    """(id, name, created_at) of every stored scenario (of those ``where``, a trusted SQL
+    condition and its parameters, holds for), newest first, without reading the
+    scenarios themselves (each up to the body cap)."""
+    condition, params = where
     rows = con.execute(
-        "SELECT scenario_id, name, created_at FROM api_scenarios ORDER BY created_at DESC"
+        "SELECT scenario_id, name, created_at FROM api_scenarios "  # noqa: S608
+        f"WHERE {condition} ORDER BY created_at DESC",
+        params,
     ).fetchall()
     return [(str(r[0]), str(r[1]), r[2]) for r in rows]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from analytics.datasets.uploads import DatasetStore, dataset_problems
+from analytics.datasets.uploads import DatasetInfo, DatasetStore, dataset_problems
 from api.rest.errors import ProviderEgressDenied
 from api.schemas import RunOverrides
 from scenarios.gateway_config import GatewayConfig
@@ -100,9 +101,21 @@ def check_scenario_upstreams(scenario: Scenario) -> None:
         raise ScenarioError([Problem("upstreams", UPSTREAMS_REFUSED)])
 
 
-def check_scenario_datasets(scenario: Scenario, datasets: DatasetStore) -> None:
+def check_scenario_datasets(
+    scenario: Scenario,
+    datasets: DatasetStore,
+    readable: Callable[[str], bool] | None = None,
+) -> None:
     """Refuse a REST scenario naming a path (never looked at), an unknown dataset, or a
-    dataset not valid for its use, as a 422 at the field."""
+    dataset not valid for its use, as a 422 at the field. A dataset ``readable`` says
+    the caller may not read is refused exactly as an unknown one."""
+
+    def find(dataset_id: str) -> DatasetInfo | None:
+        info = datasets.find(dataset_id)
+        if info is not None and readable is not None and not readable(dataset_id):
+            return None  # another team's private dataset: as if there were none
+        return info
+
     problems = _simulator_paths(scenario)
     for use, source in (
         ("prompts", scenario.workload.prompts),
@@ -116,7 +129,7 @@ def check_scenario_datasets(scenario: Scenario, datasets: DatasetStore) -> None:
             continue
         if source.dataset is None:
             continue  # a tokenizer's hub name: resolved by the workers
-        info = datasets.find(source.dataset)
+        info = find(source.dataset)
         if info is None:
             message = f"no dataset {source.dataset}: upload the file with POST /v1/datasets"
             problems.append(Problem(f"workload.{use}.dataset", message))
@@ -131,12 +144,14 @@ def check_scenario_datasets(scenario: Scenario, datasets: DatasetStore) -> None:
             problems.append(Problem(f"workload.{use}.dataset", message))
         elif use == "replay":
             problems += _replay_bounds(scenario, datasets, source.dataset)
-    problems += _dataset_workload(scenario, datasets)
+    problems += _dataset_workload(scenario, find)
     if problems:
         raise ScenarioError(problems)
 
 
-def _dataset_workload(scenario: Scenario, datasets: DatasetStore) -> list[Problem]:
+def _dataset_workload(
+    scenario: Scenario, find: Callable[[str], DatasetInfo | None]
+) -> list[Problem]:
     """``workload.dataset`` over REST: an uploaded dataset of prompts, never a path or a
     hub name (the same words whatever they name)."""
     spec = scenario.workload.dataset
@@ -146,7 +161,7 @@ def _dataset_workload(scenario: Scenario, datasets: DatasetStore) -> list[Proble
         return [Problem("workload.dataset.path", PATH_REFUSED)]
     if spec.hub is not None:
         return [Problem("workload.dataset.hub", HUB_DATASET_REFUSED)]
-    info = datasets.find(spec.dataset or "")
+    info = find(spec.dataset or "")
     if info is None:
         message = f"no dataset {spec.dataset}: upload the file with POST /v1/datasets"
         return [Problem("workload.dataset.dataset", message)]

@@ -141,11 +141,13 @@ class ScheduleStore:
             raise UnknownScheduleError(schedule_id)
         return _schedule(row)
 
-    def live(self) -> list[StoredSchedule]:
-        """Every active or paused schedule, oldest first."""
+    def live(self, where: tuple[str, list[object]] = ("TRUE", [])) -> list[StoredSchedule]:
+        """Every active or paused schedule (of those ``where``, a trusted SQL condition
+        on ``schedules.schedule_id`` and its parameters, holds for), oldest first."""
+        condition, params = where
         rows = self.con.execute(
-            _SELECT + "WHERE state != ? ORDER BY created_at",
-            [ScheduleState.DELETED],
+            _SELECT + f"WHERE state != ? AND {condition} ORDER BY created_at",
+            [ScheduleState.DELETED, *params],
         ).fetchall()
         return [_schedule(row) for row in rows]
 

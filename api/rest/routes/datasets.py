@@ -15,6 +15,7 @@ bytes uploaded again answer the same id with 200 instead of 201.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 from typing import Annotated, Any
 
@@ -23,12 +24,34 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from analytics.datasets.uploads import DatasetInfo, DatasetStore
-from api.rest.deps import Authenticated, CursorDep, HeavyDep, SettingsDep, WriterDep
+from api.access.audit import audit
+from api.access.caller import Caller
+from api.access.ownership import (
+    Forbidden,
+    Kind,
+    check_read,
+    dataset_use,
+    owner_of,
+    record_dataset_user,
+    record_owner,
+    release_dataset,
+    uses_dataset,
+    visible_sql,
+)
+from api.rest.deps import (
+    Authenticated,
+    CallerDep,
+    CursorDep,
+    HeavyDep,
+    SettingsDep,
+    SubmitterDep,
+    WriterDep,
+)
 from api.rest.errors import BodyProblems, UnsupportedMediaType
 from scenarios.datasets.files import WorkloadFileError
 from scenarios.datasets.formats import Conversion
 from scenarios.datasets.spec import COLUMN_NAME_PATTERN, DatasetFormat
-from scenarios.errors import Timeout
+from scenarios.errors import Timeout, TokenbenchError
 from scenarios.limits import MAX_ID_CHARS
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], dependencies=[Authenticated])
@@ -97,6 +120,17 @@ def _public(info: DatasetInfo) -> DatasetPublic:
     )
 
 
+def _as_seen_by(
+    cursor: duckdb.DuckDBPyConnection, caller: Caller, info: DatasetInfo
+) -> DatasetInfo:
+    """The dataset as ``caller`` sees it: a team that uploaded the same bytes itself sees
+    its own file name and time, never those another team uploaded them with."""
+    use = dataset_use(cursor, caller.team, info.dataset_id)
+    if use is None:
+        return info
+    return dataclasses.replace(info, origin=use[0], created_at=use[1])
+
+
 def _uploads(request: Request) -> asyncio.Semaphore:
     state = request.app.state
     if getattr(state, "dataset_uploads", None) is None:
@@ -152,6 +186,7 @@ async def upload_dataset(
     settings: SettingsDep,
     writer: WriterDep,
     heavy: HeavyDep,
+    caller: SubmitterDep,
     format: Annotated[
         DatasetFormat, Query(description="File format; auto: from its first bytes and name.")
     ] = "auto",
@@ -197,18 +232,54 @@ async def upload_dataset(
                 name,
             )
         except WorkloadFileError as exc:
+            audit(writer, caller, "dataset.upload", "dataset", None, "refused", line=exc.line)
             raise BodyProblems.of_file(str(exc), exc.line) from None
-    response.status_code = 201 if created else 200
-    return _public(info)
+    # Stored by content: the first team to upload the bytes owns the object; each team
+    # that uploads them has its own use of it (201 the first time for that team, so the
+    # answer never tells whether another team holds the same bytes).
+    record_owner(writer, Kind.DATASET, info.dataset_id, caller)
+    first_for_team = record_dataset_user(writer, info.dataset_id, caller, name)
+    audit(
+        writer, caller, "dataset.upload", "dataset", info.dataset_id, "ok",
+        bytes=info.bytes, new=created,
+    )  # fmt: skip
+    response.status_code = 201 if first_for_team else 200
+    return _public(_as_seen_by(writer, caller, info))
 
 
 @router.get("", response_model=list[DatasetPublic])
-def list_datasets(cursor: CursorDep) -> list[DatasetPublic]:
-    """Stored datasets, newest first."""
-    return [_public(info) for info in DatasetStore(cursor).list_all()]
+def list_datasets(cursor: CursorDep, caller: CallerDep) -> list[DatasetPublic]:
+    """Stored datasets the caller may read, newest first."""
+    where = visible_sql(Kind.DATASET, caller, "datasets.dataset_id")
+    infos = DatasetStore(cursor).list_all(where)
+    return [_public(_as_seen_by(cursor, caller, info)) for info in infos]
 
 
 @router.get("/{dataset_id}", response_model=DatasetPublic)
-def get_dataset(dataset_id: str, cursor: CursorDep) -> DatasetPublic:
-    """One stored dataset's metadata (404 through api/rest/errors.py if there is none)."""
-    return _public(DatasetStore(cursor).get(dataset_id))
+def get_dataset(dataset_id: str, cursor: CursorDep, caller: CallerDep) -> DatasetPublic:
+    """One stored dataset's metadata (404 if there is none, or the caller may not read it)."""
+    check_read(cursor, caller, Kind.DATASET, dataset_id)
+    return _public(_as_seen_by(cursor, caller, DatasetStore(cursor).get(dataset_id)))
+
+
+@router.delete("/{dataset_id}", status_code=204)
+async def delete_dataset(dataset_id: str, writer: WriterDep, caller: SubmitterDep) -> Response:
+    """Remove the caller's team's dataset: 404 for one it may not read, 403 for another
+    team's. A team that uploaded the same bytes as others removes its own use only; the
+    stored dataset goes with the last team's (an admin's delete removes it for all)."""
+    try:
+        check_read(writer, caller, Kind.DATASET, dataset_id)
+        store = DatasetStore(writer)
+        store.get(dataset_id)
+        mine = owner_of(writer, Kind.DATASET, dataset_id).team == caller.team
+        if not (caller.is_admin or mine or uses_dataset(writer, caller.team, dataset_id)):
+            raise Forbidden(f"dataset {dataset_id} belongs to another team")
+    except TokenbenchError as exc:
+        audit(writer, caller, "dataset.delete", "dataset", dataset_id, "refused",
+              error=type(exc).__name__)  # fmt: skip
+        raise
+    last = release_dataset(writer, dataset_id, None if caller.is_admin else caller.team)
+    if last:
+        store.delete(dataset_id)
+    audit(writer, caller, "dataset.delete", "dataset", dataset_id, "ok", removed=last)
+    return Response(status_code=204)

@@ -15,10 +15,14 @@ from analytics.query.record_export import arrow_stream, parquet_stream, record_r
 from analytics.render.report_formats import REPORT_FORMATS, ReportFormat
 from analytics.render.request_rows import request_batches, write_report_with_requests
 from analytics.report.build import RunReport, UnknownRunError, build_report
+from api.access.audit import audit
+from api.access.caller import Caller
+from api.access.ownership import Kind, check_change, check_read, visible_sql
 from api.control.coordinator import Coordinator
 from api.control.run_views import LiveState, live_state, live_view, stored_view
 from api.rest.deps import (
     Authenticated,
+    CallerDep,
     CursorDep,
     HeavyDep,
     PlaneDep,
@@ -30,7 +34,7 @@ from api.rest.deps import (
 from api.rest.negotiation import chosen_format
 from api.rest.offload import JSON, json_response
 from api.schemas import RunCreate, RunCreated, RunPublic
-from scenarios.errors import BadInput
+from scenarios.errors import BadInput, TokenbenchError
 from scenarios.limits import (
     MAX_ID_CHARS,
     MAX_LISTED_SHARDS,
@@ -46,9 +50,20 @@ PARQUET = "application/vnd.apache.parquet"
 
 
 @router.post("", status_code=201, response_model=RunCreated)
-async def create_run(body: RunCreate, starter: RunStarterDep, caller: SubmitterDep) -> RunCreated:
-    """Start a run of a stored or inline scenario; 409 if a region has no live worker."""
-    coordinator = await starter.start(body, caller)
+async def create_run(
+    body: RunCreate, starter: RunStarterDep, caller: SubmitterDep, writer: WriterDep
+) -> RunCreated:
+    """Start a run of a stored or inline scenario; 409 if a region has no live worker.
+    The run belongs to the caller's team (``visibility``: who reads it, docs/teams.md)."""
+    try:
+        coordinator = await starter.start(body, caller)
+    except TokenbenchError as exc:
+        audit(writer, caller, "run.submit", "run", None, "refused", error=type(exc).__name__)
+        raise
+    audit(
+        writer, caller, "run.submit", "run", coordinator.run_id, "ok",
+        scenario_id=body.scenario_id, visibility=body.visibility,
+    )  # fmt: skip
     return RunCreated(
         id=coordinator.run_id,
         state=coordinator.state,
@@ -68,23 +83,28 @@ async def list_runs(
     writer: WriterDep,
     heavy: HeavyDep,
     settings: SettingsDep,
+    caller: CallerDep,
     limit: Annotated[ListLimit, Query()] = 100,
 ) -> Response:
-    """Recent runs, newest first (stored state), with at most 100,000 shards in all
-    (MAX_LISTED_SHARDS): older runs past it are left out, and the
+    """Recent runs the caller may read, newest first (stored state), with at most
+    100,000 shards in all (MAX_LISTED_SHARDS): older runs past it are left out, and the
     ``X-Tokenbench-Truncated`` header says so."""
     streams = settings.control.max_streams_per_shard
-    return await heavy.on_cursor("the list of runs", writer, _run_list, limit, streams)
+    return await heavy.on_cursor("the list of runs", writer, _run_list, caller, limit, streams)
 
 
-def _run_list(cursor: duckdb.DuckDBPyConnection, limit: int, streams: int) -> Response:
+def _run_list(
+    cursor: duckdb.DuckDBPyConnection, caller: Caller, limit: int, streams: int
+) -> Response:
     # Newest first, as many as fit MAX_LISTED_SHARDS (the newest always does: a run has
-    # at most MAX_SHARDS_PER_RUN), counted before any view is built.
-    rows = cursor.execute(
-        "SELECT r.run_id, (SELECT count(*) FROM shards AS s WHERE s.run_id = r.run_id) "
-        "FROM runs AS r ORDER BY r.created_at DESC LIMIT ?",
-        [limit],
-    ).fetchall()
+    # at most MAX_SHARDS_PER_RUN), counted before any view is built. Only the runs the
+    # caller may read, filtered in the query (docs/teams.md).
+    visible, params = visible_sql(Kind.RUN, caller, "r.run_id")
+    query = (
+        "SELECT r.run_id, (SELECT count(*) FROM shards AS s WHERE s.run_id = r.run_id) "  # noqa: S608 - a trusted condition
+        f"FROM runs AS r WHERE {visible} ORDER BY r.created_at DESC LIMIT ?"
+    )
+    rows = cursor.execute(query, [*params, limit]).fetchall()
     listed: list[str] = []
     shards = 0
     for run_id, count in rows:
@@ -101,9 +121,16 @@ def _run_list(cursor: duckdb.DuckDBPyConnection, limit: int, streams: int) -> Re
 
 @router.get("/{run_id}", response_model=RunPublic)
 async def get_run(
-    run_id: str, plane: PlaneDep, writer: WriterDep, heavy: HeavyDep, settings: SettingsDep
+    run_id: str,
+    plane: PlaneDep,
+    writer: WriterDep,
+    heavy: HeavyDep,
+    settings: SettingsDep,
+    caller: CallerDep,
 ) -> Response:
-    """State and progress: per stage and shard, requests done/planned, errors, TTFT p50."""
+    """State and progress: per stage and shard, requests done/planned, errors, TTFT p50
+    (404 for a run the caller may not read)."""
+    check_read(writer, caller, Kind.RUN, run_id)
     coordinator = plane.runs.get(run_id)
     if coordinator is not None:
         state = live_state(coordinator)  # on the loop, which drives the coordinator
@@ -129,10 +156,25 @@ def _live_answer(
 
 @router.post("/{run_id}/cancel", status_code=202, response_model=RunPublic)
 async def cancel_run(
-    run_id: str, plane: PlaneDep, writer: WriterDep, heavy: HeavyDep, settings: SettingsDep
+    run_id: str,
+    plane: PlaneDep,
+    writer: WriterDep,
+    heavy: HeavyDep,
+    settings: SettingsDep,
+    caller: SubmitterDep,
 ) -> Response:
-    """Stop a run: workers stop sending, what arrives is kept, the run ends cancelled."""
+    """Stop a run: workers stop sending, what arrives is kept, the run ends cancelled.
+    Only its team (or an admin) may: 404 for a run the caller may not read, 403 for
+    another team's run it may read."""
     coordinator = plane.runs.get(run_id)
+    if coordinator is None and not run_exists(writer, run_id):
+        raise UnknownRunError(run_id)
+    try:
+        check_change(writer, caller, Kind.RUN, run_id)
+    except TokenbenchError as exc:
+        audit(writer, caller, "run.cancel", "run", run_id, "refused", error=type(exc).__name__)
+        raise
+    audit(writer, caller, "run.cancel", "run", run_id, "ok")
     if coordinator is None:
         # 404 if unknown; already ended otherwise
         streams = settings.control.max_streams_per_shard
@@ -186,6 +228,7 @@ async def get_report(
     run_id: str,
     writer: WriterDep,
     heavy: HeavyDep,
+    caller: CallerDep,
     output: Annotated[
         str | None,
         Query(
@@ -224,6 +267,10 @@ async def get_report(
         raise BadInput("give compare or providers, not both")
     if requests and fmt.name != "json":
         raise BadInput(f"requests=true needs the json format, not {fmt.name}")
+    # The run and its baseline: each one the caller may read, or 404 (docs/teams.md).
+    check_read(writer, caller, Kind.RUN, run_id)
+    if compare is not None:
+        check_read(writer, caller, Kind.RUN, compare)
     return await heavy.on_cursor(
         "a run's report", writer, _report, run_id, fmt, compare, providers, requests
     )
@@ -278,12 +325,14 @@ def get_records(
     run_id: str,
     cursor: CursorDep,
     writer: WriterDep,
+    caller: CallerDep,
     output: Annotated[str | None, Query(alias="format", pattern="^(arrow|parquet)$")] = None,
     accept: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """The run's request records (accepted attempts) as an Arrow IPC stream or Parquet,
     streamed: encoded batch by batch as DuckDB reads them (analytics/query/record_export.py)."""
-    if not cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall():
+    check_read(cursor, caller, Kind.RUN, run_id)
+    if not run_exists(cursor, run_id):
         raise UnknownRunError(run_id)
     wants_parquet = output == "parquet" or (output is None and PARQUET in (accept or ""))
     # A cursor of the answer's own: it lives as long as the stream, past this function
@@ -299,6 +348,11 @@ def get_records(
         _closing(encode(reader), reader, reading),
         media_type=PARQUET if wants_parquet else ARROW_STREAM,
     )
+
+
+def run_exists(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
+    """Whether ``run_id`` is a stored run (or shadow session)."""
+    return bool(con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall())
 
 
 def _closing(

@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import duckdb
 from fastapi import APIRouter, Request, Response
 
 from analytics.datasets.uploads import DatasetStore
-from api.rest.deps import Authenticated, HeavyDep, ScenarioStoreDep, SettingsDep, WriterDep
+from api.access.audit import audit
+from api.access.caller import Caller
+from api.access.ownership import (
+    Kind,
+    check_change,
+    check_read,
+    readable,
+    record_owner,
+    visible_sql,
+)
+from api.rest.deps import (
+    Authenticated,
+    CallerDep,
+    HeavyDep,
+    ScenarioStoreDep,
+    ScheduleServiceDep,
+    SettingsDep,
+    SubmitterDep,
+    WriterDep,
+)
 from api.rest.offload import json_response
 from api.rest.scenario_store import scenario_headers, stored_scenario
 from api.rest.validation import (
@@ -16,6 +37,7 @@ from api.rest.validation import (
     scenario_from_body,
 )
 from api.schemas import ScenarioPublic
+from scenarios.errors import Conflict, TokenbenchError
 
 router = APIRouter(prefix="/v1/scenarios", tags=["scenarios"], dependencies=[Authenticated])
 
@@ -45,29 +67,47 @@ async def create_scenario(
     settings: SettingsDep,
     writer: WriterDep,
     heavy: HeavyDep,
+    caller: SubmitterDep,
 ) -> ScenarioPublic:
-    """Store a scenario sent as YAML or JSON; answers its id."""
+    """Store a scenario sent as YAML or JSON; answers its id. It belongs to the
+    caller's team; the datasets it names must be ones the caller may read."""
     # Off the event loop: parsing and validating a large body takes a while.
     body = await request.body()
     scenario = await heavy.run("a scenario's validation", scenario_from_body, body)
     check_scenario_upstreams(scenario)
     check_scenario_egress(scenario, settings.egress)
-    check_scenario_datasets(scenario, DatasetStore(writer))
+    check_scenario_datasets(
+        scenario,
+        DatasetStore(writer),
+        lambda dataset_id: readable(writer, caller, Kind.DATASET, dataset_id),
+    )
     stored = store.add(scenario)
+    record_owner(writer, Kind.SCENARIO, stored.scenario_id, caller)
+    audit(writer, caller, "scenario.store", "scenario", stored.scenario_id, "ok")
     return ScenarioPublic(id=stored.scenario_id, name=stored.name, created_at=stored.created_at)
 
 
 @router.get("", response_model=list[ScenarioPublic])
-async def list_scenarios(writer: WriterDep, heavy: HeavyDep) -> list[ScenarioPublic]:
-    """Stored scenarios, newest first."""
-    headers = await heavy.on_cursor("the list of scenarios", writer, scenario_headers)
+async def list_scenarios(
+    writer: WriterDep, heavy: HeavyDep, caller: CallerDep
+) -> list[ScenarioPublic]:
+    """Stored scenarios the caller may read, newest first."""
+    headers = await heavy.on_cursor("the list of scenarios", writer, _headers, caller)
     return [ScenarioPublic(id=id_, name=name, created_at=created) for id_, name, created in headers]
 
 
 @router.get("/{scenario_id}", response_model=ScenarioPublic)
-async def get_scenario(scenario_id: str, writer: WriterDep, heavy: HeavyDep) -> Response:
-    """One stored scenario, in full."""
+async def get_scenario(
+    scenario_id: str, writer: WriterDep, heavy: HeavyDep, caller: CallerDep
+) -> Response:
+    """One stored scenario, in full (404 for one the caller may not read)."""
+    check_read(writer, caller, Kind.SCENARIO, scenario_id)
     return await heavy.on_cursor("a stored scenario", writer, _scenario_answer, scenario_id)
+
+
+def _headers(cursor: duckdb.DuckDBPyConnection, caller: Caller) -> list[tuple[str, str, Any]]:
+    visible, params = visible_sql(Kind.SCENARIO, caller, "api_scenarios.scenario_id")
+    return scenario_headers(cursor, (visible, params))
 
 
 def _scenario_answer(cursor: duckdb.DuckDBPyConnection, scenario_id: str) -> Response:
@@ -79,3 +119,29 @@ def _scenario_answer(cursor: duckdb.DuckDBPyConnection, scenario_id: str) -> Res
             scenario=stored.scenario,
         )
     )  # fmt: skip
+
+
+@router.delete("/{scenario_id}", status_code=204)
+async def delete_scenario(
+    scenario_id: str,
+    store: ScenarioStoreDep,
+    schedules: ScheduleServiceDep,
+    writer: WriterDep,
+    caller: SubmitterDep,
+) -> Response:
+    """Remove a stored scenario of the caller's team: 404 for one it may not read, 403
+    for another team's, 409 while a schedule fires it. Its runs keep their own copy."""
+    try:
+        check_read(writer, caller, Kind.SCENARIO, scenario_id)
+        store.get(scenario_id)
+        check_change(writer, caller, Kind.SCENARIO, scenario_id)
+        firing = [s.schedule_id for s in schedules.store.live() if s.scenario_id == scenario_id]
+        if firing:
+            raise Conflict(f"schedules {', '.join(firing)} fire this scenario: delete them first")
+    except TokenbenchError as exc:
+        audit(writer, caller, "scenario.delete", "scenario", scenario_id, "refused",
+              error=type(exc).__name__)  # fmt: skip
+        raise
+    store.delete(scenario_id)
+    audit(writer, caller, "scenario.delete", "scenario", scenario_id, "ok")
+    return Response(status_code=204)

@@ -13,12 +13,17 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
+from api.access.audit import audit
+from api.access.caller import Caller
+from api.access.ownership import Kind, check_change, check_read, record_owner, visible_sql
 from api.rest.deps import (
     Authenticated,
+    CallerDep,
     HeavyDep,
     RunStarterDep,
     ScheduleServiceDep,
     SettingsDep,
+    SubmitterDep,
 )
 from api.rest.errors import BodyProblems
 from api.schedules.cron import CronError, check_interval, parse_cron
@@ -32,7 +37,7 @@ from api.schemas import (
     SchedulePublic,
     WebhookDeliveryPublic,
 )
-from scenarios.errors import Conflict
+from scenarios.errors import Conflict, TokenbenchError
 from scenarios.limits import MAX_SCHEDULE_FIRES_KEPT, MAX_SCHEDULES
 from scenarios.security.egress import EgressDenied
 from scenarios.security.redaction import public_url
@@ -76,8 +81,10 @@ async def create_schedule(
     starter: RunStarterDep,
     settings: SettingsDep,
     heavy: HeavyDep,
+    caller: SubmitterDep,
 ) -> SchedulePublic:
-    """Store a schedule; it fires from the next time its expression names."""
+    """Store a schedule; it fires from the next time its expression names, as the
+    caller's team. It may only name a scenario the caller may read (404 otherwise)."""
     try:
         # Off the event loop: the interval check walks up to a day of fires.
         await heavy.run(
@@ -95,51 +102,92 @@ async def create_schedule(
         except EgressDenied as exc:
             raise BodyProblems([{"loc": ["body", "webhook_url"], "msg": str(exc)}]) from None
     await starter.checked_scenario(
-        RunCreate(scenario_id=body.scenario_id, overrides=body.overrides)
+        RunCreate(scenario_id=body.scenario_id, overrides=body.overrides), caller
     )
     if service.store.count_live() >= MAX_SCHEDULES:
         raise Conflict(f"at most {MAX_SCHEDULES} schedules: delete one first")
-    return public(service, service.add(body))
+    schedule = service.add(body)
+    record_owner(service.con, Kind.SCHEDULE, schedule.schedule_id, caller)
+    audit(
+        service.con, caller, "schedule.create", "schedule", schedule.schedule_id, "ok",
+        scenario_id=body.scenario_id, cron=body.cron,
+    )  # fmt: skip
+    return public(service, schedule)
 
 
 @router.get("", response_model=list[SchedulePublic])
-async def list_schedules(service: ScheduleServiceDep) -> list[SchedulePublic]:
-    """Active and paused schedules, oldest first."""
-    return [public(service, s) for s in service.store.live()]
+async def list_schedules(service: ScheduleServiceDep, caller: CallerDep) -> list[SchedulePublic]:
+    """Active and paused schedules the caller may read, oldest first."""
+    where = visible_sql(Kind.SCHEDULE, caller, "schedules.schedule_id")
+    return [public(service, s) for s in service.store.live(where)]
 
 
 @router.get("/{schedule_id}", response_model=SchedulePublic)
-async def get_schedule(schedule_id: str, service: ScheduleServiceDep) -> SchedulePublic:
+async def get_schedule(
+    schedule_id: str, service: ScheduleServiceDep, caller: CallerDep
+) -> SchedulePublic:
     """One schedule: its next fire, its last fire and its last webhook notification."""
+    check_read(service.con, caller, Kind.SCHEDULE, schedule_id)
     return public(service, service.store.get(schedule_id))
 
 
+def _changing(service: ScheduleService, caller: Caller, schedule_id: str, action: str) -> None:
+    """404 for an unknown schedule or one the caller may not read, 403 for another
+    team's (or a viewer); the refusal is audited."""
+    try:
+        check_read(service.con, caller, Kind.SCHEDULE, schedule_id)
+        service.store.get(schedule_id)
+        check_change(service.con, caller, Kind.SCHEDULE, schedule_id)
+    except TokenbenchError as exc:
+        audit(
+            service.con, caller, action, "schedule", schedule_id, "refused",
+            error=type(exc).__name__,
+        )  # fmt: skip
+        raise
+
+
 @router.delete("/{schedule_id}", status_code=204)
-async def delete_schedule(schedule_id: str, service: ScheduleServiceDep) -> Response:
+async def delete_schedule(
+    schedule_id: str, service: ScheduleServiceDep, caller: SubmitterDep
+) -> Response:
     """Stop the schedule for good (its runs and fires stay on record, and in trends)."""
+    _changing(service, caller, schedule_id, "schedule.delete")
     service.delete(schedule_id)
+    audit(service.con, caller, "schedule.delete", "schedule", schedule_id, "ok")
     return Response(status_code=204)
 
 
 @router.post("/{schedule_id}/pause", response_model=SchedulePublic)
-async def pause_schedule(schedule_id: str, service: ScheduleServiceDep) -> SchedulePublic:
+async def pause_schedule(
+    schedule_id: str, service: ScheduleServiceDep, caller: SubmitterDep
+) -> SchedulePublic:
     """Stop firing until resumed (a run under way goes on)."""
-    return public(service, service.pause(schedule_id))
+    _changing(service, caller, schedule_id, "schedule.pause")
+    answer = public(service, service.pause(schedule_id))
+    audit(service.con, caller, "schedule.pause", "schedule", schedule_id, "ok")
+    return answer
 
 
 @router.post("/{schedule_id}/resume", response_model=SchedulePublic)
-async def resume_schedule(schedule_id: str, service: ScheduleServiceDep) -> SchedulePublic:
+async def resume_schedule(
+    schedule_id: str, service: ScheduleServiceDep, caller: SubmitterDep
+) -> SchedulePublic:
     """Fire again, from the next time the expression names (nothing is caught up)."""
-    return public(service, service.resume(schedule_id))
+    _changing(service, caller, schedule_id, "schedule.resume")
+    answer = public(service, service.resume(schedule_id))
+    audit(service.con, caller, "schedule.resume", "schedule", schedule_id, "ok")
+    return answer
 
 
 @router.get("/{schedule_id}/runs", response_model=list[FirePublic])
 async def schedule_runs(
     schedule_id: str,
     service: ScheduleServiceDep,
+    caller: CallerDep,
     limit: Annotated[int, Query(ge=1, le=MAX_SCHEDULE_FIRES_KEPT)] = 100,
 ) -> list[FirePublic]:
     """The schedule's fires, newest first: the run each started (and its state), or
     why it did not start one (skipped, failed), and what its trend flagged."""
+    check_read(service.con, caller, Kind.SCHEDULE, schedule_id)
     service.store.get(schedule_id, deleted=True)
     return [FirePublic(**fire) for fire in service.store.fires(schedule_id, limit)]

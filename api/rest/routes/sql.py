@@ -7,6 +7,11 @@ statement timeout (the child is killed if it overruns) and a row cap. The copy i
 refreshed when it is older than the request's ``max_staleness_s``; the answer says how
 old its data is (``X-Tokenbench-Snapshot-Age-S``).
 
+The copy is the caller's scope's (docs/teams.md, "SQL sees what you may see"): an
+admin's holds everything; a team's holds only the rows the team may read, and no admin
+table, so the query process cannot read what the caller may not, whatever the SQL says.
+Every query is audited: the SHA-256 of its text, its row count and its outcome.
+
 Answers are capped in bytes (``TOKENBENCH__API__SQL_MAX_BYTES``): the child encodes the
 answer and stops as soon as it exceeds the cap, and this process relays at most that
 many bytes (413 above), so a huge result never reaches the control plane's memory.
@@ -15,6 +20,7 @@ many bytes (413 above), so a huge result never reaches the control plane's memor
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Iterator
 from typing import Annotated, Literal
@@ -25,9 +31,13 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from analytics.query.safe_sql import SqlLimits
-from analytics.query.snapshot import SnapshotInfo, SqlSnapshot
+from analytics.query.snapshot import ADMIN_SCOPE, SnapshotInfo, SqlScope, SqlSnapshots
 from analytics.query.sql_process import ChildResult, run_in_child
-from api.rest.deps import Authenticated, SettingsDep, WriterDep
+from api.access.audit import audit
+from api.access.caller import Caller
+from api.access.ownership import visible_sql
+from api.rest.deps import Authenticated, CallerDep, SettingsDep, WriterDep
+from scenarios.errors import TokenbenchError
 from scenarios.limits import MAX_SQL_ANSWER_ROWS
 
 router = APIRouter(prefix="/v1/sql", tags=["sql"], dependencies=[Authenticated])
@@ -73,13 +83,20 @@ def _format(body: SqlQuery, accept: str | None) -> str:
     return "json"
 
 
+def sql_scope(caller: Caller) -> SqlScope:
+    """The copy ``caller``'s queries read: everything for an admin, else its team's."""
+    if caller.is_admin:
+        return ADMIN_SCOPE
+    return SqlScope.of_team(caller.team, lambda kind, column: visible_sql(kind, caller, column))
+
+
 def _state(
     request: Request, writer: duckdb.DuckDBPyConnection
-) -> tuple[SqlSnapshot, asyncio.Semaphore]:
-    """The app's snapshot and query slots, created on first use."""
+) -> tuple[SqlSnapshots, asyncio.Semaphore]:
+    """The app's snapshots (one per scope) and query slots, created on first use."""
     state = request.app.state
     if getattr(state, "sql_snapshot", None) is None:
-        state.sql_snapshot = SqlSnapshot.of(writer)
+        state.sql_snapshot = SqlSnapshots.of(writer)
         state.sql_slots = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
     return state.sql_snapshot, state.sql_slots
 
@@ -111,20 +128,33 @@ async def run_sql(
     request: Request,
     writer: WriterDep,
     settings: SettingsDep,
+    caller: CallerDep,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Run one read-only SELECT on a recent copy of the results; JSON, CSV, Arrow or Parquet.
-    Answers larger than TOKENBENCH__API__SQL_MAX_BYTES are refused with 413."""
+    """Run one read-only SELECT on a recent copy of the results the caller may read;
+    JSON, CSV, Arrow or Parquet. Answers larger than TOKENBENCH__API__SQL_MAX_BYTES are
+    refused with 413."""
     fmt = _format(body, accept)
-    snapshot, slots = _state(request, writer)
+    snapshots, slots = _state(request, writer)
+    scope = sql_scope(caller)
+    digest = hashlib.sha256(body.query.encode()).hexdigest()
     limits = SqlLimits(
         max_rows=body.max_rows, timeout_s=body.timeout_s, max_bytes=settings.api.sql_max_bytes
     )
     # A query that does not run raises an error of the tree (SqlError, SqlUnavailable):
     # api/rest/errors.py answers it with its status and the SQL ``kind``.
     async with slots:
-        info = await asyncio.to_thread(snapshot.ensure, writer, body.max_staleness_s)
-        result = await run_in_child(info.path, body.query, limits, fmt)
+        info = await asyncio.to_thread(snapshots.ensure, writer, scope, body.max_staleness_s)
+        try:
+            result = await run_in_child(info.path, body.query, limits, fmt)
+        except TokenbenchError as exc:
+            kind = getattr(exc, "sql_kind", type(exc).__name__)
+            audit(writer, caller, "sql.query", None, None, "refused", sha256=digest, kind=kind)
+            raise
+    audit(
+        writer, caller, "sql.query", None, None, "ok",
+        sha256=digest, rows=result.rows, scope=scope.key,
+    )  # fmt: skip
     headers = {
         "X-Tokenbench-Rows": str(result.rows),
         "X-Tokenbench-Truncated": "true" if result.truncated else "false",

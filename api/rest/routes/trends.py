@@ -11,7 +11,9 @@ from fastapi import APIRouter, Header, Query, Response
 from analytics.trends.build import DEFAULT_TREND_RUNS, TrendOptions, TrendSelection, build_trend
 from analytics.trends.formats import TREND_FORMATS, TrendFormat
 from analytics.trends.regression import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW
-from api.rest.deps import Authenticated, HeavyDep, WriterDep
+from api.access.caller import Caller
+from api.access.ownership import Kind, check_read, named, visible_sql
+from api.rest.deps import Authenticated, CallerDep, HeavyDep, WriterDep
 from api.rest.errors import UnknownScenarioError
 from api.rest.negotiation import chosen_format
 from api.rest.routes.runs import REPORT_HEADERS
@@ -37,6 +39,7 @@ def trend_format(name: str | None, accept: str | None) -> TrendFormat:
 async def get_trend(
     writer: WriterDep,
     heavy: HeavyDep,
+    caller: CallerDep,
     schedule_id: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None,
     scenario_id: Annotated[str | None, Query(max_length=MAX_ID_CHARS)] = None,
     name: Annotated[
@@ -78,12 +81,13 @@ async def get_trend(
     selection = TrendSelection(schedule_id=schedule_id, scenario_id=scenario_id, name=name)
     # Up to MAX_TREND_RUNS runs read and judged: in a heavy-work thread (api/rest/offload.py).
     return await heavy.on_cursor(
-        "a trend", writer, _trend, selection, fmt, window, min_change, runs, as_of
+        "a trend", writer, _trend, caller, selection, fmt, window, min_change, runs, as_of
     )
 
 
 def _trend(
     cursor: duckdb.DuckDBPyConnection,
+    caller: Caller,
     selection: TrendSelection,
     fmt: TrendFormat,
     window: int | None,
@@ -93,6 +97,12 @@ def _trend(
 ) -> Response:
     schedule_id, scenario_id = selection.schedule_id, selection.scenario_id
     default_window, default_change = DEFAULT_WINDOW, DEFAULT_MIN_CHANGE
+    # The schedule and scenario named, and every run read: ones the caller may read
+    # (404 for the others, as for unknown ones; docs/teams.md).
+    if schedule_id is not None:
+        check_read(cursor, caller, Kind.SCHEDULE, schedule_id)
+    if scenario_id is not None:
+        check_read(cursor, caller, Kind.SCENARIO, scenario_id)
     if schedule_id is not None:
         schedule = ScheduleStore(cursor).get(schedule_id, deleted=True)
         default_window, default_change = schedule.trend_window, schedule.min_change
@@ -108,6 +118,7 @@ def _trend(
         window=default_window if window is None else window,
         min_change=default_change if min_change is None else min_change,
         as_of=as_of,
+        visible=named(visible_sql(Kind.RUN, caller, "r.run_id")),
     )
     report = build_trend(cursor, selection, options)
     headers = {"x-content-type-options": "nosniff", "vary": "Accept"}

@@ -9,6 +9,7 @@ import pytest
 
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
+from api.access.caller import LOCAL_OWNER
 from api.control.run_coordinator import RunCoordinator
 from api.rest.routes import runs
 from scenarios.model import Scenario
@@ -41,12 +42,12 @@ def test_the_list_leaves_out_older_runs_past_its_shard_budget(
         RunCoordinator.create(f"run-{index}", tiny(f"run-{index}"), RunStore(con), 512)
     monkeypatch.setattr(runs, "MAX_LISTED_SHARDS", 9)  # two runs of four shards fit
 
-    answer = runs._run_list(con, 100, 512)
+    answer = runs._run_list(con, LOCAL_OWNER, 100, 512)
     listed = json.loads(answer.body)
     assert [view["id"] for view in listed] == ["run-2", "run-1"]
     assert answer.headers["x-tokenbench-truncated"] == "true"
     assert all(sum(len(s["shards"]) for s in view["stages"]) == 4 for view in listed)
 
-    whole = runs._run_list(con, 2, 512)
+    whole = runs._run_list(con, LOCAL_OWNER, 2, 512)
     assert len(json.loads(whole.body)) == 2
     assert whole.headers["x-tokenbench-truncated"] == "false"
