@@ -25,7 +25,17 @@ from api.control.plane import ControlPlane
 from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers
 from api.rest.offload import HeavyWork
-from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
+from api.rest.routes import (
+    datasets,
+    health,
+    runs,
+    scenarios,
+    schedules,
+    shadow,
+    spend,
+    sql,
+    trends,
+)
 from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore
 from api.schedules.service import ScheduleService
@@ -36,7 +46,7 @@ from scenarios.wire.contract import REDIS_CLIENT_OPTIONS
 DOCS_ASSETS_URL = "/docs-assets"
 
 
-def create_app(settings: Settings, celery: Celery) -> FastAPI:
+def create_app(settings: Settings, celery: Celery) -> FastAPI:  # noqa: PLR0915
     """The FastAPI application of the control plane. ``celery`` is the broker client it
     dispatches shards through (by task name; ``tokenbench serve`` passes the workers'
     configured app), so the REST app imports nothing of the worker runtime."""
@@ -49,7 +59,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         celery.conf.broker_url = redis_url
         con = connect(Path(settings.duckdb.path), memory_limit=settings.duckdb.memory_limit)
         redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
-        plane = ControlPlane(redis, con, celery, settings.control)
+        plane = ControlPlane(redis, con, celery, settings.control, teams=settings.teams)
         await plane.start()
         app.state.settings = settings
         app.state.con = con
@@ -116,4 +126,5 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
     app.include_router(datasets.router)
     app.include_router(schedules.router)
     app.include_router(trends.router)
+    app.include_router(spend.router)
     return app
