@@ -205,12 +205,13 @@ def update_ledger(con: duckdb.DuckDBPyConnection, run_id: str, team: str) -> flo
     return float(row[0]) if row else 0.0
 
 
-def stop_reason(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
-    """Why the run was stopped by the control plane (``budget``), None otherwise."""
+def stop_reason(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[str | None, str | None]:
+    """Why the control plane stopped the run (``budget``) and its figures; Nones when
+    it did not."""
     row = con.execute(
-        "SELECT stop_reason FROM run_cost_bounds WHERE run_id = ?", [run_id]
+        "SELECT stop_reason, stop_detail FROM run_cost_bounds WHERE run_id = ?", [run_id]
     ).fetchone()
-    return None if row is None or row[0] is None else str(row[0])
+    return (None, None) if row is None else (row[0], row[1])
 
 
 class SpendWatch:

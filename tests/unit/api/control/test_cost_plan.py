@@ -68,9 +68,7 @@ def test_closed_loop_counts_exactly() -> None:
 
 
 def test_regions_multiply_rows() -> None:
-    plan = cost_plan(
-        scenario({"concurrency": [2], "requests_per_level": 5}, regions=["eu", "us"])
-    )
+    plan = cost_plan(scenario({"concurrency": [2], "requests_per_level": 5}, regions=["eu", "us"]))
     assert [(r.provider, r.region) for r in plan.rows] == [
         ("paid", "eu"),
         ("paid", "us"),
