@@ -49,12 +49,10 @@ INSERT OR REPLACE INTO spend_ledger
 SELECT ?, r.provider,
        CAST(epoch_ms(epoch_ms(coalesce(r.sent_at, r.intended_start_at))) AS DATE) AS day,
        r.run_id,
-       sum(coalesce(r.prompt_tokens,
-                    CASE WHEN r.status = 'ok' THEN r.planned_prompt_tokens ELSE 0 END)),
+       sum(billed_prompt_tokens(r.prompt_tokens, r.planned_prompt_tokens, r.status)),
        sum(coalesce(r.completion_tokens, 0)),
        sum(list_cost_usd(
-           coalesce(r.prompt_tokens,
-                    CASE WHEN r.status = 'ok' THEN r.planned_prompt_tokens ELSE 0 END),
+           billed_prompt_tokens(r.prompt_tokens, r.planned_prompt_tokens, r.status),
            coalesce(r.completion_tokens, 0), p.input_per_mtok, p.output_per_mtok)),
        now()
 FROM request_records AS r
