@@ -118,7 +118,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="Keep scenarios and databases here.")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    console = Console()
+    console = Console(width=160)
     table = Table(title="dry-run cost bound vs recorded spend (simulator, $2.5/$10 per 1M)")
     for column in (
         "shape",

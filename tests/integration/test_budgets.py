@@ -5,6 +5,7 @@ simulated provider priced per token."""
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -182,3 +183,54 @@ def test_cli_submit_dry_run_and_spend(
     spent = tokenbench_in_process("spend", "--server", base, "--format", "json", env=env)
     assert spent.code == 0, spent.stderr
     assert json.loads(spent.stdout)["team"] == "default"
+
+
+def random_scenario(rng: random.Random) -> dict[str, Any]:
+    """A small priced scenario of a random shape and random lengths."""
+    low = rng.randint(1, 200)
+    lengths = [
+        {"dist": "fixed", "value": rng.randint(1, 300)},
+        {"dist": "uniform", "min": low, "max": low + rng.randint(0, 300)},
+        {"dist": "lognormal", "mean": rng.randint(20, 400), "sigma": 0.5, "max": 1000},
+        {"dist": "normal", "mean": rng.randint(20, 200), "std": 30, "min": 1, "max": 400},
+    ]
+    mix = [
+        {
+            "weight": rng.randint(1, 5),
+            "prompt_tokens": rng.choice(lengths),
+            "output_tokens": {"dist": "uniform", "min": 1, "max": rng.randint(1, 40)},
+        }
+        for _ in range(rng.randint(1, 3))
+    ]
+    shapes: list[dict[str, Any]] = [
+        {"concurrency": [rng.randint(1, 4)], "requests_per_level": rng.randint(3, 15)},
+        {
+            "rate": {"rps": [rng.randint(5, 20)], "arrival": rng.choice(["poisson", "constant"])},
+            "duration_s": rng.randint(1, 3),
+        },
+        {"sweep": {"points": 1}, "requests_per_level": rng.randint(5, 10)},
+    ]
+    data = priced(rng.choice(shapes), price_in=rng.uniform(0.1, 50), price_out=rng.uniform(0.1, 50))
+    data["workload"] = {"mix": mix, "shared_prefix_tokens": rng.choice([0, 0, 64])}
+    data["seed"] = rng.randint(0, 1000)
+    return data
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_bound_is_never_below_the_recorded_spend(
+    plane: tuple[httpx.Client, str], seed: int
+) -> None:
+    client, _ = plane
+    scenario = random_scenario(random.Random(seed))
+    created = client.post("/v1/runs", json={"scenario": scenario})
+    assert created.status_code == 201, created.text
+    run_id = created.json()["id"]
+    assert wait_for_run(client, run_id)["state"] == "finished"
+    (row,) = sql(
+        client,
+        "SELECT b.cost_bound_usd AS bound, "
+        "(SELECT sum(usd) FROM spend_ledger WHERE run_id = b.run_id) AS spent "
+        f"FROM run_cost_bounds AS b WHERE b.run_id = '{run_id}'",
+    )
+    assert row["spent"] > 0
+    assert row["bound"] >= row["spent"], scenario
