@@ -12,6 +12,7 @@ import duckdb
 import pytest
 
 from analytics.store.db import connect
+from api.access.teams import TeamStore
 from api.control.cost_plan import cost_plan
 from api.control.spend import (
     OverBudget,
@@ -117,3 +118,11 @@ def test_watch_stops_a_run_at_its_teams_month(con: duckdb.DuckDBPyConnection) ->
     reason = watch.over("r1")
     assert reason is not None and "team t" in reason and SETTING in reason
     assert month_spend(con, "t") > 1e-6
+
+
+def test_a_teams_own_budget_is_named_as_its_own_setting(con: duckdb.DuckDBPyConnection) -> None:
+
+    TeamStore(con, TeamSettings()).update("t", {"monthly_budget_usd": 1e-6})
+    record_bound(con, "r1", "t", None)
+    reason = SpendWatch(con, TeamSettings()).over("r1")
+    assert reason is not None and "team t's monthly_budget_usd" in reason
