@@ -321,11 +321,10 @@ class ControlPlane:
                         await refresh_parts(self.redis, coordinator.run_id)
         # Budgets: a run whose recorded spend reached its cap or its team's month stops.
         for coordinator in list(self.runs.values()):
-            if isinstance(coordinator, RunCoordinator) and self.spend.due(coordinator):
+            if isinstance(coordinator, RunCoordinator):
                 with about_run(coordinator.run_id):
-                    reason = self.spend.over(coordinator.run_id)
+                    reason = await self.spend.check(coordinator)
                     if reason is not None:
-                        self.spend.stopped(coordinator.run_id, reason)
                         await self.cancel(coordinator.run_id, BUDGET_DRAIN_S, reason)
 
     async def _dispatch(self, coordinator: Coordinator) -> None:

@@ -14,6 +14,7 @@ once more when the run closes (docs/teams.md, "Budgets and the spend ledger").
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -219,30 +220,55 @@ class SpendWatch:
     def __init__(self, con: duckdb.DuckDBPyConnection, teams: TeamSettings | None = None) -> None:
         self.con = con
         self.teams = teams or TeamSettings()
-        self._checked: dict[str, float] = {}
+        # Per run: when its spend was last checked, and its records then.
+        self._checked: dict[str, tuple[float, int]] = {}
 
     def due(self, coordinator: Coordinator) -> bool:
-        """Whether ``coordinator``'s spend is to be checked now."""
+        """Whether ``coordinator``'s spend is to be checked now: at most every
+        ``SPEND_CHECK_S``, and only when records arrived since the last check."""
         if coordinator.state != RunState.RUNNING or coordinator.cancel_deadline is not None:
             return False
         now = time.monotonic()
-        if now - self._checked.get(coordinator.run_id, 0.0) < SPEND_CHECK_S:
+        run_id = coordinator.run_id
+        last, seen = self._checked.get(run_id, (0.0, -1))
+        if now - last < SPEND_CHECK_S or coordinator.records_ingested == seen:
             return False
-        self._checked[coordinator.run_id] = now
+        self._checked[run_id] = (now, coordinator.records_ingested)
         return True
 
-    def over(self, run_id: str) -> str | None:
-        """Update the run's ledger; the reason to stop it when its cap or its team's
-        monthly budget is reached (None: go on)."""
-        priced = self.con.execute(
+    async def check(self, coordinator: Coordinator) -> str | None:
+        """The control loop's step for one run: when due, its ledger and budgets, on a
+        cursor of its own in a worker thread (the query scans the run's records, so the
+        loop keeps serving); the reason it is stopped by its budget (recorded), or None."""
+        if not self.due(coordinator):
+            return None
+        cursor = self.con.cursor()
+        try:
+            reason = await asyncio.to_thread(self.over, coordinator.run_id, cursor)
+        except duckdb.Error:
+            # E.g. a write conflict with the ledger's settle: the next check recomputes.
+            log.exception("run %s: its spend could not be checked", coordinator.run_id)
+            return None
+        finally:
+            cursor.close()
+        if reason is not None:
+            self.stopped(coordinator.run_id, reason)
+        return reason
+
+    def over(self, run_id: str, con: duckdb.DuckDBPyConnection | None = None) -> str | None:
+        """Update the run's ledger (on ``con``, default the watch's connection); the
+        reason to stop it when its cap or its team's monthly budget is reached (None: go
+        on)."""
+        con = con or self.con
+        priced = con.execute(
             "SELECT count(*) FROM providers WHERE run_id = ? AND input_per_mtok IS NOT NULL",
             [run_id],
         ).fetchone()
         if not priced or not priced[0]:
             return None
-        team = run_team(self.con, run_id)
-        spent = update_ledger(self.con, run_id, team)
-        cap = self.con.execute(
+        team = run_team(con, run_id)
+        spent = update_ledger(con, run_id, team)
+        cap = con.execute(
             "SELECT max_cost_usd FROM run_cost_bounds WHERE run_id = ?", [run_id]
         ).fetchone()
         if cap is not None and cap[0] is not None and spent >= float(cap[0]):
@@ -250,10 +276,10 @@ class SpendWatch:
                 f"budget: the run spent ${spent:,.4f}, reaching its cap ${float(cap[0]):,.4f} "
                 f"({RUN_CAP_SETTING})"
             )
-        policy = TeamStore(self.con, self.teams).policy(team)
+        policy = TeamStore(con, self.teams).policy(team)
         budget = policy.monthly_budget_usd
         if budget is not None:
-            month = month_spend(self.con, team)
+            month = month_spend(con, team)
             if month >= budget:
                 return (
                     f"budget: team {team} spent ${month:,.4f} this month, reaching its "

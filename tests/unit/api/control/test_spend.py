@@ -4,8 +4,10 @@ control loop's stop decision, on a real DuckDB file."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import duckdb
@@ -13,6 +15,7 @@ import pytest
 
 from analytics.store.db import connect
 from api.access.teams import TeamStore
+from api.control import spend
 from api.control.cost_plan import cost_plan
 from api.control.spend import (
     OverBudget,
@@ -27,6 +30,7 @@ from api.control.spend import (
 )
 from scenarios.model import Scenario
 from scenarios.settings import TeamSettings
+from scenarios.wire.contract import RunState
 from tests.support.builders import REPORT_SCENARIO, ok_result, store_run
 
 SETTING = "TOKENBENCH__TEAMS__MONTHLY_BUDGET_USD"
@@ -126,3 +130,26 @@ def test_a_teams_own_budget_is_named_as_its_own_setting(con: duckdb.DuckDBPyConn
     record_bound(con, "r1", "t", None)
     reason = SpendWatch(con, TeamSettings()).over("r1")
     assert reason is not None and "team t's monthly_budget_usd" in reason
+
+
+def test_check_is_due_every_few_seconds_and_only_on_new_records(
+    con: duckdb.DuckDBPyConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_bound(con, "r1", "t", None)
+    con.execute("UPDATE run_cost_bounds SET max_cost_usd = 1e-6 WHERE run_id = 'r1'")
+    watch = SpendWatch(con, TeamSettings())
+    run = SimpleNamespace(
+        run_id="r1", state=RunState.RUNNING, cancel_deadline=None, records_ingested=6
+    )
+    clock = [100.0]
+    monkeypatch.setattr(spend.time, "monotonic", lambda: clock[0])
+    reason = asyncio.run(watch.check(run))  # type: ignore[arg-type]
+    assert reason is not None and stop_reason(con, "r1")[0] == "budget"
+    clock[0] += 1.0
+    run.records_ingested = 7
+    assert not watch.due(run)  # type: ignore[arg-type]  # too soon
+    clock[0] += spend.SPEND_CHECK_S
+    run.records_ingested = 7
+    assert watch.due(run)  # type: ignore[arg-type]
+    clock[0] += spend.SPEND_CHECK_S
+    assert not watch.due(run)  # type: ignore[arg-type]  # nothing new recorded
