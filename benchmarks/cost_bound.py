@@ -1,10 +1,12 @@
 """The dry-run cost bound against the real spend, for runs of different shapes.
 
-Each scenario runs on the simulator with a token price (`tokenbench run`, the embedded
-stack, its own DuckDB file); its bound is the one stored at submission
-(``run_cost_bounds``, the plan ``tokenbench run --dry-run`` prints) and its spend the
-ledger's (recorded usage × list price, ``spend_ledger``). The bound must never be below
-the spend; the ratio says how loose it is and why (the plan's stage bounds are shown).
+Each scenario (fixed lengths, where the bound is tightest; a closed loop counted; an
+open loop bounded by its duration; a sweep; 3-turn sessions) runs on the simulator with
+a token price (`tokenbench run`, the embedded stack, its own DuckDB file). Its bound is
+the one stored at submission (``run_cost_bounds``: the plan ``tokenbench run --dry-run``
+prints), its spend the ledger's (recorded usage × list price, ``spend_ledger``). The
+bound must never be below the spend; the ratio says how loose it is, the plan's stage
+bounds say why.
 
 Usage: python benchmarks/cost_bound.py [--keep DIR]
 """
@@ -52,7 +54,21 @@ def scenario(name: str, load: dict[str, Any], **workload: Any) -> dict[str, Any]
     }
 
 
+FIXED = [
+    {
+        "prompt_tokens": {"dist": "fixed", "value": 200},
+        "output_tokens": {"dist": "fixed", "value": 50},
+    }
+]
+
 SHAPES: list[tuple[str, dict[str, Any]]] = [
+    (
+        "closed loop, fixed lengths",
+        {
+            **scenario("fixed", {"concurrency": [4], "requests_per_level": 40}),
+            "workload": {"mix": FIXED},
+        },
+    ),
     ("closed loop, counted", scenario("closed", {"concurrency": [2, 8], "requests_per_level": 40})),
     (
         "open loop, duration-bound",
