@@ -181,6 +181,14 @@ class RunPublic(BaseModel):
         description="More stages may still be decided (a sweep or capacity search under "
         "way): requests_planned covers the stages decided so far.",
     )
+    reason: str | None = Field(
+        default=None,
+        description="Why the control plane ended the run early: budget (its recorded spend "
+        "reached its budget.max_cost_usd or its team's monthly budget; docs/teams.md).",
+    )
+    reason_detail: str | None = Field(
+        default=None, description="The figures and the setting that ended it early."
+    )
 
 
 # --------------------------------------------------------------------------- schedules

@@ -131,6 +131,8 @@ MAX_LOGNORMAL_SIGMA: Final = 10.0
 MAX_PRICE_PER_MTOK_USD: Final = 1_000_000.0
 # USD per GPU-hour: list prices are a few dollars.
 MAX_GPU_HOUR_USD: Final = 100_000.0
+# USD one run may be capped at (scenario budget.max_cost_usd): a million dollars.
+MAX_RUN_COST_USD: Final = 1_000_000.0
 
 # --------------------------------------------------------------------------- sizes and strings
 

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from scenarios.base import Name, Regions, StrictModel
 from scenarios.limits import (
     MAX_PROVIDERS,
+    MAX_RUN_COST_USD,
     MAX_TEXT_CHARS,
     MAX_TOTAL_REQUESTS,
     MAX_UPSTREAMS,
@@ -28,7 +29,19 @@ from scenarios.slo import SLO
 from scenarios.workload.images import IMAGE_KINDS
 from scenarios.workload.spec import Workload
 
-__all__ = ["SESSION_KINDS", "Scenario"]
+__all__ = ["SESSION_KINDS", "RunBudget", "Scenario"]
+
+
+class RunBudget(StrictModel):
+    """What one run may spend on token-priced providers (docs/teams.md, "Budgets and the
+    spend ledger"): refused up front when its cost bound is above, stopped (cancelled,
+    reason budget) when its recorded spend reaches it."""
+
+    max_cost_usd: float = Field(
+        gt=0,
+        le=MAX_RUN_COST_USD,
+        description="Most USD the run may spend on token-priced providers (pricing).",
+    )
 
 
 class Scenario(StrictModel):
@@ -53,6 +66,15 @@ class Scenario(StrictModel):
             "Simulated upstreams that a local `tokenbench run` starts on 127.0.0.1 at their "
             "ports, for a gateway under test to fall back between; their logs are joined "
             "to the records (docs/failover.md). Not over REST."
+        ),
+    )
+
+    budget: RunBudget | None = Field(
+        default=None,
+        description=(
+            "A cap on what the run may spend on token-priced providers: checked against "
+            "its dry-run cost bound at submission and against its recorded spend while "
+            "it goes (docs/teams.md)."
         ),
     )
 

@@ -27,6 +27,7 @@ from analytics.report.plots import errors_over_time, plot_data
 from analytics.report.prompt_realism import with_prompt_realism
 from analytics.report.roofline_view import with_roofline
 from analytics.report.sessions import session_ends, session_turns
+from analytics.report.spend import run_spend
 from analytics.report.stored import (
     EXACT,
     HISTOGRAM,
@@ -79,6 +80,9 @@ class RunReport:
     # What a sweep or capacity search found, and the stages ended early
     # (analytics/report/answers.py).
     answers: dict[str, Any] = field(default_factory=dict)
+    # What the run spent on token-priced providers, beside its dry-run bound
+    # (analytics/report/spend.py); None without a priced provider.
+    spend: dict[str, Any] | None = None
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -110,6 +114,7 @@ class RunReport:
             "server_metrics": self.server_metrics,
             "plots": self.plots,
             "dataset": self.dataset,
+            "spend": self.spend,
         }
 
     def with_provider_comparison(self, provider_a: str, provider_b: str) -> RunReport:
@@ -254,6 +259,7 @@ def build_report(
         upstreams=upstreams,
         upstream_logs=upstream_logs,
         answers=build_answers(con, run_id, stages),
+        spend=run_spend(con, run_id),
         replicates=replicates,
     )
 

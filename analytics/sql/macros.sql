@@ -77,6 +77,11 @@ CREATE OR REPLACE MACRO deployment_usd_per_hour(gpu_hour_usd, gpus) AS gpu_hour_
 CREATE OR REPLACE MACRO list_cost_usd(input_tokens, output_tokens, input_per_mtok, output_per_mtok) AS
     (input_tokens * input_per_mtok + output_tokens * output_per_mtok) / 1e6;
 
+-- The prompt tokens a request is billed for (the spend ledger, docs/teams.md): what the
+-- server reported; an answered request without a count, its planned prompt; else none.
+CREATE OR REPLACE MACRO billed_prompt_tokens(prompt_tokens, planned_prompt_tokens, status) AS
+    coalesce(prompt_tokens, CASE WHEN status = 'ok' THEN planned_prompt_tokens ELSE 0 END);
+
 -- The mean list price of prompt and completion tokens together (USD per 1M tokens).
 CREATE OR REPLACE MACRO blended_usd_per_mtok(
     input_tokens, output_tokens, input_per_mtok, output_per_mtok

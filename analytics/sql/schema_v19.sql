@@ -57,6 +57,21 @@ CREATE TABLE IF NOT EXISTS spend_ledger (
     PRIMARY KEY (run_id, provider, day)
 );
 
+-- A run's dry-run plan and cost bound as computed when it was submitted (NULL bound: a
+-- priced provider without one), its own cap (scenario budget.max_cost_usd), the team its
+-- spend is charged to, and why the control plane stopped it (stop_reason 'budget').
+CREATE TABLE IF NOT EXISTS run_cost_bounds (
+    run_id          VARCHAR PRIMARY KEY,
+    team            VARCHAR NOT NULL,
+    cost_bound_usd  DOUBLE,
+    max_cost_usd    DOUBLE,
+    plan            JSON,
+    created_at      TIMESTAMPTZ NOT NULL,
+    stop_reason     VARCHAR,                -- budget | NULL
+    stop_detail     VARCHAR,                -- the figures and the setting
+    stopped_at      TIMESTAMPTZ
+);
+
 -- Runs waiting for their targets (endpoint leases) or their team's concurrency quota:
 -- the request as accepted, so a restarted control plane still has them queued.
 CREATE TABLE IF NOT EXISTS run_queue (

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("api.cli.commands.report", "report"),
     "sql": ("api.cli.commands.report", "sql"),
     "trend": ("api.cli.commands.trend", "trend"),
+    "spend": ("api.cli.commands.spend", "spend"),
     "gateway": ("api.cli.commands.gateway", "gateway"),
     "simulate": ("api.cli.commands.simulate", "simulate"),
     "shadow": ("api.cli.commands.gateway", "shadow_app"),

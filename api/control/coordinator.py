@@ -118,6 +118,7 @@ class Coordinator:
         self.first_dispatch_at: float | None = None
         self.wait_for_workers = wait_for_workers
         self.cancel_deadline: float | None = None  # set when a cancel was requested
+        self.cancel_reason = "run cancelled"  # what the cancelled shards say (a budget's)
         # Last dispatch, applied event or ingested batch: the watchdog's clock.
         self.last_progress_at = time.monotonic()
 

@@ -54,11 +54,12 @@ from api.control.redis_faults import UNREACHABLE_ERRORS, is_nogroup
 from api.control.run_coordinator import RunCoordinator, fail_unresumable
 from api.control.run_spec import refresh_parts
 from api.control.session_coordinator import SessionCoordinator
+from api.control.spend import BUDGET_DRAIN_S, SpendWatch
 from api.control.streams import StreamConsumer
 from scenarios.gateway_config import GatewayConfig
 from scenarios.loader import ScenarioError
 from scenarios.model import Scenario
-from scenarios.settings import ControlSettings
+from scenarios.settings import ControlSettings, TeamSettings
 from scenarios.wire.contract import (
     RunState,
     attempts_key,
@@ -102,6 +103,7 @@ class ControlPlane:
         con: duckdb.DuckDBPyConnection,
         celery: Celery,
         settings: ControlSettings,
+        teams: TeamSettings | None = None,
     ) -> None:
         self.redis = redis
         self.con = con
@@ -114,6 +116,8 @@ class ControlPlane:
         self.dispatcher = Dispatcher(redis, con, celery)
         self.adaptive = AdaptiveDriver(redis, con, settings.max_streams_per_shard)
         self.recovery = Recovery(redis, con, settings, self.runs, self.streams, self.dispatcher)
+        # Budgets (api/control/spend.py), with the service's team defaults.
+        self.spend = SpendWatch(con, teams)
         # Unexpected errors a step raised (serve_forever logs each and goes on): /metrics.
         self.step_errors = 0
         self._last_health_check = 0.0
@@ -205,13 +209,17 @@ class ControlPlane:
         self._wake.set()
         return coordinator
 
-    async def cancel(self, run_id: str, drain_s: float = 10.0) -> None:
+    async def cancel(
+        self, run_id: str, drain_s: float = 10.0, reason: str = "run cancelled"
+    ) -> None:
         """Tell workers to stop the run. The loop keeps storing what arrives for up to
-        ``drain_s``, then settles the open shards as cancelled and closes the run."""
+        ``drain_s``, then settles the open shards as cancelled (with ``reason``) and
+        closes the run."""
         await self.redis.set(cancel_key(run_id), 1, ex=CANCEL_TTL_S)
         coordinator = self.runs.get(run_id)
         if coordinator is not None and coordinator.cancel_deadline is None:
             coordinator.cancel_deadline = time.monotonic() + drain_s
+            coordinator.cancel_reason = reason
             self._wake.set()
 
     async def run_until_done(self, run_id: str) -> str:
@@ -311,6 +319,13 @@ class ControlPlane:
                     await self.recovery.check_workers(coordinator)
                     if isinstance(coordinator, RunCoordinator):
                         await refresh_parts(self.redis, coordinator.run_id)
+        # Budgets: a run whose recorded spend reached its cap or its team's month stops.
+        for coordinator in list(self.runs.values()):
+            if isinstance(coordinator, RunCoordinator):
+                with about_run(coordinator.run_id):
+                    reason = await self.spend.check(coordinator)
+                    if reason is not None:
+                        await self.cancel(coordinator.run_id, BUDGET_DRAIN_S, reason)
 
     async def _dispatch(self, coordinator: Coordinator) -> None:
         if coordinator.cancel_deadline is not None:
@@ -325,7 +340,7 @@ class ControlPlane:
                 if coordinator.cancel_deadline is not None and (
                     coordinator.quiet or time.monotonic() >= coordinator.cancel_deadline
                 ):
-                    coordinator.cancel_unsettled("run cancelled")
+                    coordinator.cancel_unsettled(coordinator.cancel_reason)
                 if coordinator.complete:
                     if coordinator.state == RunState.RUNNING:
                         coordinator.finish()
@@ -340,6 +355,7 @@ class ControlPlane:
             await self.streams.store_due(force=True)
         if isinstance(coordinator, RunCoordinator):
             await self.streams.drain_metrics(coordinator.run_id)
+            self.spend.settle(coordinator.run_id)
         streams = self.streams.streams(coordinator.run_id)
         if isinstance(coordinator, SessionCoordinator):
             # Batch counters of the session's shards; publishers after the stop are lost.

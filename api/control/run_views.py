@@ -16,6 +16,7 @@ from api.control.coordinator import Coordinator
 from api.control.parts import DEFAULT_MAX_STREAMS_PER_SHARD
 from api.control.planner import Stage, plan_run, stored_stages
 from api.control.run_coordinator import RunCoordinator
+from api.control.spend import stop_reason
 from api.schemas import RunPublic, ShardPublic, StageEndPublic, StagePublic
 from scenarios.model import Scenario
 from scenarios.wire.contract import SETTLED, ShardState
@@ -205,6 +206,7 @@ def stored_view(
         )
     view = _summarise(run_id, run[0], run[1], stages)
     view.created_at, view.finished_at = run[2], run[3]
+    view.reason, view.reason_detail = stop_reason(con, run_id)  # budget: spend stopped it
     return view
 
 

@@ -28,6 +28,7 @@ from api.rest.errors import install_error_handlers
 from api.rest.offload import HeavyWork
 from api.rest.routes import audit as audit_routes
 from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
+from api.rest.routes import spend as spend_routes
 from api.rest.routes import teams as teams_routes
 from api.rest.routes import tokens as tokens_routes
 from api.rest.run_start import RunStarter
@@ -61,7 +62,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         celery.conf.broker_url = redis_url
         con = connect(Path(settings.duckdb.path), memory_limit=settings.duckdb.memory_limit)
         redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
-        plane = ControlPlane(redis, con, celery, settings.control)
+        plane = ControlPlane(redis, con, celery, settings.control, teams=settings.teams)
         await plane.start()
         app.state.settings = settings
         app.state.con = con
@@ -131,6 +132,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         tokens_routes,
         teams_routes,
         audit_routes,
+        spend_routes,
     ):
         app.include_router(routes.router)
     return app

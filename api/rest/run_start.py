@@ -18,9 +18,19 @@ from redis.asyncio import Redis
 from analytics.datasets.uploads import DatasetStore
 from api.access.caller import Caller
 from api.access.ownership import Kind, Visibility, check_read, readable, record_owner
+from api.access.teams import TeamStore
+from api.control.cost_plan import CostPlan, plan_from_store
 from api.control.dispatch import live_workers
 from api.control.plane import ControlPlane
 from api.control.run_coordinator import RunCoordinator
+from api.control.spend import (
+    DryRun,
+    OverBudget,
+    TeamBudget,
+    check_budget,
+    record_bound,
+    team_budget,
+)
 from api.rest.errors import RegionUnavailable
 from api.rest.offload import HeavyWork
 from api.rest.scenario_store import ScenarioStore
@@ -92,12 +102,46 @@ class RunStarter:
         missing = [region for region, count in workers.items() if count == 0]
         if missing and not body.wait_for_workers:
             raise RegionUnavailable(missing)
+        plan, budget = await self.cost_plan(scenario, caller, workers)
+        check_budget(plan, budget)  # 403 naming the figures and the setting
         coordinator = await self.plane.submit(
             scenario, wait_for_workers=body.wait_for_workers, workers=workers
         )
         # Its owner, at once (no await since the run was created: nothing reads it unowned).
         visibility = None if body.visibility is None else Visibility(body.visibility)
         record_owner(self.writer, Kind.RUN, coordinator.run_id, caller, visibility)
+        record_bound(self.writer, coordinator.run_id, caller.team, plan)
         if body.scenario_id is not None:
             record_origin(self.writer, coordinator.run_id, body.scenario_id, schedule_id)
         return coordinator
+
+    async def cost_plan(
+        self, scenario: Scenario, caller: Caller, workers: dict[str, int]
+    ) -> tuple[CostPlan, TeamBudget]:
+        """The run's plan and cost bound (off the event loop: it plans every shard) and
+        the caller's team's budget (docs/teams.md)."""
+        plan = await asyncio.to_thread(
+            plan_from_store,
+            self.writer.cursor(),
+            scenario,
+            workers,
+            self.settings.control.max_streams_per_shard,
+        )
+        policy = TeamStore(self.writer, self.settings.teams).policy(caller.team)
+        return plan, team_budget(self.writer, policy)
+
+    async def dry_run(self, body: RunCreate, caller: Caller) -> DryRun:
+        """What ``start`` would do, creating nothing: the same validation and admission
+        (422, 409 for a region without a worker), then the plan, the team's budget and
+        whether the budget admits the run (a refusal is answered, not raised)."""
+        scenario = await self.checked_scenario(body)
+        workers = await live_workers(self.redis, scenario.regions)
+        missing = [region for region, count in workers.items() if count == 0]
+        if missing and not body.wait_for_workers:
+            raise RegionUnavailable(missing)
+        plan, budget = await self.cost_plan(scenario, caller, workers)
+        try:
+            check_budget(plan, budget)
+        except OverBudget as exc:
+            return DryRun(plan, budget, str(exc))
+        return DryRun(plan, budget, None)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import duckdb
 import typer
@@ -31,6 +31,10 @@ from scenarios.settings import get_settings
 from scenarios.wire.contract import REDIS_CLIENT_OPTIONS
 from scenarios.workload.images import ImagesUnavailable, require_pillow
 from workers.client.secrets import bindings_json, is_reserved, merge_bindings, owner_bindings
+
+if TYPE_CHECKING:
+    from api.control.cost_plan import CostPlan
+    from api.control.spend import DryRun
 
 
 def _check_keys(scenario: Scenario) -> None:
@@ -136,6 +140,14 @@ def run(
     ] = ALL_FAILED,
     columns: ColumnsOption = None,
     wide: WideOption = False,
+    dry: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan, its cost bound and the budget (table, or --format json); "
+            "start nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Run a scenario: start what is missing (Redis, regional workers), print the report.
 
@@ -166,7 +178,50 @@ def run(
     except BadInput as exc:
         raise exit_for(exc) from None
     scenario = _scenario(scenario_path, flags, save)
+    if dry:
+        _dry_run(scenario, db, output)
+        return
     _run_scenario(scenario, db, output, out_file, max_error_rate, shown)
+
+
+def _local_plan(scenario: Scenario, con: duckdb.DuckDBPyConnection) -> DryRun:
+    """The local run's plan and cost bound (one worker process per region, as the local
+    stack starts), the budget of the local user's team, and whether it admits the run."""
+    from api.access.caller import LOCAL_OWNER  # noqa: PLC0415
+    from api.access.teams import TeamStore  # noqa: PLC0415
+    from api.control.cost_plan import plan_from_store  # noqa: PLC0415
+    from api.control.spend import DryRun, OverBudget, check_budget, team_budget  # noqa: PLC0415
+
+    settings = get_settings()
+    try:
+        plan = plan_from_store(
+            con.cursor(),
+            scenario,
+            dict.fromkeys(scenario.regions, 1),
+            settings.control.max_streams_per_shard,
+        )
+    except ScenarioError as exc:
+        raise exit_for(exc, f"invalid scenario\n{exc}") from None
+    budget = team_budget(con, TeamStore(con, settings.teams).policy(LOCAL_OWNER.team))
+    try:
+        check_budget(plan, budget)
+    except OverBudget as exc:
+        return DryRun(plan, budget, str(exc))
+    return DryRun(plan, budget, None)
+
+
+def _dry_run(scenario: Scenario, db: Path | None, output: OutputFormat) -> None:
+    """Print the plan of a local run: nothing starts, no run is stored."""
+    from api.cli.cost_output import print_dry_run  # noqa: PLC0415
+    from api.cli.streams import stdout  # noqa: PLC0415
+
+    settings = get_settings()
+    con = connect(db or settings.duckdb.path, memory_limit=settings.duckdb.memory_limit)
+    try:
+        answer = _local_plan(_local_datasets(scenario, con), con)
+    finally:
+        con.close()
+    print_dry_run(stdout, answer.to_json(), output == OutputFormat.json)
 
 
 def _scenario(path: Path | None, flags: AdHocFlags, save: Path | None) -> Scenario:
@@ -239,6 +294,12 @@ def _run_scenario(
     db_path = db or settings.duckdb.path
     con = connect(db_path, memory_limit=settings.duckdb.memory_limit)
     scenario = _local_datasets(scenario, con)
+    admission = _local_plan(scenario, con)
+    if admission.refused is not None:
+        from api.control.spend import OverBudget  # noqa: PLC0415
+
+        con.close()
+        raise exit_for(OverBudget(admission.refused, {}))
     stderr.print(f"[bold]tokenbench[/bold] · scenario {scenario.name} · results in {db_path}")
     try:
         with (
@@ -250,7 +311,9 @@ def _run_scenario(
             os.environ["TOKENBENCH__REDIS__URL"] = redis_url
             get_settings.cache_clear()
             celery_app.conf.broker_url = redis_url
-            state, run_id = asyncio.run(_drive(scenario, redis_url, con, celery_app))
+            state, run_id = asyncio.run(
+                _drive(scenario, redis_url, con, celery_app, admission.plan)
+            )
     except BadInput as exc:  # an upstream's port is taken
         raise exit_for(exc) from None
     except KeyboardInterrupt:
@@ -278,7 +341,11 @@ def _local_datasets(scenario: Scenario, con: duckdb.DuckDBPyConnection) -> Scena
 
 
 async def _drive(
-    scenario: Scenario, redis_url: str, con: duckdb.DuckDBPyConnection, celery_app: Celery
+    scenario: Scenario,
+    redis_url: str,
+    con: duckdb.DuckDBPyConnection,
+    celery_app: Celery,
+    plan: CostPlan | None = None,
 ) -> tuple[str, str]:
     from api.cli.console import StageProgress  # noqa: PLC0415
     from api.control.plane import ControlPlane  # noqa: PLC0415
@@ -286,13 +353,18 @@ async def _drive(
     from api.local.upstreams import UpstreamCollector  # noqa: PLC0415
 
     redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
-    plane = ControlPlane(redis, con, celery_app, get_settings().control)
+    from api.access.caller import LOCAL_OWNER  # noqa: PLC0415
+    from api.control.spend import record_bound  # noqa: PLC0415
+
+    settings = get_settings()
+    plane = ControlPlane(redis, con, celery_app, settings.control, teams=settings.teams)
     collector: UpstreamCollector | None = None
     follower: asyncio.Task[None] | None = None
     try:
         with StageProgress(stderr) as progress:
             coordinator = await plane.submit(scenario)
             run_id = coordinator.run_id
+            record_bound(con, run_id, LOCAL_OWNER.team, plan)
             if scenario.upstreams:
                 # Its own cursor: its writes never join a transaction of the ingest's.
                 collector = UpstreamCollector(scenario.upstreams, con.cursor(), run_id)

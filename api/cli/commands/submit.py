@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from api.cli.console import ColumnsOption, OutputFormat, StageProgress, WideOption, table_columns
+from api.cli.cost_output import print_dry_run
 from api.cli.datasets import upload_local_datasets
 from api.cli.errors import exit_for, load_or_exit
 from api.cli.rest_client import TokenOption, fetch_report, raise_for, remote
@@ -78,6 +79,37 @@ def submit_run(
     reads a path), POST the scenario inline (run from ``regions`` instead of its own
     when given); return the run id. A local file that cannot be used raises its
     ScenarioError (bad input)."""
+    response = client.post(
+        "/v1/runs", json=run_body(client, scenario, wait_for_workers, source, regions)
+    )
+    raise_for(response)
+    return str(response.json()["id"])
+
+
+def dry_run(
+    client: httpx.Client,
+    scenario: Scenario,
+    wait_for_workers: bool,
+    regions: list[str] | None = None,
+) -> dict[str, Any]:
+    """``POST /v1/runs?dry_run=true``: the plan, its cost bound and the team's budget;
+    no run is created (the local files are uploaded as datasets, as their lengths bound
+    the cost)."""
+    body = run_body(client, scenario, wait_for_workers, None, regions)
+    response = client.post("/v1/runs", json=body, params={"dry_run": "true"})
+    raise_for(response)
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def run_body(
+    client: httpx.Client,
+    scenario: Scenario,
+    wait_for_workers: bool,
+    source: str | None = None,
+    regions: list[str] | None = None,
+) -> dict[str, Any]:
+    """The body of ``POST /v1/runs`` for ``scenario``, its local files uploaded."""
     scenario = upload_local_datasets(
         scenario,
         functools.partial(upload_dataset, client),
@@ -91,9 +123,7 @@ def submit_run(
     if regions is not None:
         # The control plane's per-run override: it validates the names like the scenario's.
         body["overrides"] = {"regions": regions}
-    response = client.post("/v1/runs", json=body)
-    raise_for(response)
-    return str(response.json()["id"])
+    return body
 
 
 def follow_run(client: httpx.Client, run_id: str, console: Console) -> RunPublic:
@@ -136,8 +166,16 @@ def submit(
     ),
     columns: ColumnsOption = None,
     wide: WideOption = False,
+    dry: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan, its cost bound and the team's budget; start nothing.",
+        ),
+    ] = False,
 ) -> None:
-    """Submit a scenario to a control plane; with --wait, follow it and print the report."""
+    """Submit a scenario to a control plane; with --wait, follow it and print the report;
+    with --dry-run, print what the run would be and cost (docs/teams.md)."""
     from api.cli.console import print_report  # noqa: PLC0415
 
     shown = table_columns(output, columns, wide)
@@ -147,6 +185,10 @@ def submit(
     except BadInput as exc:
         raise exit_for(exc) from None
     with remote(server, token) as client:
+        if dry:
+            answer = dry_run(client, scenario, wait_for_workers, chosen)
+            print_dry_run(stdout, answer, output == OutputFormat.json)
+            return
         run_id = submit_run(client, scenario, wait_for_workers, regions=chosen)
         stderr.print(f"run {run_id} submitted")
         if not wait:

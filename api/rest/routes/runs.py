@@ -8,7 +8,7 @@ from typing import Annotated
 import duckdb
 import pyarrow as pa
 from fastapi import APIRouter, Header, Query, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import TypeAdapter
 
 from analytics.query.record_export import arrow_stream, parquet_stream, record_reader
@@ -51,10 +51,22 @@ PARQUET = "application/vnd.apache.parquet"
 
 @router.post("", status_code=201, response_model=RunCreated)
 async def create_run(
-    body: RunCreate, starter: RunStarterDep, caller: SubmitterDep, writer: WriterDep
-) -> RunCreated:
-    """Start a run of a stored or inline scenario; 409 if a region has no live worker.
-    The run belongs to the caller's team (``visibility``: who reads it, docs/teams.md)."""
+    body: RunCreate,
+    starter: RunStarterDep,
+    caller: SubmitterDep,
+    writer: WriterDep,
+    dry_run: Annotated[
+        bool,
+        Query(description="Answer the plan and its cost bound (200); create nothing."),
+    ] = False,
+) -> RunCreated | Response:
+    """Start a run of a stored or inline scenario; 409 if a region has no live worker,
+    403 if its cost bound is above its budget (docs/teams.md). The run belongs to the
+    caller's team (``visibility``: who reads it). ``dry_run=true``: the same checks,
+    then the plan (shards, requests, tokens, cost bound per provider and region,
+    duration estimate) and the team's budget, 200, nothing created."""
+    if dry_run:
+        return JSONResponse((await starter.dry_run(body, caller)).to_json())
     try:
         coordinator = await starter.start(body, caller)
     except TokenbenchError as exc:

@@ -4,6 +4,7 @@ tokenbench setting, is bad input (exit 2) before Redis, workers or the database.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from analytics.store.db import connect
 from api.cli.commands.run import run
 from scenarios.settings import get_settings
 
@@ -89,3 +91,41 @@ def test_a_broken_scenario_is_bad_input(tmp_path: Path) -> None:
     shown = CliRunner().invoke(app, [str(broken)])
     assert shown.exit_code == 2
     assert shown.stderr.startswith("invalid scenario")
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "dry",
+                "providers": [
+                    {
+                        "name": "paid",
+                        "kind": "simulated",
+                        "pricing": {"input_per_mtok": 1.0, "output_per_mtok": 2.0},
+                    }
+                ],
+                "workload": {
+                    "mix": [
+                        {
+                            "prompt_tokens": {"dist": "fixed", "value": 100},
+                            "output_tokens": {"dist": "fixed", "value": 50},
+                        }
+                    ]
+                },
+                "load": {"concurrency": [1], "requests_per_level": 10},
+            }
+        )
+    )
+    db = tmp_path / "dry.duckdb"
+    answer = CliRunner().invoke(app, [str(path), "--dry-run", "--db", str(db), "--format", "json"])
+    assert answer.exit_code == 0, answer.output
+    got = json.loads(answer.output)
+    # 10 × (142 × $1 + 50 × $2) per 1M tokens.
+    assert got["plan"]["cost_bound_usd"] == pytest.approx(10 * (142 + 100) / 1e6)
+    assert got["admitted"] is True
+    table = CliRunner().invoke(app, [str(path), "--dry-run", "--db", str(db)])
+    assert table.exit_code == 0 and "admitted" in table.output and "paid" in table.output
+    con = connect(db, read_only=True)
+    assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
