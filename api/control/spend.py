@@ -87,6 +87,9 @@ class TeamBudget:
     spent_this_month_usd: float
     left_usd: float | None
     setting: str
+    # What the team's runs still going (or queued) may yet spend: their bounds (or caps)
+    # less what they spent, held back so two runs admitted together cannot both spend it.
+    reserved_usd: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """As the dry run answers it."""
@@ -94,6 +97,7 @@ class TeamBudget:
             "team": self.team,
             "monthly_budget_usd": self.monthly_budget_usd,
             "spent_this_month_usd": self.spent_this_month_usd,
+            "reserved_usd": self.reserved_usd,
             "left_usd": self.left_usd,
             "setting": self.setting,
         }
@@ -114,16 +118,32 @@ def month_spend(con: duckdb.DuckDBPyConnection, team: str, now: dt.datetime | No
     return float(row[0]) if row else 0.0
 
 
+def reserved_spend(con: duckdb.DuckDBPyConnection, team: str) -> float:
+    """USD the team's running and queued runs may still spend: each one's cost bound (or
+    its cap when it has no bound) less its spend so far, never below zero."""
+    row = con.execute(
+        "SELECT coalesce(sum(greatest(coalesce(b.cost_bound_usd, b.max_cost_usd, 0) - "
+        "coalesce((SELECT sum(l.usd) FROM spend_ledger AS l WHERE l.run_id = b.run_id), 0), "
+        "0)), 0) FROM run_cost_bounds AS b JOIN runs AS r USING (run_id) "
+        "WHERE b.team = ? AND r.state IN ('running', 'queued')",
+        [team],
+    ).fetchone()
+    return float(row[0]) if row else 0.0
+
+
 def team_budget(con: duckdb.DuckDBPyConnection, policy: TeamPolicy) -> TeamBudget:
-    """``policy``'s team's budget, spend this month and what is left."""
+    """``policy``'s team's budget, spend this month, what its runs going may still spend
+    and what is left for a new run."""
     spent = month_spend(con, policy.team)
     budget = policy.monthly_budget_usd
+    reserved = 0.0 if budget is None else reserved_spend(con, policy.team)
     return TeamBudget(
         team=policy.team,
         monthly_budget_usd=budget,
         spent_this_month_usd=spent,
-        left_usd=None if budget is None else max(0.0, budget - spent),
+        left_usd=None if budget is None else max(0.0, budget - spent - reserved),
         setting=policy.setting("monthly_budget_usd"),
+        reserved_usd=reserved,
     )
 
 
@@ -148,7 +168,7 @@ def check_budget(plan: CostPlan, budget: TeamBudget) -> None:
     said = (
         f"team {budget.team} has ${budget.left_usd:,.4f} left of its monthly budget "
         f"${budget.monthly_budget_usd or 0:,.4f} (spent ${budget.spent_this_month_usd:,.4f} "
-        "this month)"
+        f"this month, ${budget.reserved_usd:,.4f} held for its runs going)"
     )
     if charged is None:
         why = "; ".join(plan.unbounded)

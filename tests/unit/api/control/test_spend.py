@@ -5,6 +5,7 @@ control loop's stop decision, on a real DuckDB file."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 from pathlib import Path
 from types import SimpleNamespace
@@ -153,3 +154,25 @@ def test_check_is_due_every_few_seconds_and_only_on_new_records(
     assert watch.due(run)  # type: ignore[arg-type]
     clock[0] += spend.SPEND_CHECK_S
     assert not watch.due(run)  # type: ignore[arg-type]  # nothing new recorded
+
+
+def test_runs_going_hold_their_bound_less_their_spend(con: duckdb.DuckDBPyConnection) -> None:
+    plan = plan_of({"concurrency": [1], "requests_per_level": 10})
+    assert plan.cost_bound_usd is not None
+    record_bound(con, "r1", "t", plan)
+    spent = update_ledger(con, "r1", "t")
+    policy = TeamStore(con, TeamSettings(monthly_budget_usd=1.0)).policy("t")
+    con.execute("UPDATE runs SET state = 'running' WHERE run_id = 'r1'")
+    going = spend.team_budget(con, policy)
+    assert going.reserved_usd == pytest.approx(plan.cost_bound_usd - spent)
+    assert going.left_usd == pytest.approx(1.0 - spent - (plan.cost_bound_usd - spent))
+    # A second run whose bound fits the budget less the spend, but not less what the
+    # first may still spend, is refused.
+    with pytest.raises(OverBudget) as refused:
+        check_budget(plan, dataclasses.replace(going, left_usd=plan.cost_bound_usd / 2))
+    assert "held for its runs going" in str(refused.value)
+    # Once the run has ended it holds nothing.
+    con.execute("UPDATE runs SET state = 'finished' WHERE run_id = 'r1'")
+    ended = spend.team_budget(con, policy)
+    assert ended.reserved_usd == 0.0
+    assert ended.left_usd == pytest.approx(1.0 - spent)
