@@ -200,8 +200,10 @@ def simulate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
 
 
 def wait_for_run(client: httpx.Client, run_id: str, timeout_s: float = 120) -> dict[str, Any]:
-    """The run's view (GET /v1/runs/{id}) once it is no longer running."""
-    return wait_for_view(client, run_id, lambda view: view["state"] != "running", timeout_s)
+    """The run's view (GET /v1/runs/{id}) once it is no longer running (nor queued)."""
+    return wait_for_view(
+        client, run_id, lambda view: view["state"] not in ("running", "queued"), timeout_s
+    )
 
 
 @dataclass

@@ -23,6 +23,7 @@ from analytics.report.client_health import stage_health, with_client_health
 from analytics.report.columns import describe
 from analytics.report.failover import run_failover
 from analytics.report.images import with_images
+from analytics.report.overlaps import shared_overlaps
 from analytics.report.plots import errors_over_time, plot_data
 from analytics.report.prompt_realism import with_prompt_realism
 from analytics.report.roofline_view import with_roofline
@@ -79,6 +80,9 @@ class RunReport:
     # What a sweep or capacity search found, and the stages ended early
     # (analytics/report/answers.py).
     answers: dict[str, Any] = field(default_factory=dict)
+    # Other runs that measured an endpoint this run measured ``shared: true``, while it
+    # ran (analytics/report/overlaps.py).
+    shared_overlaps: list[dict[str, Any]] = field(default_factory=list)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -110,6 +114,7 @@ class RunReport:
             "server_metrics": self.server_metrics,
             "plots": self.plots,
             "dataset": self.dataset,
+            "shared_overlaps": self.shared_overlaps,
         }
 
     def with_provider_comparison(self, provider_a: str, provider_b: str) -> RunReport:
@@ -254,6 +259,7 @@ def build_report(
         upstreams=upstreams,
         upstream_logs=upstream_logs,
         answers=build_answers(con, run_id, stages),
+        shared_overlaps=shared_overlaps(con, run_id),
         replicates=replicates,
     )
 

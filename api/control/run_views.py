@@ -15,10 +15,11 @@ from analytics.store.runs import RunStore
 from api.control.coordinator import Coordinator
 from api.control.parts import DEFAULT_MAX_STREAMS_PER_SHARD
 from api.control.planner import Stage, plan_run, stored_stages
+from api.control.queue import QueuedRun, Waiting
 from api.control.run_coordinator import RunCoordinator
-from api.schemas import RunPublic, ShardPublic, StageEndPublic, StagePublic
+from api.schemas import QueuePublic, RunPublic, ShardPublic, StageEndPublic, StagePublic
 from scenarios.model import Scenario
-from scenarios.wire.contract import SETTLED, ShardState
+from scenarios.wire.contract import SETTLED, RunState, ShardState
 
 
 @dataclass(frozen=True)
@@ -256,4 +257,30 @@ def _summarise(run_id: str, name: str, state: str, stages: list[StagePublic]) ->
         errors=sum(s.errors for s in shards),
         ttft_p50_ms=statistics.median(ttfts) if ttfts else None,
         stages=stages,
+    )
+
+
+def queue_public(entry: QueuedRun, waiting: Waiting | None) -> QueuePublic:
+    """Why a queued run waits, as the API shows it."""
+    return QueuePublic(
+        position=waiting.position if waiting else 1,
+        waiting_for=waiting.waiting_for if waiting else [],
+        reason=waiting.reason if waiting else "starting",
+        targets=sorted(entry.needs),
+    )
+
+
+def queued_view(entry: QueuedRun, waiting: Waiting | None) -> RunPublic:
+    """A queued run (docs/teams.md): no shard yet, its place in the queue."""
+    return RunPublic(
+        id=entry.run_id,
+        name=entry.scenario.name,
+        state=RunState.QUEUED,
+        created_at=entry.queued_at,
+        requests_done=0,
+        requests_planned=None,
+        errors=0,
+        ttft_p50_ms=None,
+        stages=[],
+        queue=queue_public(entry, waiting),
     )

@@ -23,6 +23,9 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from analytics.datasets.uploads import DatasetInfo, DatasetStore
+from api.access.caller import Caller
+from api.access.quotas import check_dataset_bytes
+from api.access.teams import TeamStore
 from api.rest.deps import Authenticated, CursorDep, HeavyDep, SettingsDep, WriterDep
 from api.rest.errors import BodyProblems, UnsupportedMediaType
 from scenarios.datasets.files import WorkloadFileError
@@ -176,6 +179,11 @@ async def upload_dataset(
                 body = await request.body()
         except TimeoutError:
             raise Timeout(f"body not received within {BODY_TIMEOUT_S:.0f} s") from None
+        # The team's dataset quota (docs/teams.md, Quotas and fairness): 429 past it.
+        caller: Caller = request.state.caller
+        check_dataset_bytes(
+            writer, TeamStore(writer, settings.teams).policy(caller.team), len(body)
+        )
         try:
             # Hashing and parsing up to 64 MiB: in a heavy-work thread (api/rest/offload.py),
             # on a cursor of its own.

@@ -16,7 +16,14 @@ from analytics.render.report_formats import REPORT_FORMATS, ReportFormat
 from analytics.render.request_rows import request_batches, write_report_with_requests
 from analytics.report.build import RunReport, UnknownRunError, build_report
 from api.control.coordinator import Coordinator
-from api.control.run_views import LiveState, live_state, live_view, stored_view
+from api.control.run_views import (
+    LiveState,
+    live_state,
+    live_view,
+    queue_public,
+    queued_view,
+    stored_view,
+)
 from api.rest.deps import (
     Authenticated,
     CursorDep,
@@ -47,13 +54,17 @@ PARQUET = "application/vnd.apache.parquet"
 
 @router.post("", status_code=201, response_model=RunCreated)
 async def create_run(body: RunCreate, starter: RunStarterDep, caller: SubmitterDep) -> RunCreated:
-    """Start a run of a stored or inline scenario; 409 if a region has no live worker."""
-    coordinator = await starter.start(body, caller)
+    """Start a run of a stored or inline scenario; 409 if a region has no live worker.
+    A run whose endpoints are in use, or whose team is at its concurrency quota, is
+    ``queued`` (``queue`` says why); 429 when the team's queue is full (docs/teams.md)."""
+    started = await starter.start(body, caller)
+    queued = starter.plane.queue.entry(started.run_id) if starter.plane.queue else None
     return RunCreated(
-        id=coordinator.run_id,
-        state=coordinator.state,
-        shards=len(coordinator.shards),
-        stages=len(coordinator.stages),
+        id=started.run_id,
+        state=started.state,
+        shards=started.shards,
+        stages=started.stages,
+        queue=None if queued is None else queue_public(queued, started.waiting),
     )
 
 
@@ -108,6 +119,9 @@ async def get_run(
     if coordinator is not None:
         state = live_state(coordinator)  # on the loop, which drives the coordinator
         return await heavy.on_cursor("a run's view", writer, _live_answer, coordinator, state)
+    queued = plane.queue.entry(run_id) if plane.queue else None
+    if queued is not None and plane.queue is not None:
+        return json_response(queued_view(queued, plane.queue.waiting(run_id)))
     streams = settings.control.max_streams_per_shard
     return await heavy.on_cursor("a run's view", writer, _stored_answer, run_id, streams)
 
@@ -131,8 +145,11 @@ def _live_answer(
 async def cancel_run(
     run_id: str, plane: PlaneDep, writer: WriterDep, heavy: HeavyDep, settings: SettingsDep
 ) -> Response:
-    """Stop a run: workers stop sending, what arrives is kept, the run ends cancelled."""
+    """Stop a run: workers stop sending, what arrives is kept, the run ends cancelled; a
+    queued run leaves the queue and ends cancelled."""
     coordinator = plane.runs.get(run_id)
+    if plane.queue is not None and plane.queue.cancel(run_id):
+        coordinator = None  # was queued: removed from the queue, now cancelled
     if coordinator is None:
         # 404 if unknown; already ended otherwise
         streams = settings.control.max_streams_per_shard

@@ -13,8 +13,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
+from api.access.ownership import Kind, owner_of
+from api.access.quotas import check_schedules
+from api.access.teams import TeamStore
 from api.rest.deps import (
     Authenticated,
+    CallerDep,
     HeavyDep,
     RunStarterDep,
     ScheduleServiceDep,
@@ -23,7 +27,7 @@ from api.rest.deps import (
 from api.rest.errors import BodyProblems
 from api.schedules.cron import CronError, check_interval, parse_cron
 from api.schedules.service import ScheduleService
-from api.schedules.store import StoredSchedule, now
+from api.schedules.store import ScheduleState, StoredSchedule, now
 from api.schedules.webhook import check_webhook_url
 from api.schemas import (
     FirePublic,
@@ -76,8 +80,10 @@ async def create_schedule(
     starter: RunStarterDep,
     settings: SettingsDep,
     heavy: HeavyDep,
+    caller: CallerDep,
 ) -> SchedulePublic:
-    """Store a schedule; it fires from the next time its expression names."""
+    """Store a schedule; it fires from the next time its expression names (429 past the
+    team's max_schedules)."""
     try:
         # Off the event loop: the interval check walks up to a day of fires.
         await heavy.run(
@@ -99,6 +105,7 @@ async def create_schedule(
     )
     if service.store.count_live() >= MAX_SCHEDULES:
         raise Conflict(f"at most {MAX_SCHEDULES} schedules: delete one first")
+    check_schedules(service.con, TeamStore(service.con, settings.teams).policy(caller.team))
     return public(service, service.add(body))
 
 
@@ -128,8 +135,15 @@ async def pause_schedule(schedule_id: str, service: ScheduleServiceDep) -> Sched
 
 
 @router.post("/{schedule_id}/resume", response_model=SchedulePublic)
-async def resume_schedule(schedule_id: str, service: ScheduleServiceDep) -> SchedulePublic:
-    """Fire again, from the next time the expression names (nothing is caught up)."""
+async def resume_schedule(
+    schedule_id: str, service: ScheduleServiceDep, settings: SettingsDep, caller: CallerDep
+) -> SchedulePublic:
+    """Fire again, from the next time the expression names (nothing is caught up; 429
+    past its team's max_schedules)."""
+    if service.store.get(schedule_id).state != ScheduleState.ACTIVE:
+        # The schedule's own team's quota (an admin may resume another team's).
+        team = owner_of(service.con, Kind.SCHEDULE, schedule_id).team
+        check_schedules(service.con, TeamStore(service.con, settings.teams).policy(team))
     return public(service, service.resume(schedule_id))
 
 
