@@ -1,7 +1,7 @@
 """A token's API request rate: a token bucket per token id, in memory, bounded.
 
 Each authenticated request takes one unit from its token's bucket, which holds at most
-``request_burst`` units and refills at ``requests_per_s`` (TOKENBENCH__TEAMS__*). An
+``request_burst`` units and refills at ``requests_per_s`` (``settings.teams``). An
 empty bucket is a **429** with ``Retry-After``, the seconds until a unit is back. The
 check runs right after authentication (``api/rest/auth.py`` calls :func:`check_rate`), so
 an unauthenticated request is a cheap 401 and never fills a bucket of its own.
