@@ -11,6 +11,9 @@ quota queues its run while another team's run goes on.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +28,15 @@ from api.access.caller import Role
 from api.access.teams import TeamStore
 from api.access.tokens import TokenRegistry
 from scenarios.settings import TeamSettings
-from tests.conftest import API_TOKEN, Proc, start_control_plane, start_worker, wait_for_run
-from tests.support.polls import wait_for_view
+from tests.conftest import (
+    API_TOKEN,
+    CliResult,
+    Proc,
+    start_control_plane,
+    start_worker,
+    wait_for_run,
+)
+from tests.support.polls import wait_for_view, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -238,9 +248,37 @@ def test_team_quota_queues_and_one_team_never_blocks_another(stack: LeaseStack) 
         assert wait_for_run(blue, blue_b["id"])["state"] == "finished"
 
 
+def test_submit_wait_says_where_its_run_waits(
+    stack: LeaseStack, tokenbench: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    path = tmp_path / "second.json"
+    path.write_text(json.dumps(openai_scenario(stack.target_a, requests=2)))
+    with stack.client() as client:
+        # Long enough to outlast the command's start; cancelled once the second is queued.
+        first = submit(client, openai_scenario(stack.target_a, requests=2000))
+
+        def cancel_when_queued() -> None:
+            wait_until(
+                lambda: any(r["state"] == "queued" for r in client.get("/v1/runs").json()),
+                120,
+                "the command's run queued",
+            )
+            client.post(f"/v1/runs/{first['id']}/cancel")
+
+        canceller = threading.Thread(target=cancel_when_queued)
+        canceller.start()
+        env = {**os.environ, "TOKENBENCH_TOKEN": API_TOKEN}
+        done = tokenbench("submit", str(path), "--server", stack.base, "--wait", env=env)
+        canceller.join()
+        assert done.code == 0, done.stderr
+        assert f"queued: position 1, waiting for {first['id']}" in done.stderr
+        assert wait_for_run(client, first["id"])["state"] == "cancelled"
+
+
 def test_a_restart_keeps_a_queued_run_queued_then_starts_it(stack: LeaseStack) -> None:
     with stack.client() as client:
-        first = submit(client, openai_scenario(stack.target_a, requests=60))
+        # Long enough to outlast the restart; cancelled once the second is seen queued.
+        first = submit(client, openai_scenario(stack.target_a, requests=2000))
         second = submit(client, openai_scenario(stack.target_a, requests=2))
         assert second["state"] == "queued"
     stack.restart()
@@ -248,7 +286,9 @@ def test_a_restart_keeps_a_queued_run_queued_then_starts_it(stack: LeaseStack) -
         view = client.get(f"/v1/runs/{second['id']}").json()
         assert view["state"] == "queued", view
         assert view["queue"]["waiting_for"] == [first["id"]]
-        assert wait_for_run(client, first["id"], 180)["state"] == "finished"
+        assert client.get(f"/v1/runs/{first['id']}").json()["state"] == "running"
+        client.post(f"/v1/runs/{first['id']}/cancel")
+        assert wait_for_run(client, first["id"], 180)["state"] == "cancelled"
         done = wait_for_view(client, second["id"], lambda v: v["state"] == "finished", 180)
         a, b = span(client, first["id"]), span(client, second["id"])
     assert done["requests_done"] == 2
