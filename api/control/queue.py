@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import duckdb
+from redis.exceptions import RedisError
 
 from api.access.caller import Caller
 from api.access.ownership import Kind, owner_of
@@ -300,9 +301,20 @@ class RunQueue:
             self.entries.remove(entry)
             self.starting[entry.run_id] = (entry.team, entry.needs)
         started = []
-        for entry in due:
+        for index, entry in enumerate(due):
             try:
                 workers = await live_workers(self.plane.redis, entry.scenario.regions)
+            except (RedisError, OSError) as exc:
+                # Redis briefly unreachable: these runs stay queued, in their order.
+                log.warning("queued runs wait: Redis did not answer (%s)", exc)
+                for back in due[index:]:
+                    self.starting.pop(back.run_id, None)
+                self.entries = sorted(
+                    [*self.entries, *due[index:]], key=lambda e: (e.queued_at, e.run_id)
+                )
+                self._last_plan = None
+                break
+            try:
                 await self.plane.submit(
                     entry.scenario,
                     run_id=entry.run_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -260,17 +261,29 @@ def _summarise(run_id: str, name: str, state: str, stages: list[StagePublic]) ->
     )
 
 
-def queue_public(entry: QueuedRun, waiting: Waiting | None) -> QueuePublic:
-    """Why a queued run waits, as the API shows it."""
+# How a run the caller may not read is named in a queued run's ``waiting_for``.
+HIDDEN_RUN = "(a run of another team)"
+
+
+def queue_public(
+    entry: QueuedRun, waiting: Waiting | None, readable: Callable[[str], bool] | None = None
+) -> QueuePublic:
+    """Why a queued run waits, as the API shows it; a run ``readable`` says the caller
+    may not read is named only as another team's (its id would tell it exists)."""
+    runs = waiting.waiting_for if waiting else []
+    if readable is not None:
+        runs = [run if readable(run) else HIDDEN_RUN for run in runs]
     return QueuePublic(
         position=waiting.position if waiting else 1,
-        waiting_for=waiting.waiting_for if waiting else [],
+        waiting_for=runs,
         reason=waiting.reason if waiting else "starting",
         targets=sorted(entry.needs),
     )
 
 
-def queued_view(entry: QueuedRun, waiting: Waiting | None) -> RunPublic:
+def queued_view(
+    entry: QueuedRun, waiting: Waiting | None, readable: Callable[[str], bool] | None = None
+) -> RunPublic:
     """A queued run (docs/teams.md): no shard yet, its place in the queue."""
     return RunPublic(
         id=entry.run_id,
@@ -282,5 +295,5 @@ def queued_view(entry: QueuedRun, waiting: Waiting | None) -> RunPublic:
         errors=0,
         ttft_p50_ms=None,
         stages=[],
-        queue=queue_public(entry, waiting),
+        queue=queue_public(entry, waiting, readable),
     )

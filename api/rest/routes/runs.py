@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 import duckdb
 import pyarrow as pa
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import TypeAdapter
 
@@ -15,6 +15,8 @@ from analytics.query.record_export import arrow_stream, parquet_stream, record_r
 from analytics.render.report_formats import REPORT_FORMATS, ReportFormat
 from analytics.render.request_rows import request_batches, write_report_with_requests
 from analytics.report.build import RunReport, UnknownRunError, build_report
+from api.access.caller import Caller
+from api.access.ownership import Kind, may_read, owner_of
 from api.control.coordinator import Coordinator
 from api.control.run_views import (
     LiveState,
@@ -59,13 +61,20 @@ async def create_run(body: RunCreate, starter: RunStarterDep, caller: SubmitterD
     ``queued`` (``queue`` says why); 429 when the team's queue is full (docs/teams.md)."""
     started = await starter.start(body, caller)
     queued = starter.plane.queue.entry(started.run_id) if starter.plane.queue else None
+    readable = _readable_by(starter.writer, caller)
     return RunCreated(
         id=started.run_id,
         state=started.state,
         shards=started.shards,
         stages=started.stages,
-        queue=None if queued is None else queue_public(queued, started.waiting),
+        queue=None if queued is None else queue_public(queued, started.waiting, readable),
     )
+
+
+def _readable_by(con: duckdb.DuckDBPyConnection, caller: Caller) -> Callable[[str], bool]:
+    """Whether ``caller`` may read a run (the run a queued one waits for may be another
+    team's, private)."""
+    return lambda run_id: may_read(con, caller, owner_of(con, Kind.RUN, run_id))
 
 
 # Views, reports and record lists are built in the shared heavy-work threads, never on
@@ -112,7 +121,12 @@ def _run_list(cursor: duckdb.DuckDBPyConnection, limit: int, streams: int) -> Re
 
 @router.get("/{run_id}", response_model=RunPublic)
 async def get_run(
-    run_id: str, plane: PlaneDep, writer: WriterDep, heavy: HeavyDep, settings: SettingsDep
+    run_id: str,
+    plane: PlaneDep,
+    writer: WriterDep,
+    heavy: HeavyDep,
+    settings: SettingsDep,
+    request: Request,
 ) -> Response:
     """State and progress: per stage and shard, requests done/planned, errors, TTFT p50."""
     coordinator = plane.runs.get(run_id)
@@ -121,7 +135,8 @@ async def get_run(
         return await heavy.on_cursor("a run's view", writer, _live_answer, coordinator, state)
     queued = plane.queue.entry(run_id) if plane.queue else None
     if queued is not None and plane.queue is not None:
-        return json_response(queued_view(queued, plane.queue.waiting(run_id)))
+        readable = _readable_by(writer, request.state.caller)
+        return json_response(queued_view(queued, plane.queue.waiting(run_id), readable))
     streams = settings.control.max_streams_per_shard
     return await heavy.on_cursor("a run's view", writer, _stored_answer, run_id, streams)
 

@@ -15,6 +15,7 @@ from analytics.store.db import connect
 from api.access.caller import Caller, Role
 from api.access.teams import TeamStore
 from api.control.queue import RunQueue
+from api.control.run_views import HIDDEN_RUN, queue_public
 from scenarios.errors import QuotaExceeded
 from scenarios.loader import validate_scenario
 from scenarios.model import Scenario
@@ -151,3 +152,14 @@ def test_queued_runs_survive_a_restart_and_a_cancel_ends_one(
     entry = again.entry("r2")
     assert entry is not None and entry.targets == ["http://a/v1 model=m key=-"]
     assert entry.team == "red" and entry.token_id == "tok-red"
+
+
+def test_a_run_the_caller_may_not_read_is_not_named(con: duckdb.DuckDBPyConnection) -> None:
+    q = queue(con)
+    assert submit(q, "theirs", scenario("http://a/v1"), BLUE)
+    assert not submit(q, "mine", scenario("http://a/v1"), RED)
+    entry = q.entry("mine")
+    assert entry is not None
+    shown = queue_public(entry, q.waiting("mine"), lambda run_id: run_id != "theirs")
+    assert shown.waiting_for == [HIDDEN_RUN] and shown.position == 1
+    assert queue_public(entry, q.waiting("mine")).waiting_for == ["theirs"]

@@ -213,10 +213,7 @@ def test_a_fire_whose_target_is_busy_queues_its_run(con: duckdb.DuckDBPyConnecti
         await service._fire(schedule.schedule_id)
         await service.stop()
         (fire,) = service.store.fires(schedule.schedule_id)
-        assert (fire["outcome"], fire["run_id"], fire["message"]) == (
-            FireOutcome.STARTED,
-            "run-1",
-            note,
-        )
+        assert (fire["outcome"], fire["run_id"]) == (FireOutcome.STARTED, "run-1")
+        assert fire["message"].endswith(note)  # after a note on late fires, if any
 
     asyncio.run(scenario_())
