@@ -407,7 +407,12 @@ class RunQueue:
         return holders
 
     def _running_per_team(self) -> Counter[str]:
-        counts: Counter[str] = Counter(self.team_of(c.run_id) for c in self._runs())
+        live = self._runs()
+        # Teams of ended runs are forgotten: the map stays as large as the runs going.
+        keep = {c.run_id for c in live} | set(self.starting)
+        for ended in set(self._team_of) - keep:
+            del self._team_of[ended]
+        counts: Counter[str] = Counter(self.team_of(c.run_id) for c in live)
         counts.update(team for team, _ in self.starting.values())
         return counts
 
