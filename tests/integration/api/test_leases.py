@@ -139,7 +139,11 @@ def stack(
     target_b = simulate_endpoint(ttft_ms=40, itl_ms=5)
     db = tmp / "api.duckdb"
     tokens = mint(db, {"red": Role.SUBMITTER, "blue": Role.SUBMITTER, "tight": Role.SUBMITTER})
-    env = {**worker_env, "TOKENBENCH__TEAMS__MAX_CONCURRENT_RUNS": "4"}
+    env = {
+        **worker_env,
+        "TOKENBENCH__TEAMS__MAX_CONCURRENT_RUNS": "4",
+        "TOKENBENCH__SCHEDULES__MIN_INTERVAL_S": "1",
+    }
     plane, base = start_control_plane(env, db, tmp / "api.log")
     stack = LeaseStack(base, db, tmp / "api.log", env, plane, target_a, target_b, tokens)
     yield stack
@@ -276,6 +280,31 @@ def test_submit_wait_says_where_its_run_waits(
         said = " ".join(done.stderr.split())  # the console wraps long lines
         assert f"queued: position 1, waiting for {first['id']}" in said
         assert wait_for_run(client, first["id"])["state"] == "cancelled"
+
+
+def test_a_schedule_whose_target_is_busy_queues_its_run(stack: LeaseStack) -> None:
+    with stack.client() as client:
+        busy = submit(client, openai_scenario(stack.target_b, requests=2000))
+        stored = client.post("/v1/scenarios", json=openai_scenario(stack.target_b, requests=2))
+        assert stored.status_code == 201, stored.text
+        body = {"scenario_id": stored.json()["id"], "cron": "*/2 * * * * *"}
+        schedule = client.post("/v1/schedules", json=body).json()
+        fires: list[dict[str, Any]] = []
+
+        def fired_twice() -> bool:
+            fires[:] = client.get(f"/v1/schedules/{schedule['id']}/runs").json()
+            return len(fires) >= 2
+
+        wait_until(fired_twice, 60, "two fires")
+        client.post(f"/v1/schedules/{schedule['id']}/pause")
+        first = fires[-1]  # newest first
+        assert first["outcome"] == "started", first
+        assert f"queued: its target is in use by another run ({busy['id']})" in first["message"]
+        assert client.get(f"/v1/runs/{first['run_id']}").json()["state"] == "queued"
+        # Its run still waits: the next fire is skipped, not queued again.
+        assert fires[-2]["outcome"] == "skipped", fires
+        client.post(f"/v1/runs/{busy['id']}/cancel")
+        assert wait_for_run(client, first["run_id"])["state"] == "finished"
 
 
 def test_a_restart_keeps_a_queued_run_queued_then_starts_it(stack: LeaseStack) -> None:
