@@ -82,6 +82,21 @@ class RunCreate(BaseModel):
     )
 
 
+class QueuePublic(BaseModel):
+    """Why a queued run waits (docs/teams.md, endpoint leases)."""
+
+    position: int = Field(
+        description="1: the next to start among the runs queued for the same targets "
+        "(or, waiting for its team's quota, its team's)."
+    )
+    waiting_for: list[str] = Field(description="The runs it waits for.")
+    reason: str = Field(description="Its target is in use, or its team is at its quota.")
+    targets: list[str] = Field(
+        description="The endpoints (URL, model, key variable) it measures: leased, or "
+        "shared for its providers with shared: true."
+    )
+
+
 class RunCreated(BaseModel):
     """Answer to POST /v1/runs."""
 
@@ -89,6 +104,9 @@ class RunCreated(BaseModel):
     state: RunState
     shards: int
     stages: int
+    queue: QueuePublic | None = Field(
+        default=None, description="Set when the run is queued: why it waits."
+    )
 
 
 class ShardPublic(BaseModel):
@@ -188,6 +206,9 @@ class RunPublic(BaseModel):
     )
     reason_detail: str | None = Field(
         default=None, description="The figures and the setting that ended it early."
+    )
+    queue: QueuePublic | None = Field(
+        default=None, description="Set while the run is queued: its position and why it waits."
     )
 
 

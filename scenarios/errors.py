@@ -11,7 +11,8 @@ kind           exit  HTTP    meaning
 =============  ====  ======  ==================================================
 bad_input      2     422     the input is wrong: fix it and retry
 not_found      2     404     no such run, scenario, dataset, provider, catalog id
-refused        2     403     valid, but not allowed (SQL access, egress policy)
+refused        2     403     valid, but not allowed (SQL access, egress policy);
+                             429 for a used-up quota or rate (QuotaExceeded)
 conflict       2     409     not possible in the current state (no live worker)
 unavailable    1     503     a dependency is down or busy: retry later
 timeout        1     408     it took longer than allowed
@@ -65,6 +66,29 @@ class Refused(TokenbenchError):
     kind = "refused"
     exit_code = 2
     http_status = 403
+
+
+class QuotaExceeded(Refused):
+    """A team's quota or a token's request rate is used up: HTTP 429. ``quota`` names
+    it and ``setting`` where its figure comes from (an environment variable or the
+    team's own setting); ``retry_after_s``, when waiting is enough, the ``Retry-After``."""
+
+    http_status = 429
+
+    def __init__(
+        self, message: str, quota: str, setting: str, retry_after_s: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.quota = quota
+        self.setting = setting
+        self.retry_after_s = retry_after_s
+
+    def public_fields(self) -> dict[str, object]:
+        """The quota, its setting and, when waiting is enough, when to retry."""
+        fields: dict[str, object] = {"quota": self.quota, "setting": self.setting}
+        if self.retry_after_s is not None:
+            fields["retry_after_s"] = self.retry_after_s
+        return fields
 
 
 class Conflict(TokenbenchError):

@@ -149,12 +149,19 @@ def us_worker(
 
 
 API_TOKEN = "test-token-5f2c"
+# Team quotas and the request rate out of the way of tests about other things (a test's
+# own ``env`` overrides them: tests/integration/api/test_leases.py, tests/security/test_quotas.py).
+QUIET_QUOTAS = {
+    "TOKENBENCH__TEAMS__MAX_CONCURRENT_RUNS": "1000",
+    "TOKENBENCH__TEAMS__REQUESTS_PER_S": "10000",
+    "TOKENBENCH__TEAMS__REQUEST_BURST": "100000",
+}
 
 
 def start_control_plane(env: dict[str, str], db: Path, log: Path) -> tuple[Proc, str]:
     """`tokenbench serve` on a free port; returns it and its base URL once healthy."""
     port = free_port()
-    api_env = {**env, "TOKENBENCH__API__TOKENS": f'["{API_TOKEN}"]'}
+    api_env = {**QUIET_QUOTAS, **env, "TOKENBENCH__API__TOKENS": f'["{API_TOKEN}"]'}
     proc = _spawn(["serve", "--port", str(port), "--db", str(db)], log, api_env)
     base = f"http://127.0.0.1:{port}"
 
@@ -200,8 +207,10 @@ def simulate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
 
 
 def wait_for_run(client: httpx.Client, run_id: str, timeout_s: float = 120) -> dict[str, Any]:
-    """The run's view (GET /v1/runs/{id}) once it is no longer running."""
-    return wait_for_view(client, run_id, lambda view: view["state"] != "running", timeout_s)
+    """The run's view (GET /v1/runs/{id}) once it is no longer running (nor queued)."""
+    return wait_for_view(
+        client, run_id, lambda view: view["state"] not in ("running", "queued"), timeout_s
+    )
 
 
 @dataclass

@@ -23,6 +23,7 @@ from analytics.report.client_health import stage_health, with_client_health
 from analytics.report.columns import describe
 from analytics.report.failover import run_failover
 from analytics.report.images import with_images
+from analytics.report.overlaps import shared_overlaps
 from analytics.report.plots import errors_over_time, plot_data
 from analytics.report.prompt_realism import with_prompt_realism
 from analytics.report.roofline_view import with_roofline
@@ -83,6 +84,9 @@ class RunReport:
     # What the run spent on token-priced providers, beside its dry-run bound
     # (analytics/report/spend.py); None without a priced provider.
     spend: dict[str, Any] | None = None
+    # Other runs that measured an endpoint this run measured ``shared: true``, while it
+    # ran (analytics/report/overlaps.py).
+    shared_overlaps: list[dict[str, Any]] = field(default_factory=list)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -115,6 +119,7 @@ class RunReport:
             "plots": self.plots,
             "dataset": self.dataset,
             "spend": self.spend,
+            "shared_overlaps": self.shared_overlaps,
         }
 
     def with_provider_comparison(self, provider_a: str, provider_b: str) -> RunReport:
@@ -260,6 +265,7 @@ def build_report(
         upstream_logs=upstream_logs,
         answers=build_answers(con, run_id, stages),
         spend=run_spend(con, run_id),
+        shared_overlaps=shared_overlaps(con, run_id),
         replicates=replicates,
     )
 

@@ -97,7 +97,11 @@ class RunStore:
         writes in the same transaction)."""
         with transaction(self.con):
             self.con.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, ?, NULL, 'running')",
+                # A queued run (docs/teams.md) already has its row: it now starts.
+                "INSERT INTO runs VALUES (?, ?, ?, ?, NULL, 'running') ON CONFLICT (run_id) "
+                "DO UPDATE SET name = excluded.name, scenario = excluded.scenario, "
+                "created_at = excluded.created_at, state = 'running' "
+                "WHERE runs.state = 'queued'",
                 [run_id, scenario.name, scenario.model_dump_json(), _now()],
             )
             write_dimensions(self.con, run_id, scenario)

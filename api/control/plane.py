@@ -37,6 +37,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import duckdb
 from celery import Celery
@@ -69,6 +70,9 @@ from scenarios.wire.contract import (
     run_spec_key,
     token_key,
 )
+
+if TYPE_CHECKING:
+    from api.control.queue import RunQueue
 
 log = logging.getLogger("tokenbench.control")
 # A closed run's attempt counters: kept as long as its cancel key, so that a straggler
@@ -123,6 +127,9 @@ class ControlPlane:
         self._last_health_check = 0.0
         self._last_watchdog = 0.0
         self._wake = asyncio.Event()
+        # Queued runs (api/control/queue.py), set by the REST app: started by the loop
+        # when their targets are free and their team is under its quota.
+        self.queue: RunQueue | None = None
 
     # ------------------------------------------------------------------ runs
 
@@ -237,6 +244,8 @@ class ControlPlane:
         goes on after a back-off that grows while steps keep failing."""
         failures = 0
         while not stop.is_set():
+            if self.queue is not None:
+                await self._start_queued()
             if self.runs:
                 try:
                     await self.step()
@@ -264,6 +273,15 @@ class ControlPlane:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), 1.0)
                 self._wake.clear()
+
+    async def _start_queued(self) -> None:
+        """Start the queued runs that may start now; an error is logged, never ends the loop."""
+        assert self.queue is not None
+        try:
+            await self.queue.start_due()
+        except Exception:
+            self.step_errors += 1
+            log.exception("control loop: starting queued runs failed; trying again")
 
     def store_state(self, run_id: str) -> str:
         """State of a run as stored."""

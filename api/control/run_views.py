@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +16,12 @@ from analytics.store.runs import RunStore
 from api.control.coordinator import Coordinator
 from api.control.parts import DEFAULT_MAX_STREAMS_PER_SHARD
 from api.control.planner import Stage, plan_run, stored_stages
+from api.control.queue import QueuedRun, Waiting
 from api.control.run_coordinator import RunCoordinator
 from api.control.spend import stop_reason
-from api.schemas import RunPublic, ShardPublic, StageEndPublic, StagePublic
+from api.schemas import QueuePublic, RunPublic, ShardPublic, StageEndPublic, StagePublic
 from scenarios.model import Scenario
-from scenarios.wire.contract import SETTLED, ShardState
+from scenarios.wire.contract import SETTLED, RunState, ShardState
 
 
 @dataclass(frozen=True)
@@ -258,4 +260,42 @@ def _summarise(run_id: str, name: str, state: str, stages: list[StagePublic]) ->
         errors=sum(s.errors for s in shards),
         ttft_p50_ms=statistics.median(ttfts) if ttfts else None,
         stages=stages,
+    )
+
+
+# How a run the caller may not read is named in a queued run's ``waiting_for``.
+HIDDEN_RUN = "(a run of another team)"
+
+
+def queue_public(
+    entry: QueuedRun, waiting: Waiting | None, readable: Callable[[str], bool] | None = None
+) -> QueuePublic:
+    """Why a queued run waits, as the API shows it; a run ``readable`` says the caller
+    may not read is named only as another team's (its id would tell it exists)."""
+    runs = waiting.waiting_for if waiting else []
+    if readable is not None:
+        runs = [run if readable(run) else HIDDEN_RUN for run in runs]
+    return QueuePublic(
+        position=waiting.position if waiting else 1,
+        waiting_for=runs,
+        reason=waiting.reason if waiting else "starting",
+        targets=sorted(entry.needs),
+    )
+
+
+def queued_view(
+    entry: QueuedRun, waiting: Waiting | None, readable: Callable[[str], bool] | None = None
+) -> RunPublic:
+    """A queued run (docs/teams.md): no shard yet, its place in the queue."""
+    return RunPublic(
+        id=entry.run_id,
+        name=entry.scenario.name,
+        state=RunState.QUEUED,
+        created_at=entry.queued_at,
+        requests_done=0,
+        requests_planned=None,
+        errors=0,
+        ttft_p50_ms=None,
+        stages=[],
+        queue=queue_public(entry, waiting, readable),
     )

@@ -23,9 +23,11 @@ from api.access.caller import Caller, Role
 from api.access.ownership import Kind, Visibility, owner_of, set_default_visibility
 from api.access.tokens import TokenRegistry
 from api.control.plane import ControlPlane
+from api.control.queue import RunQueue
 from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers
 from api.rest.offload import HeavyWork
+from api.rest.rate_limit import RateLimiter
 from api.rest.routes import audit as audit_routes
 from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
 from api.rest.routes import spend as spend_routes
@@ -49,6 +51,21 @@ def _access(settings: Settings, con: duckdb.DuckDBPyConnection) -> TokenRegistry
     return TokenRegistry(con, bootstrap)
 
 
+def _schedule_service(
+    con: duckdb.DuckDBPyConnection, settings: Settings, starter: RunStarter, queue: RunQueue
+) -> ScheduleService:
+    """Schedules fire runs through the same starter as POST /v1/runs (docs/tracking.md);
+    a run of theirs that is queued still counts as running for the next fire."""
+
+    async def fire_run(body: RunCreate, schedule_id: str) -> str:
+        # A schedule's run is its owner's: the team and token that created it.
+        owner = owner_of(con, Kind.SCHEDULE, schedule_id)
+        caller = Caller(owner.token_id or "schedule", owner.team, Role.SUBMITTER)
+        return (await starter.start(body, caller, schedule_id)).run_id
+
+    return ScheduleService(con, settings, fire_run, queue.active, queue.note)
+
+
 def create_app(settings: Settings, celery: Celery) -> FastAPI:
     """The FastAPI application of the control plane. ``celery`` is the broker client it
     dispatches shards through (by task name; ``tokenbench serve`` passes the workers'
@@ -64,11 +81,16 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         redis = Redis.from_url(redis_url, **REDIS_CLIENT_OPTIONS)
         plane = ControlPlane(redis, con, celery, settings.control, teams=settings.teams)
         await plane.start()
+        # Queued runs (endpoint leases, team quotas): still queued after a restart.
+        queue = plane.queue = RunQueue(plane, con, settings.teams)
+        queue.load()
         app.state.settings = settings
         app.state.con = con
         app.state.redis = redis
         app.state.plane = plane
         app.state.tokens = _access(settings, con)
+        # Each token's request rate (api/rest/rate_limit.py), checked after authentication.
+        app.state.rate_limiter = RateLimiter.of(settings.teams, len(settings.api.tokens))
         # One limiter for every heavy route (api/rest/offload.py, docs/security.md Bounds).
         heavy = HeavyWork(settings.api.heavy_requests, settings.api.heavy_wait_s)
         app.state.heavy = heavy
@@ -76,16 +98,8 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         starter = RunStarter(plane, redis, app.state.scenarios, settings, con, heavy)
         app.state.starter = starter
 
-        async def fire_run(body: RunCreate, schedule_id: str) -> str:
-            # A schedule's run is its owner's: the team and token that created it.
-            owner = owner_of(con, Kind.SCHEDULE, schedule_id)
-            caller = Caller(owner.token_id or "schedule", owner.team, Role.SUBMITTER)
-            return (await starter.start(body, caller, schedule_id)).run_id
-
-        # Schedules fire runs through the same starter as POST /v1/runs (docs/tracking.md).
-        schedule_service = ScheduleService(
-            con, settings, fire_run, lambda run_id: run_id in plane.runs
-        )
+        # A queued run counts as still running for its schedule's next fire.
+        schedule_service = _schedule_service(con, settings, starter, queue)
         app.state.schedules = schedule_service
         stop = asyncio.Event()
         loop_task = asyncio.create_task(plane.serve_forever(stop))

@@ -3,7 +3,8 @@
 Tokens are minted by an admin (api/access/tokens.py, docs/teams.md) or are the
 bootstrap admin tokens of ``TOKENBENCH__API__TOKENS``. A missing, unknown, malformed,
 expired or revoked token gets the same **401**; a valid token whose role does not
-allow the route gets **403**. Tokens are never logged or echoed; the caller is known to
+allow the route gets **403**; a valid token sending faster than its rate gets **429**
+(api/rest/rate_limit.py). Tokens are never logged or echoed; the caller is known to
 the rest of the request as a :class:`~api.access.caller.Caller` (``request.state.caller``).
 """
 
@@ -17,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.access.caller import Caller, Role
 from api.access.tokens import TokenRegistry
+from api.rest.rate_limit import check_rate
 
 _bearer = HTTPBearer(
     auto_error=False, description="A token minted by an admin (tokenbench tokens create)."
@@ -38,6 +40,7 @@ def require_caller(
             status.HTTP_401_UNAUTHORIZED, UNAUTHORIZED, headers={"WWW-Authenticate": "Bearer"}
         )
     request.state.caller = caller
+    check_rate(request, caller)  # the token's request rate: 429 with Retry-After
     return caller
 
 

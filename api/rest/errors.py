@@ -15,6 +15,8 @@ kind's HTTP status and one body shape::
     NotAcceptable     → 406, ``formats`` likewise (the Accept header names none of them)
     SQL refusals      → 400/403/408/413/503, ``kind`` names the SQL refusal
     Busy              → 503 with ``Retry-After``: the heavy-work slots stayed full
+    QuotaExceeded     → 429, ``quota`` and ``setting`` name it; ``Retry-After`` for a
+                        token's request rate (docs/teams.md)
 
 Request validation (422), inputs nested too deeply for a parser (422) and HTTP errors
 raised by FastAPI itself or its security scheme (``HTTPException``: 401 with its
@@ -213,7 +215,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def tree_error(_: Request, exc: TokenbenchError) -> JSONResponse:
         if isinstance(exc, Internal):
             return _internal(exc)  # a bug: its message is for the log, not the client
-        headers = {"retry-after": str(exc.retry_after_s)} if isinstance(exc, Busy) else None
+        # Busy (503) and a used-up request rate (429) say when to retry.
+        retry_after = getattr(exc, "retry_after_s", None)
+        headers = {"retry-after": str(retry_after)} if isinstance(retry_after, int) else None
         return JSONResponse(error_body(exc), status_code=exc.http_status, headers=headers)
 
     @app.exception_handler(RequestValidationError)

@@ -3,7 +3,9 @@
 The scenario (stored, or inline), with the per-run overrides applied, is validated, its
 URLs checked by the egress policy and its datasets looked up, exactly as the route
 always did; a region without a live worker is a 409 unless the request waits for
-workers. A run of a stored scenario records where it came from (``run_origins``: the
+workers. A run whose endpoints are in use by another run, or whose team runs as many
+runs as its quota allows, is queued instead of started (docs/teams.md). A run of a
+stored scenario records where it came from (``run_origins``: the
 scenario, and the schedule that fired it), which is how trends find a schedule's runs.
 """
 
@@ -21,8 +23,8 @@ from api.access.ownership import Kind, Visibility, check_read, readable, record_
 from api.access.teams import TeamStore
 from api.control.cost_plan import CostPlan, plan_from_store
 from api.control.dispatch import live_workers
-from api.control.plane import ControlPlane
-from api.control.run_coordinator import RunCoordinator
+from api.control.plane import ControlPlane, new_run_id
+from api.control.queue import Admission, Waiting
 from api.control.spend import (
     DryRun,
     OverBudget,
@@ -45,6 +47,7 @@ from api.schemas import RunCreate
 from scenarios.loader import Problem, ScenarioError
 from scenarios.model import Scenario
 from scenarios.settings import Settings
+from scenarios.wire.contract import RunState
 
 
 @dataclass(frozen=True)
@@ -93,9 +96,9 @@ class RunStarter:
 
     async def start(
         self, body: RunCreate, caller: Caller, schedule_id: str | None = None
-    ) -> RunCoordinator:
+    ) -> StartedRun:
         """Create the run for ``caller`` (409 if a region has no live worker and the
-        request does not wait for one) and record its origin."""
+        request does not wait for one) and record its origin; started now or queued."""
         scenario = await self.checked_scenario(body, caller)
         # Read once: what refuses a region without a worker also splits the stages.
         workers = await live_workers(self.redis, scenario.regions)
@@ -104,16 +107,36 @@ class RunStarter:
             raise RegionUnavailable(missing)
         plan, budget = await self.cost_plan(scenario, caller, workers)
         check_budget(plan, budget)  # 403 naming the figures and the setting
-        coordinator = await self.plane.submit(
-            scenario, wait_for_workers=body.wait_for_workers, workers=workers
-        )
-        # Its owner, at once (no await since the run was created: nothing reads it unowned).
+        # --- Endpoint leases and team quotas (docs/teams.md; api/control/queue.py): start
+        # now, queue (targets busy, or the team at max_concurrent_runs), or refuse (429,
+        # the team at max_queued_runs). Admission and enqueueing are synchronous: no other
+        # request can take the same targets in between.
+        queue = self.plane.queue
+        run_id = new_run_id()
+        admission = queue.admit(run_id, scenario, caller) if queue else Admission(queued=False)
+        if queue is not None and admission.queued:
+            queue.enqueue(run_id, scenario, caller, body.wait_for_workers)
+            started = StartedRun(run_id, RunState.QUEUED, 0, 0, admission.waiting)
+        else:
+            try:
+                coordinator = await self.plane.submit(
+                    scenario, run_id=run_id, wait_for_workers=body.wait_for_workers, workers=workers
+                )
+            finally:
+                if queue is not None:
+                    queue.started(run_id, caller.team)
+            started = StartedRun(
+                run_id, coordinator.state, len(coordinator.shards), len(coordinator.stages)
+            )
+        # --- end of leases and quotas
+        # Its owner and cost bound, at once (no await since the run was created or
+        # queued: nothing reads it unowned; a queued run's bound is held of the budget).
         visibility = None if body.visibility is None else Visibility(body.visibility)
-        record_owner(self.writer, Kind.RUN, coordinator.run_id, caller, visibility)
-        record_bound(self.writer, coordinator.run_id, caller.team, plan)
+        record_owner(self.writer, Kind.RUN, started.run_id, caller, visibility)
+        record_bound(self.writer, started.run_id, caller.team, plan)
         if body.scenario_id is not None:
-            record_origin(self.writer, coordinator.run_id, body.scenario_id, schedule_id)
-        return coordinator
+            record_origin(self.writer, started.run_id, body.scenario_id, schedule_id)
+        return started
 
     async def cost_plan(
         self, scenario: Scenario, caller: Caller, workers: dict[str, int]
@@ -134,7 +157,7 @@ class RunStarter:
         """What ``start`` would do, creating nothing: the same validation and admission
         (422, 409 for a region without a worker), then the plan, the team's budget and
         whether the budget admits the run (a refusal is answered, not raised)."""
-        scenario = await self.checked_scenario(body)
+        scenario = await self.checked_scenario(body, caller)
         workers = await live_workers(self.redis, scenario.regions)
         missing = [region for region, count in workers.items() if count == 0]
         if missing and not body.wait_for_workers:
@@ -145,3 +168,14 @@ class RunStarter:
         except OverBudget as exc:
             return DryRun(plan, budget, str(exc))
         return DryRun(plan, budget, None)
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """A run created by :meth:`RunStarter.start`: running, or queued with why it waits."""
+
+    run_id: str
+    state: RunState
+    shards: int
+    stages: int
+    waiting: Waiting | None = None

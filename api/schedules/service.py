@@ -10,7 +10,9 @@ catches up once on each schedule whose fires fell while the control plane was do
 
 A fire creates a run exactly as ``POST /v1/runs`` does (``api/rest/run_start.py``: the
 same validation, the same overrides, the same 409 without a live worker), unless the
-schedule's previous run still runs: then it is skipped, and recorded as skipped. Every
+schedule's previous run still runs (or waits in the queue): then it is skipped, and
+recorded as skipped. A fire whose endpoint is busy with another run queues its run
+(docs/teams.md, endpoint leases): it starts when the endpoint is free. Every
 fire is recorded (``GET /v1/schedules/{id}/runs``). Fires of one schedule are serialised
 by a lock, and each computes what is due from the stored anchor, so a catch-up and a
 regular fire never start the same run twice.
@@ -57,8 +59,10 @@ EVALUATE_EVERY_S = 1.0
 
 # Starts the run a fire asks for and answers its id (api/rest/run_start.py).
 StartRun = Callable[[RunCreate, str], Awaitable[str]]
-# Whether the control loop still drives a run.
+# Whether the control loop still drives a run (or has it queued).
 IsRunning = Callable[[str], bool]
+# Why a run just created waits in the queue (None: it started).
+QueuedNote = Callable[[str], str | None]
 
 
 def describe_error(exc: TokenbenchError) -> str:
@@ -96,12 +100,14 @@ class ScheduleService:
         settings: Settings,
         start_run: StartRun,
         is_running: IsRunning,
+        queued_note: QueuedNote | None = None,
     ) -> None:
         self.con = con
         self.store = ScheduleStore(con)
         self.settings = settings
         self._start_run = start_run
         self._is_running = is_running
+        self._queued_note = queued_note
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._scheduler = AsyncIOScheduler(
             timezone=dt.UTC,
@@ -253,6 +259,10 @@ class ScheduleService:
                 message = "internal error (see the control plane's log)"
                 self.store.add_fire(schedule_id, due, kind, FireOutcome.FAILED, message=message)
                 return
+            # A busy target queues the run instead of overlapping (docs/teams.md).
+            queued = self._queued_note(run_id) if self._queued_note else None
+            if queued is not None:
+                note = f"{note}; {queued}" if note else queued
             self.store.add_fire(schedule_id, due, kind, FireOutcome.STARTED, run_id, note)
             log.info("schedule %s: fire at %s started run %s", schedule_id, due, run_id)
 

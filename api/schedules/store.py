@@ -226,7 +226,8 @@ class ScheduleStore:
         rows = self.con.execute(
             "SELECT f.schedule_id, f.seq, f.run_id FROM schedule_fires AS f "
             "JOIN runs AS r USING (run_id) "
-            "WHERE f.outcome = ? AND f.evaluated_at IS NULL AND r.state != 'running' "
+            "WHERE f.outcome = ? AND f.evaluated_at IS NULL "
+            "AND r.state NOT IN ('running', 'queued') "
             "ORDER BY f.fired_at",
             [FireOutcome.STARTED],
         ).fetchall()

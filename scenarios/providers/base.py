@@ -154,6 +154,15 @@ class ProviderBase(StrictModel):
         default=None,
         description="Retry HTTP 429 answers (off by default: rate limiting is an error).",
     )
+    shared: bool = Field(
+        default=False,
+        description=(
+            "Measure this endpoint while other runs may use it too: the control plane "
+            "takes no lease on it (docs/teams.md, endpoint leases), and the report names "
+            "the runs that overlapped it. For a hosted API whose other traffic is unknown "
+            "anyway; off by default, so two runs never measure one endpoint unawares."
+        ),
+    )
 
     def secret_env_vars(self) -> list[str]:
         """Names of the environment variables this provider reads its credentials from."""

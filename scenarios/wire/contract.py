@@ -244,6 +244,7 @@ class ShardMessage(ShardFields):
 class RunState(StrEnum):
     """A run's state, as stored in ``runs.state`` and shown by every view of a run."""
 
+    QUEUED = "queued"  # waiting for its endpoints or its team's quota (docs/teams.md)
     RUNNING = "running"
     FINISHED = "finished"  # every shard finished, every announced batch ingested
     FAILED = "failed"

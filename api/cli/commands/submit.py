@@ -127,16 +127,35 @@ def run_body(
 
 
 def follow_run(client: httpx.Client, run_id: str, console: Console) -> RunPublic:
-    """Poll the run with a progress bar per stage until it ends; return its last view."""
+    """Poll the run with a progress bar per stage until it ends; return its last view.
+    While it is queued (docs/teams.md), a line says its place and what it waits for,
+    again whenever that changes."""
+    said = ""
     with StageProgress(console) as progress:
         while True:
             response = client.get(f"/v1/runs/{run_id}")
             raise_for(response)
             view = RunPublic.model_validate(response.json())
+            line = queued_line(view)
+            if line and line != said:
+                progress.progress.console.print(line)
+            said = line
             progress.update(view)
-            if view.state != RunState.RUNNING:
+            if view.state not in (RunState.RUNNING, RunState.QUEUED):
                 return view
             time.sleep(POLL_S)
+
+
+def queued_line(view: RunPublic) -> str:
+    """``run X queued: position 1, waiting for run Y (its target is in use ...)``; "" for
+    a run that is not queued."""
+    if view.state != RunState.QUEUED or view.queue is None:
+        return ""
+    waits = ", ".join(view.queue.waiting_for) or "nothing (starting)"
+    return (
+        f"run {view.id} queued: position {view.queue.position}, waiting for {waits} "
+        f"({view.queue.reason})"
+    )
 
 
 def region_list(text: str) -> list[str]:

@@ -38,6 +38,8 @@ from api.access.ownership import (
     uses_dataset,
     visible_sql,
 )
+from api.access.quotas import check_dataset_bytes
+from api.access.teams import TeamStore
 from api.rest.deps import (
     Authenticated,
     CallerDep,
@@ -211,6 +213,10 @@ async def upload_dataset(
                 body = await request.body()
         except TimeoutError:
             raise Timeout(f"body not received within {BODY_TIMEOUT_S:.0f} s") from None
+        # The team's dataset quota (docs/teams.md, Quotas and fairness): 429 past it.
+        check_dataset_bytes(
+            writer, TeamStore(writer, settings.teams).policy(caller.team), len(body)
+        )
         try:
             # Hashing and parsing up to 64 MiB: in a heavy-work thread (api/rest/offload.py),
             # on a cursor of its own.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from typing import Annotated
 
 import duckdb
@@ -17,9 +18,16 @@ from analytics.render.request_rows import request_batches, write_report_with_req
 from analytics.report.build import RunReport, UnknownRunError, build_report
 from api.access.audit import audit
 from api.access.caller import Caller
-from api.access.ownership import Kind, check_change, check_read, visible_sql
+from api.access.ownership import Kind, check_change, check_read, may_read, owner_of, visible_sql
 from api.control.coordinator import Coordinator
-from api.control.run_views import LiveState, live_state, live_view, stored_view
+from api.control.run_views import (
+    LiveState,
+    live_state,
+    live_view,
+    queue_public,
+    queued_view,
+    stored_view,
+)
 from api.rest.deps import (
     Authenticated,
     CallerDep,
@@ -59,29 +67,40 @@ async def create_run(
         bool,
         Query(description="Answer the plan and its cost bound (200); create nothing."),
     ] = False,
-) -> RunCreated | Response:
+) -> RunCreated | JSONResponse:
     """Start a run of a stored or inline scenario; 409 if a region has no live worker,
-    403 if its cost bound is above its budget (docs/teams.md). The run belongs to the
+    403 if its cost bound is above its budget (docs/teams.md). A run whose endpoints
+    are in use, or whose team is at its concurrency quota, is ``queued`` (``queue``
+    says why); 429 when the team's queue is full. The run belongs to the
     caller's team (``visibility``: who reads it). ``dry_run=true``: the same checks,
     then the plan (shards, requests, tokens, cost bound per provider and region,
     duration estimate) and the team's budget, 200, nothing created."""
     if dry_run:
         return JSONResponse((await starter.dry_run(body, caller)).to_json())
     try:
-        coordinator = await starter.start(body, caller)
+        started = await starter.start(body, caller)
     except TokenbenchError as exc:
         audit(writer, caller, "run.submit", "run", None, "refused", error=type(exc).__name__)
         raise
     audit(
-        writer, caller, "run.submit", "run", coordinator.run_id, "ok",
+        writer, caller, "run.submit", "run", started.run_id, "ok",
         scenario_id=body.scenario_id, visibility=body.visibility,
     )  # fmt: skip
+    queued = starter.plane.queue.entry(started.run_id) if starter.plane.queue else None
+    readable = _readable_by(starter.writer, caller)
     return RunCreated(
-        id=coordinator.run_id,
-        state=coordinator.state,
-        shards=len(coordinator.shards),
-        stages=len(coordinator.stages),
+        id=started.run_id,
+        state=started.state,
+        shards=started.shards,
+        stages=started.stages,
+        queue=None if queued is None else queue_public(queued, started.waiting, readable),
     )
+
+
+def _readable_by(con: duckdb.DuckDBPyConnection, caller: Caller) -> Callable[[str], bool]:
+    """Whether ``caller`` may read a run (the run a queued one waits for may be another
+    team's, private)."""
+    return lambda run_id: may_read(con, caller, owner_of(con, Kind.RUN, run_id))
 
 
 # Views, reports and record lists are built in the shared heavy-work threads, never on
@@ -147,6 +166,10 @@ async def get_run(
     if coordinator is not None:
         state = live_state(coordinator)  # on the loop, which drives the coordinator
         return await heavy.on_cursor("a run's view", writer, _live_answer, coordinator, state)
+    queued = plane.queue.entry(run_id) if plane.queue else None
+    if queued is not None and plane.queue is not None:
+        readable = _readable_by(writer, caller)
+        return json_response(queued_view(queued, plane.queue.waiting(run_id), readable))
     streams = settings.control.max_streams_per_shard
     return await heavy.on_cursor("a run's view", writer, _stored_answer, run_id, streams)
 
@@ -187,6 +210,8 @@ async def cancel_run(
         audit(writer, caller, "run.cancel", "run", run_id, "refused", error=type(exc).__name__)
         raise
     audit(writer, caller, "run.cancel", "run", run_id, "ok")
+    if plane.queue is not None and plane.queue.cancel(run_id):
+        coordinator = None  # was queued: removed from the queue, now cancelled
     if coordinator is None:
         # 404 if unknown; already ended otherwise
         streams = settings.control.max_streams_per_shard
@@ -284,8 +309,25 @@ async def get_report(
     if compare is not None:
         check_read(writer, caller, Kind.RUN, compare)
     return await heavy.on_cursor(
-        "a run's report", writer, _report, run_id, fmt, compare, providers, requests
+        "a run's report", writer, _report, run_id, fmt, compare, providers, requests, caller
     )
+
+
+OTHER_TEAMS_RUN = "(a run of another team)"
+
+
+def _hide_unreadable(
+    cursor: duckdb.DuckDBPyConnection, report: RunReport, caller: Caller
+) -> RunReport:
+    """The report with the runs that overlapped its shared endpoints named only when the
+    caller may read them (their existence and time are still said: that is what the
+    caller needs to know about its own figures)."""
+    readable = _readable_by(cursor, caller)
+    overlaps = [
+        row if readable(str(row["run_id"])) else {**row, "run_id": OTHER_TEAMS_RUN}
+        for row in report.shared_overlaps
+    ]
+    return dataclasses.replace(report, shared_overlaps=overlaps)
 
 
 def _report(
@@ -295,13 +337,15 @@ def _report(
     compare: str | None,
     providers: str | None,
     requests: bool,
+    caller: Caller,
 ) -> Response:
     """The report's answer, built and rendered in a heavy-work thread."""
-    report = build_report(cursor, run_id)
+    report = _hide_unreadable(cursor, build_report(cursor, run_id), caller)
     if providers is not None:
         report = report.with_provider_comparison(*_provider_pair(providers))
     if compare is not None:
-        report = report.with_run_comparison(build_report(cursor, compare))
+        baseline = _hide_unreadable(cursor, build_report(cursor, compare), caller)
+        report = report.with_run_comparison(baseline)
     headers = {"x-content-type-options": "nosniff", "vary": "Accept"}
     headers.update(REPORT_HEADERS.get(fmt.name, {}))
     if requests:

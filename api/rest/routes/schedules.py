@@ -15,7 +15,16 @@ from fastapi import APIRouter, Query, Response
 
 from api.access.audit import audit
 from api.access.caller import Caller
-from api.access.ownership import Kind, check_change, check_read, record_owner, visible_sql
+from api.access.ownership import (
+    Kind,
+    check_change,
+    check_read,
+    owner_of,
+    record_owner,
+    visible_sql,
+)
+from api.access.quotas import check_schedules
+from api.access.teams import TeamStore
 from api.rest.deps import (
     Authenticated,
     CallerDep,
@@ -28,7 +37,7 @@ from api.rest.deps import (
 from api.rest.errors import BodyProblems
 from api.schedules.cron import CronError, check_interval, parse_cron
 from api.schedules.service import ScheduleService
-from api.schedules.store import StoredSchedule, now
+from api.schedules.store import ScheduleState, StoredSchedule, now
 from api.schedules.webhook import check_webhook_url
 from api.schemas import (
     FirePublic,
@@ -84,7 +93,8 @@ async def create_schedule(
     caller: SubmitterDep,
 ) -> SchedulePublic:
     """Store a schedule; it fires from the next time its expression names, as the
-    caller's team. It may only name a scenario the caller may read (404 otherwise)."""
+    caller's team. It may only name a scenario the caller may read (404 otherwise);
+    429 past the team's max_schedules."""
     try:
         # Off the event loop: the interval check walks up to a day of fires.
         await heavy.run(
@@ -106,6 +116,7 @@ async def create_schedule(
     )
     if service.store.count_live() >= MAX_SCHEDULES:
         raise Conflict(f"at most {MAX_SCHEDULES} schedules: delete one first")
+    check_schedules(service.con, TeamStore(service.con, settings.teams).policy(caller.team))
     schedule = service.add(body)
     record_owner(service.con, Kind.SCHEDULE, schedule.schedule_id, caller)
     audit(
@@ -170,10 +181,15 @@ async def pause_schedule(
 
 @router.post("/{schedule_id}/resume", response_model=SchedulePublic)
 async def resume_schedule(
-    schedule_id: str, service: ScheduleServiceDep, caller: SubmitterDep
+    schedule_id: str, service: ScheduleServiceDep, settings: SettingsDep, caller: SubmitterDep
 ) -> SchedulePublic:
-    """Fire again, from the next time the expression names (nothing is caught up)."""
+    """Fire again, from the next time the expression names (nothing is caught up; 429
+    past its team's max_schedules)."""
     _changing(service, caller, schedule_id, "schedule.resume")
+    if service.store.get(schedule_id).state != ScheduleState.ACTIVE:
+        # The schedule's own team's quota (an admin may resume another team's).
+        team = owner_of(service.con, Kind.SCHEDULE, schedule_id).team
+        check_schedules(service.con, TeamStore(service.con, settings.teams).policy(team))
     answer = public(service, service.resume(schedule_id))
     audit(service.con, caller, "schedule.resume", "schedule", schedule_id, "ok")
     return answer

@@ -29,6 +29,7 @@ from scenarios.settings import (
     EgressSettings,
     RedisSettings,
     Settings,
+    TeamSettings,
 )
 from scenarios.wire.contract import region_queue
 from tests.conftest import API_TOKEN
@@ -109,6 +110,8 @@ def rest_stack(
         ),
         egress=EgressSettings(allow_loopback=True),
         regions=[EXPECTED_REGION],
+        # Runs here never end (no worker): team quotas and the request rate out of the way.
+        teams=TeamSettings(max_concurrent_runs=1000, requests_per_s=10_000, request_burst=100_000),
     )
     # The broker client shards are sent through; no worker consumes these tests' queues.
     celery = Celery("rest-tests", set_as_current=False)

@@ -198,3 +198,22 @@ def test_a_failed_fire_says_why_in_one_line() -> None:
     problems = ScenarioError([Problem("regions.0", "unknown"), Problem("", "bad")])
     assert describe_error(problems) == "regions.0: unknown; scenario: bad"
     assert describe_error(RegionUnavailable(["us"])) == "no live worker in region(s): us"
+
+
+def test_a_fire_whose_target_is_busy_queues_its_run(con: duckdb.DuckDBPyConnection) -> None:
+    async def scenario_() -> None:
+        starter = Starter()
+        note = "queued: its target is in use by another run (run-other)"
+        service = ScheduleService(
+            con, SETTINGS, starter, lambda run_id: run_id in starter.running, lambda _: note
+        )
+        await service.start()
+        schedule = _schedule(service)
+        _backdate(con, schedule, 1.5)
+        await service._fire(schedule.schedule_id)
+        await service.stop()
+        (fire,) = service.store.fires(schedule.schedule_id)
+        assert (fire["outcome"], fire["run_id"]) == (FireOutcome.STARTED, "run-1")
+        assert fire["message"].endswith(note)  # after a note on late fires, if any
+
+    asyncio.run(scenario_())
