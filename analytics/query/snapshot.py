@@ -47,6 +47,7 @@ from pathlib import Path
 
 import duckdb
 
+from analytics.sql.results import first_row
 from scenarios.security.redaction import public_url
 
 # Copies kept at once (one per scope: admin, and each team that queried lately).
@@ -146,9 +147,11 @@ class SnapshotInfo:
 
 def database_path(writer: duckdb.DuckDBPyConnection) -> Path:
     """The file ``writer`` has open."""
-    row = writer.execute(
-        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
-    ).fetchone()
+    row = first_row(
+        writer.execute(
+            "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+        )
+    )
     if row is None or not row[0]:
         raise RuntimeError("the writer connection is not backed by a file")
     return Path(str(row[0]))
@@ -158,15 +161,17 @@ def _teams_state(cursor: duckdb.DuckDBPyConnection) -> str:
     """What the read rule depends on beyond the owner rows (each written once, when
     its object is created): the teams' visibility settings. A copy made under other
     settings is made again."""
-    found = cursor.execute(
-        "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() "
-        "AND schema_name = 'main' AND table_name = 'teams'"
-    ).fetchone()
+    found = first_row(
+        cursor.execute(
+            "SELECT 1 FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND schema_name = 'main' AND table_name = 'teams'"
+        )
+    )
     if found is None:
         return ""
-    row = cursor.execute(
-        "SELECT string_agg(team || '=' || visibility, ',' ORDER BY team) FROM teams"
-    ).fetchone()
+    row = first_row(
+        cursor.execute("SELECT string_agg(team || '=' || visibility, ',' ORDER BY team) FROM teams")
+    )
     return "" if row is None or row[0] is None else str(row[0])
 
 
@@ -223,7 +228,7 @@ class SqlSnapshot:
         partial = self.path.with_name(f"{self.path.name}.{alias}.tmp")
         cursor = writer.cursor()
         try:
-            source = cursor.execute("SELECT current_database()").fetchone()
+            source = first_row(cursor.execute("SELECT current_database()"))
             if source is None:
                 raise RuntimeError("the writer connection has no current database")
             taken_at = time.time()
@@ -355,11 +360,13 @@ def _rows_of(source: str, rule: TableRule, visible: Visible) -> tuple[str, list[
 def scrub_copy(cursor: duckdb.DuckDBPyConnection, alias: str) -> None:
     """Replace, in the attached copy ``alias``, every schedule's ``webhook_url`` by its
     public form (the table is rewritten, not updated in place)."""
-    found = cursor.execute(
-        "SELECT 1 FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' "
-        "AND table_name = 'schedules' AND column_name = 'webhook_url'",
-        [alias],
-    ).fetchone()
+    found = first_row(
+        cursor.execute(
+            "SELECT 1 FROM duckdb_columns() WHERE database_name = ? AND schema_name = 'main' "
+            "AND table_name = 'schedules' AND column_name = 'webhook_url'",
+            [alias],
+        )
+    )
     if found is None:
         return  # not a database with schedules (or one older than them)
     # The alias is ours (sql_snapshot_<hex>), never a user's text.

@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 
+from analytics.sql.results import first_row
 from scenarios.model import Scenario
 from scenarios.targets import provider_target, shared_targets
 
@@ -28,9 +29,11 @@ def _span_end(finished: dt.datetime | None) -> dt.datetime:
 def shared_overlaps(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
     """One row per (provider measured shared, other run) that overlapped in time: the
     provider, its target, the other run, its provider there and the overlap in seconds."""
-    row = con.execute(
-        "SELECT scenario, created_at, finished_at, state FROM runs WHERE run_id = ?", [run_id]
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT scenario, created_at, finished_at, state FROM runs WHERE run_id = ?", [run_id]
+        )
+    )
     if row is None or row[3] == "queued":
         return []
     try:

@@ -15,6 +15,8 @@ from typing import Any
 
 import duckdb
 
+from analytics.sql.results import first_row
+
 _SPEND_SQL = """
 SELECT r.provider,
        sum(billed_prompt_tokens(r.prompt_tokens, r.planned_prompt_tokens, r.status))
@@ -49,11 +51,13 @@ def run_spend(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] | N
         str(row[0]): {"input_tokens": int(row[1]), "output_tokens": int(row[2]), "usd": row[3]}
         for row in con.execute(_SPEND_SQL, [run_id]).fetchall()
     }
-    stored = con.execute(
-        "SELECT cost_bound_usd, max_cost_usd, plan, stop_reason, stop_detail "
-        "FROM run_cost_bounds WHERE run_id = ?",
-        [run_id],
-    ).fetchone()
+    stored = first_row(
+        con.execute(
+            "SELECT cost_bound_usd, max_cost_usd, plan, stop_reason, stop_detail "
+            "FROM run_cost_bounds WHERE run_id = ?",
+            [run_id],
+        )
+    )
     bounds: dict[str, float | None] = {}
     if stored is not None and stored[2] is not None:
         for row in json.loads(stored[2]).get("rows", []):

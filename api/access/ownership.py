@@ -23,6 +23,7 @@ from enum import StrEnum
 
 import duckdb
 
+from analytics.sql.results import first_row
 from api.access.caller import DEFAULT_TEAM, Caller, Role
 from scenarios.errors import NotFound as NotFoundKind
 from scenarios.errors import Refused
@@ -110,11 +111,13 @@ def _kinds(kind: str) -> list[str]:
 def owner_of(con: duckdb.DuckDBPyConnection, kind: Kind, object_id: str) -> Owner:
     """The object's owner (``UNOWNED``, team default, when it has no row)."""
     kinds = _kinds(kind)
-    row = con.execute(
-        "SELECT team, token_id, visibility FROM object_owners "  # noqa: S608 - placeholders only
-        f"WHERE kind IN ({', '.join('?' for _ in kinds)}) AND object_id = ?",
-        [*kinds, object_id],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT team, token_id, visibility FROM object_owners "  # noqa: S608 - placeholders only
+            f"WHERE kind IN ({', '.join('?' for _ in kinds)}) AND object_id = ?",
+            [*kinds, object_id],
+        )
+    )
     if row is None:
         return UNOWNED
     return Owner(str(row[0]), row[1], None if row[2] is None else Visibility(str(row[2])))
@@ -122,7 +125,7 @@ def owner_of(con: duckdb.DuckDBPyConnection, kind: Kind, object_id: str) -> Owne
 
 def team_visibility(con: duckdb.DuckDBPyConnection, team: str) -> Visibility:
     """A team's setting (org when it has none)."""
-    row = con.execute("SELECT visibility FROM teams WHERE team = ?", [team]).fetchone()
+    row = first_row(con.execute("SELECT visibility FROM teams WHERE team = ?", [team]))
     return Visibility(str(row[0])) if row else _default_visibility
 
 
@@ -160,10 +163,12 @@ def record_dataset_user(
     team had not before. Datasets are stored by content, so a second team uploading the
     same bytes gets the same id: this row lets it read and use the dataset, with its own
     file name and time, whoever owns the stored object (docs/teams.md)."""
-    row = con.execute(
-        "INSERT INTO dataset_users VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1",
-        [dataset_id, caller.team, caller.token_id, origin, dt.datetime.now(dt.UTC)],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "INSERT INTO dataset_users VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1",
+            [dataset_id, caller.team, caller.token_id, origin, dt.datetime.now(dt.UTC)],
+        )
+    )
     return row is not None
 
 
@@ -171,10 +176,12 @@ def dataset_use(
     con: duckdb.DuckDBPyConnection, team: str, dataset_id: str
 ) -> tuple[str | None, dt.datetime] | None:
     """The file name and time ``team`` uploaded ``dataset_id`` with, or None."""
-    row = con.execute(
-        "SELECT origin, created_at FROM dataset_users WHERE dataset_id = ? AND team = ?",
-        [dataset_id, team],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT origin, created_at FROM dataset_users WHERE dataset_id = ? AND team = ?",
+            [dataset_id, team],
+        )
+    )
     return None if row is None else (row[0], row[1])
 
 
@@ -188,11 +195,13 @@ def release_dataset(con: duckdb.DuckDBPyConnection, dataset_id: str, team: str |
         con.execute(
             "DELETE FROM dataset_users WHERE dataset_id = ? AND team = ?", [dataset_id, team]
         )
-    heir = con.execute(
-        "SELECT team, token_id FROM dataset_users WHERE dataset_id = ? "
-        "ORDER BY created_at, team LIMIT 1",
-        [dataset_id],
-    ).fetchone()
+    heir = first_row(
+        con.execute(
+            "SELECT team, token_id FROM dataset_users WHERE dataset_id = ? "
+            "ORDER BY created_at, team LIMIT 1",
+            [dataset_id],
+        )
+    )
     if heir is None:
         con.execute(
             "DELETE FROM object_owners WHERE kind = ? AND object_id = ?",

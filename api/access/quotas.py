@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import duckdb
 
+from analytics.sql.results import first_row
 from api.access.caller import DEFAULT_TEAM
 from api.access.teams import TeamPolicy
 from scenarios.errors import QuotaExceeded
@@ -20,23 +21,27 @@ from scenarios.errors import QuotaExceeded
 
 def active_schedules(con: duckdb.DuckDBPyConnection, team: str) -> int:
     """The team's active (not paused, not deleted) schedules."""
-    row = con.execute(
-        "SELECT count(*) FROM schedules AS s LEFT JOIN object_owners AS o "
-        "ON o.kind = 'schedule' AND o.object_id = s.schedule_id "
-        "WHERE s.state = 'active' AND coalesce(o.team, ?) = ?",
-        [DEFAULT_TEAM, team],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT count(*) FROM schedules AS s LEFT JOIN object_owners AS o "
+            "ON o.kind = 'schedule' AND o.object_id = s.schedule_id "
+            "WHERE s.state = 'active' AND coalesce(o.team, ?) = ?",
+            [DEFAULT_TEAM, team],
+        )
+    )
     return int(row[0]) if row else 0
 
 
 def dataset_bytes(con: duckdb.DuckDBPyConnection, team: str) -> int:
     """Bytes of the datasets the team keeps."""
-    row = con.execute(
-        "SELECT coalesce(sum(d.bytes), 0) FROM datasets AS d LEFT JOIN object_owners AS o "
-        "ON o.kind = 'dataset' AND o.object_id = d.dataset_id "
-        "WHERE coalesce(o.team, ?) = ?",
-        [DEFAULT_TEAM, team],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT coalesce(sum(d.bytes), 0) FROM datasets AS d LEFT JOIN object_owners AS o "
+            "ON o.kind = 'dataset' AND o.object_id = d.dataset_id "
+            "WHERE coalesce(o.team, ?) = ?",
+            [DEFAULT_TEAM, team],
+        )
+    )
     return int(row[0]) if row else 0
 
 

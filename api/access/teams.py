@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 
+from analytics.sql.results import first_row
 from api.access.ownership import Visibility
 from scenarios.settings import TeamSettings, env_name
 
@@ -58,10 +59,12 @@ class TeamStore:
 
     def policy(self, team: str) -> TeamPolicy:
         """The team's effective settings."""
-        row = self.con.execute(
-            f"SELECT {', '.join(SETTABLE)} FROM teams WHERE team = ?",  # noqa: S608
-            [team],
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                f"SELECT {', '.join(SETTABLE)} FROM teams WHERE team = ?",  # noqa: S608
+                [team],
+            )
+        )
         own = dict(zip(SETTABLE, row, strict=True)) if row else {}
         set_here = frozenset(k for k, v in own.items() if v is not None)
         default = self.defaults.model_dump()

@@ -45,6 +45,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
 from analytics.shadow.capture import ensure_shadow_schema, session_ids
+from analytics.sql.results import first_row
 from analytics.store.runs import RunStore
 from api.control.adaptive.driver import AdaptiveDriver
 from api.control.coordinator import Coordinator, about_run, run_of
@@ -285,7 +286,7 @@ class ControlPlane:
 
     def store_state(self, run_id: str) -> str:
         """State of a run as stored."""
-        row = self.con.execute("SELECT state FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        row = first_row(self.con.execute("SELECT state FROM runs WHERE run_id = ?", [run_id]))
         return str(row[0]) if row else "unknown"
 
     # ------------------------------------------------------------------ the loop

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
+from analytics.sql.results import first_row
 from api.access.caller import DEFAULT_TEAM
 from api.access.teams import TeamPolicy, TeamStore
 from api.control.cost_plan import CostPlan
@@ -111,23 +112,27 @@ def month_start(now: dt.datetime | None = None) -> dt.date:
 
 def month_spend(con: duckdb.DuckDBPyConnection, team: str, now: dt.datetime | None = None) -> float:
     """USD ``team`` spent this UTC month, from the ledger."""
-    row = con.execute(
-        "SELECT coalesce(sum(usd), 0) FROM spend_ledger WHERE team = ? AND day >= ?",
-        [team, month_start(now)],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT coalesce(sum(usd), 0) FROM spend_ledger WHERE team = ? AND day >= ?",
+            [team, month_start(now)],
+        )
+    )
     return float(row[0]) if row else 0.0
 
 
 def reserved_spend(con: duckdb.DuckDBPyConnection, team: str) -> float:
     """USD the team's running and queued runs may still spend: each one's cost bound (or
     its cap when it has no bound) less its spend so far, never below zero."""
-    row = con.execute(
-        "SELECT coalesce(sum(greatest(coalesce(b.cost_bound_usd, b.max_cost_usd, 0) - "
-        "coalesce((SELECT sum(l.usd) FROM spend_ledger AS l WHERE l.run_id = b.run_id), 0), "
-        "0)), 0) FROM run_cost_bounds AS b JOIN runs AS r USING (run_id) "
-        "WHERE b.team = ? AND r.state IN ('running', 'queued')",
-        [team],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT coalesce(sum(greatest(coalesce(b.cost_bound_usd, b.max_cost_usd, 0) - "
+            "coalesce((SELECT sum(l.usd) FROM spend_ledger AS l WHERE l.run_id = b.run_id), 0), "
+            "0)), 0) FROM run_cost_bounds AS b JOIN runs AS r USING (run_id) "
+            "WHERE b.team = ? AND r.state IN ('running', 'queued')",
+            [team],
+        )
+    )
     return float(row[0]) if row else 0.0
 
 
@@ -207,29 +212,33 @@ def record_bound(
 def run_team(con: duckdb.DuckDBPyConnection, run_id: str) -> str:
     """The team a run's spend is charged to: as recorded with its bound, else its owner,
     else the default team."""
-    row = con.execute(
-        "SELECT team FROM run_cost_bounds WHERE run_id = ? "
-        "UNION ALL SELECT team FROM object_owners WHERE kind = 'run' AND object_id = ? LIMIT 1",
-        [run_id, run_id],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT team FROM run_cost_bounds WHERE run_id = ? "
+            "UNION ALL SELECT team FROM object_owners WHERE kind = 'run' AND object_id = ? LIMIT 1",
+            [run_id, run_id],
+        )
+    )
     return str(row[0]) if row else DEFAULT_TEAM
 
 
 def update_ledger(con: duckdb.DuckDBPyConnection, run_id: str, team: str) -> float:
     """Upsert the run's ledger rows from its records; answer its spend so far (USD)."""
     con.execute(_LEDGER_SQL, [team, run_id])
-    row = con.execute(
-        "SELECT coalesce(sum(usd), 0) FROM spend_ledger WHERE run_id = ?", [run_id]
-    ).fetchone()
+    row = first_row(
+        con.execute("SELECT coalesce(sum(usd), 0) FROM spend_ledger WHERE run_id = ?", [run_id])
+    )
     return float(row[0]) if row else 0.0
 
 
 def stop_reason(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[str | None, str | None]:
     """Why the control plane stopped the run (``budget``) and its figures; Nones when
     it did not."""
-    row = con.execute(
-        "SELECT stop_reason, stop_detail FROM run_cost_bounds WHERE run_id = ?", [run_id]
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT stop_reason, stop_detail FROM run_cost_bounds WHERE run_id = ?", [run_id]
+        )
+    )
     return (None, None) if row is None else (row[0], row[1])
 
 
@@ -280,17 +289,19 @@ class SpendWatch:
         reason to stop it when its cap or its team's monthly budget is reached (None: go
         on)."""
         con = con or self.con
-        priced = con.execute(
-            "SELECT count(*) FROM providers WHERE run_id = ? AND input_per_mtok IS NOT NULL",
-            [run_id],
-        ).fetchone()
+        priced = first_row(
+            con.execute(
+                "SELECT count(*) FROM providers WHERE run_id = ? AND input_per_mtok IS NOT NULL",
+                [run_id],
+            )
+        )
         if not priced or not priced[0]:
             return None
         team = run_team(con, run_id)
         spent = update_ledger(con, run_id, team)
-        cap = con.execute(
-            "SELECT max_cost_usd FROM run_cost_bounds WHERE run_id = ?", [run_id]
-        ).fetchone()
+        cap = first_row(
+            con.execute("SELECT max_cost_usd FROM run_cost_bounds WHERE run_id = ?", [run_id])
+        )
         if cap is not None and cap[0] is not None and spent >= float(cap[0]):
             return (
                 f"budget: the run spent ${spent:,.4f}, reaching its cap ${float(cap[0]):,.4f} "

@@ -13,6 +13,7 @@ port, with its data or empty (:meth:`RedisServer.kill`, :meth:`RedisServer.resta
 from __future__ import annotations
 
 import contextlib
+import random
 import shutil
 import signal
 import socket
@@ -45,10 +46,42 @@ def find_server_binary() -> str:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, chosen below the kernel's
+    ephemeral range when it can be.
+
+    A port the kernel hands out for ``bind(0)`` comes from the range it also takes the
+    source ports of outgoing connections from: between this answer and the child
+    process binding the port, a busy machine's next outgoing connection may take it
+    ("Address already in use"). Ports below that range are never given to outgoing
+    connections, so only another ``free_port`` caller could take one, and it picks at
+    random among thousands."""
+    low, _ = _ephemeral_range()
+    for _ in range(64):
+        port = random.randrange(max(1024, low - _BELOW_EPHEMERAL), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# Ports free_port chooses among: this many below the ephemeral range.
+_BELOW_EPHEMERAL = 12_000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' source ports (Linux; elsewhere the
+    IANA range)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        low, high = (int(part) for part in text.split())
+    except (OSError, ValueError):
+        return 49152, 65535
+    return low, high
 
 
 @dataclass

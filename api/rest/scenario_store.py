@@ -10,6 +10,7 @@ from typing import Any
 import duckdb
 import orjson
 
+from analytics.sql.results import first_row
 from api.rest.errors import UnknownScenarioError
 from scenarios.model import Scenario
 
@@ -72,10 +73,13 @@ class ScenarioStore:
 def stored_scenario(con: duckdb.DuckDBPyConnection, scenario_id: str) -> StoredScenario:
     """The stored scenario ``scenario_id`` read on ``con`` (a cursor of a heavy-work
     thread, or the store's own connection); UnknownScenarioError if absent."""
-    row = con.execute(
-        "SELECT scenario_id, name, created_at, scenario FROM api_scenarios WHERE scenario_id = ?",
-        [scenario_id],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT scenario_id, name, created_at, scenario FROM api_scenarios "
+            "WHERE scenario_id = ?",
+            [scenario_id],
+        )
+    )
     if row is None:
         raise UnknownScenarioError(scenario_id)
     return StoredScenario(row[0], row[1], row[2], orjson.loads(row[3]))

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import orjson
 
+from analytics.sql.results import first_row
 from scenarios.errors import NotFound
 from scenarios.limits import MAX_SCHEDULE_FIRES_KEPT
 
@@ -133,10 +134,12 @@ class ScheduleStore:
     def get(self, schedule_id: str, deleted: bool = False) -> StoredSchedule:
         """The live (active or paused) schedule ``schedule_id``; a deleted one too if
         ``deleted``."""
-        row = self.con.execute(
-            _SELECT + "WHERE schedule_id = ? AND state != ?",
-            [schedule_id, "" if deleted else ScheduleState.DELETED],
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                _SELECT + "WHERE schedule_id = ? AND state != ?",
+                [schedule_id, "" if deleted else ScheduleState.DELETED],
+            )
+        )
         if row is None:
             raise UnknownScheduleError(schedule_id)
         return _schedule(row)
@@ -179,10 +182,12 @@ class ScheduleStore:
         sequence number. Only the newest MAX_SCHEDULE_FIRES_KEPT fires are kept."""
         self.con.execute("BEGIN TRANSACTION")
         try:
-            row = self.con.execute(
-                "SELECT coalesce(max(seq), 0) + 1 FROM schedule_fires WHERE schedule_id = ?",
-                [schedule_id],
-            ).fetchone()
+            row = first_row(
+                self.con.execute(
+                    "SELECT coalesce(max(seq), 0) + 1 FROM schedule_fires WHERE schedule_id = ?",
+                    [schedule_id],
+                )
+            )
             seq = int(row[0]) if row else 1
             self.con.execute(
                 "INSERT INTO schedule_fires (schedule_id, seq, scheduled_for, fired_at, kind, "
@@ -213,11 +218,13 @@ class ScheduleStore:
 
     def last_started_run(self, schedule_id: str) -> str | None:
         """The run of the schedule's newest fire that started one."""
-        row = self.con.execute(
-            "SELECT run_id FROM schedule_fires WHERE schedule_id = ? AND outcome = ? "
-            "ORDER BY seq DESC LIMIT 1",
-            [schedule_id, FireOutcome.STARTED],
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                "SELECT run_id FROM schedule_fires WHERE schedule_id = ? AND outcome = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                [schedule_id, FireOutcome.STARTED],
+            )
+        )
         return None if row is None else str(row[0])
 
     def unevaluated(self) -> list[tuple[str, int, str]]:
@@ -258,11 +265,13 @@ class ScheduleStore:
 
     def last_webhook(self, schedule_id: str) -> dict[str, Any] | None:
         """The schedule's newest webhook notification."""
-        row = self.con.execute(
-            "SELECT run_id, sent_at, attempts, status, outcome, message FROM schedule_webhooks "
-            "WHERE schedule_id = ? ORDER BY sent_at DESC LIMIT 1",
-            [schedule_id],
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                "SELECT run_id, sent_at, attempts, status, outcome, message FROM schedule_webhooks "
+                "WHERE schedule_id = ? ORDER BY sent_at DESC LIMIT 1",
+                [schedule_id],
+            )
+        )
         if row is None:
             return None
         keys = ("run_id", "sent_at", "attempts", "status", "outcome", "message")
@@ -270,9 +279,11 @@ class ScheduleStore:
 
     def count_live(self) -> int:
         """Schedules that are active or paused (the MAX_SCHEDULES bound counts these)."""
-        row = self.con.execute(
-            "SELECT count(*) FROM schedules WHERE state != ?", [ScheduleState.DELETED]
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                "SELECT count(*) FROM schedules WHERE state != ?", [ScheduleState.DELETED]
+            )
+        )
         return int(row[0]) if row else 0
 
 

@@ -16,6 +16,7 @@ from analytics.query.record_export import arrow_stream, parquet_stream, record_r
 from analytics.render.report_formats import REPORT_FORMATS, ReportFormat
 from analytics.render.request_rows import request_batches, write_report_with_requests
 from analytics.report.build import RunReport, UnknownRunError, build_report
+from analytics.sql.results import first_row
 from api.access.audit import audit
 from api.access.caller import Caller
 from api.access.ownership import Kind, check_change, check_read, may_read, owner_of, visible_sql
@@ -182,9 +183,9 @@ def _live_answer(
     cursor: duckdb.DuckDBPyConnection, coordinator: Coordinator, state: LiveState
 ) -> Response:
     view = live_view(coordinator, coordinator.scenario.name, state)
-    row = cursor.execute(
-        "SELECT created_at FROM runs WHERE run_id = ?", [coordinator.run_id]
-    ).fetchone()
+    row = first_row(
+        cursor.execute("SELECT created_at FROM runs WHERE run_id = ?", [coordinator.run_id])
+    )
     view.created_at = row[0] if row else None
     return json_response(view)
 

@@ -77,3 +77,16 @@ def test_an_upstream_gone_is_a_failure_noted_not_raised(tmp_path: Path) -> None:
     collector = asyncio.run(collect())
     assert len(collector.failures) == 1 and "upstream 'gone': log not read" in collector.failures[0]
     assert con.execute("SELECT entries, missed FROM upstream_logs").fetchall() == [(0, 0)]
+
+
+def test_free_ports_are_below_the_ephemeral_range_and_bindable() -> None:
+    # Outgoing connections take their source ports from the ephemeral range; a port
+    # chosen there could be taken before the child binds it.
+    from api.local.redis_server import _ephemeral_range
+
+    low, _ = _ephemeral_range()
+    for _ in range(20):
+        port = free_port()
+        assert port < low
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))
