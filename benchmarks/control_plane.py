@@ -14,7 +14,6 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import httpx
 import pyarrow as pa
+from processes import spawn, wait_http
 from rich.console import Console
 from rich.table import Table
 
@@ -30,25 +30,6 @@ from api.local.redis_server import free_port, start_redis_server
 TOKEN = "bench-token"
 REGIONS = ["r0", "r1", "r2", "r3"]
 FANOUT_PROVIDERS = 32  # the most a scenario may name (scenarios/limits.py)
-
-
-def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "api", *args], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-
-
-def wait_http(url: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(url)
 
 
 def scenario(

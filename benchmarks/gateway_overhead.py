@@ -53,6 +53,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from processes import spawn, wait_http  # noqa: E402
+
 from api.local.redis_server import free_port, start_redis_server  # noqa: E402
 from workers.client.adapters.openai_chat import ChatParser, chat_body  # noqa: E402
 from workers.client.http import make_client  # noqa: E402
@@ -62,29 +64,6 @@ from workers.prompts.plan import PlannedRequest  # noqa: E402
 
 TOKEN = "bench-token"
 ROUND = 20  # requests per path before switching to the other one
-
-
-def spawn(module: str, args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", module, *args],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-        )
-
-
-def wait_http(url: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(url)
 
 
 async def measure(
@@ -343,7 +322,6 @@ def main() -> None:
         api_port, sim_port, gw_port, nginx_port = free_port(), free_port(), free_port(), free_port()
         procs.append(
             spawn(
-                "api",
                 ["serve", "--port", str(api_port), "--db", str(tmp / "b.duckdb")],
                 env,
                 tmp / "api.log",
@@ -351,7 +329,6 @@ def main() -> None:
         )
         procs.append(
             spawn(
-                "api",
                 [
                     *("simulate", "--port", str(sim_port)),
                     *("--ttft-ms", str(args.ttft_ms), "--itl-ms", str(args.itl_ms)),
@@ -373,7 +350,6 @@ def main() -> None:
         }
         (tmp / "gateway.yaml").write_text(yaml.safe_dump(config))
         gateway_proc = spawn(
-            "api",
             [
                 "gateway",
                 *("--config", str(tmp / "gateway.yaml"), "--port", str(gw_port)),

@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 
 import httpx
 import pyarrow as pa
+from processes import spawn, wait_http
 from rich.console import Console
 from rich.table import Table
 
@@ -33,25 +32,6 @@ from api.local.redis_server import free_port, start_redis_server
 
 TOKEN = "bench-token"
 REGION = "leases"
-
-
-def spawn(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "api", *args], env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-
-
-def wait_http(url: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=0.5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(url)
 
 
 def scenario(endpoint: str, requests: int) -> dict[str, Any]:
