@@ -26,6 +26,7 @@ from typing import Any
 import duckdb
 
 from analytics.datasets.process import convert_in_child
+from analytics.sql.results import first_row
 from scenarios.datasets.files import DatasetSummary, WorkloadFileError, inspect_dataset
 from scenarios.datasets.formats import Conversion, is_entry_jsonl
 from scenarios.errors import NotFound
@@ -235,11 +236,13 @@ class DatasetStore:
         return self._insert(replace(prepared, origin=origin))
 
     def _converted(self, source_sha: str, conversion: Conversion) -> DatasetInfo | None:
-        row = self.con.execute(
-            f"SELECT {_COLUMNS} FROM datasets WHERE source_sha256 = ? AND conversion = ? "  # noqa: S608 - a constant column list
-            "ORDER BY created_at LIMIT 1",
-            [source_sha, conversion.key()],
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                f"SELECT {_COLUMNS} FROM datasets WHERE source_sha256 = ? AND conversion = ? "  # noqa: S608 - a constant column list
+                "ORDER BY created_at LIMIT 1",
+                [source_sha, conversion.key()],
+            )
+        )
         return None if row is None else _info(row)
 
     def _insert(self, prepared: _Prepared) -> tuple[DatasetInfo, bool]:
@@ -249,29 +252,31 @@ class DatasetStore:
         if existing is not None:
             return existing, False
         try:
-            row = self.con.execute(
-                "INSERT INTO datasets (dataset_id, bytes, entries, kinds, replay_problem, "
-                "replay_times, created_at, content, source_sha256, source_format, conversion, "
-                "source_rows, skipped_rows, unanswered, origin) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [
-                    dataset_id,
-                    len(content),
-                    summary.entries,
-                    list(summary.kinds),
-                    summary.replay_problem,
-                    None if summary.replay_times is None else list(summary.replay_times),
-                    dt.datetime.now(dt.UTC),
-                    content,
-                    prepared.source_sha256,
-                    prepared.source_format,
-                    prepared.conversion,
-                    prepared.source_rows,
-                    json.dumps(prepared.skipped),
-                    summary.unanswered,
-                    prepared.origin,
-                ],
-            ).fetchone()
+            row = first_row(
+                self.con.execute(
+                    "INSERT INTO datasets (dataset_id, bytes, entries, kinds, replay_problem, "
+                    "replay_times, created_at, content, source_sha256, source_format, conversion, "
+                    "source_rows, skipped_rows, unanswered, origin) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [
+                        dataset_id,
+                        len(content),
+                        summary.entries,
+                        list(summary.kinds),
+                        summary.replay_problem,
+                        None if summary.replay_times is None else list(summary.replay_times),
+                        dt.datetime.now(dt.UTC),
+                        content,
+                        prepared.source_sha256,
+                        prepared.source_format,
+                        prepared.conversion,
+                        prepared.source_rows,
+                        json.dumps(prepared.skipped),
+                        summary.unanswered,
+                        prepared.origin,
+                    ],
+                )
+            )
         except duckdb.TransactionException:
             # The same bytes stored at the same moment by another upload.
             return self.get(dataset_id), False
@@ -279,10 +284,12 @@ class DatasetStore:
 
     def find(self, dataset_id: str) -> DatasetInfo | None:
         """The dataset's metadata, or None."""
-        row = self.con.execute(
-            f"SELECT {_COLUMNS} FROM datasets WHERE dataset_id = ?",  # noqa: S608 - constant columns
-            [dataset_id],
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                f"SELECT {_COLUMNS} FROM datasets WHERE dataset_id = ?",  # noqa: S608 - constant columns
+                [dataset_id],
+            )
+        )
         return None if row is None else _info(row)
 
     def get(self, dataset_id: str) -> DatasetInfo:
@@ -311,9 +318,9 @@ class DatasetStore:
 
     def content(self, dataset_id: str) -> bytes:
         """The dataset's bytes (UnknownDatasetError if absent)."""
-        row = self.con.execute(
-            "SELECT content FROM datasets WHERE dataset_id = ?", [dataset_id]
-        ).fetchone()
+        row = first_row(
+            self.con.execute("SELECT content FROM datasets WHERE dataset_id = ?", [dataset_id])
+        )
         if row is None:
             raise UnknownDatasetError(dataset_id)
         return bytes(row[0])
@@ -322,21 +329,26 @@ class DatasetStore:
         """``(requests, seconds)`` a replay of the dataset sends and lasts (before its
         time scale), of its first ``limit`` entries when given; ``(0, 0.0)`` for a
         dataset that is absent or cannot be replayed."""
-        row = self.con.execute(
-            "SELECT n, replay_times[n] - replay_times[1] FROM ("
-            "  SELECT least(len(replay_times), coalesce(?, len(replay_times))) AS n, replay_times"
-            "  FROM datasets WHERE dataset_id = ? AND replay_times IS NOT NULL)",
-            [limit, dataset_id],
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                "SELECT n, replay_times[n] - replay_times[1] FROM ("
+                "  SELECT least(len(replay_times), coalesce(?, len(replay_times))) AS n, "
+                "replay_times"
+                "  FROM datasets WHERE dataset_id = ? AND replay_times IS NOT NULL)",
+                [limit, dataset_id],
+            )
+        )
         return (0, 0.0) if row is None else (int(row[0]), float(row[1]))
 
     def replay_times(self, dataset_id: str) -> list[float]:
         """The timestamps of a replayable dataset, in order (UnknownDatasetError if it is
         absent, ValueError if it cannot be replayed)."""
-        row = self.con.execute(
-            "SELECT replay_times, replay_problem FROM datasets WHERE dataset_id = ?",
-            [dataset_id],
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                "SELECT replay_times, replay_problem FROM datasets WHERE dataset_id = ?",
+                [dataset_id],
+            )
+        )
         if row is None:
             raise UnknownDatasetError(dataset_id)
         if row[0] is None:

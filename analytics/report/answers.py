@@ -24,6 +24,7 @@ import duckdb
 from pydantic import ValidationError
 
 from analytics.decide.sweep import CurvePoint, knee
+from analytics.sql.results import first_row
 from analytics.store.adaptive_runs import capacity_rows, outcome_rows, role_rows, verdict_rows
 from scenarios.model import Scenario
 from scenarios.slo import SLO
@@ -53,7 +54,7 @@ def slo_text(slo: SLO, attainment: float) -> str:
 
 
 def _scenario(con: duckdb.DuckDBPyConnection, run_id: str) -> Scenario | None:
-    row = con.execute("SELECT scenario FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    row = first_row(con.execute("SELECT scenario FROM runs WHERE run_id = ?", [run_id]))
     if row is None:
         return None
     try:

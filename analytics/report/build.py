@@ -42,6 +42,7 @@ from analytics.report.token_truth import with_token_truth
 from analytics.report.tool_calls import with_tool_calls
 from analytics.report.top_errors import top_errors
 from analytics.sql.files import load_sql
+from analytics.sql.results import first_row
 from analytics.stats.compare import compare_providers, compare_runs, pareto
 from analytics.stats.confidence import CI_METRICS, ReplicateKey, bootstrap_rows, flag_low_samples
 from analytics.stats.percentiles import CI_QUANTILES
@@ -200,7 +201,7 @@ def build_report(
     Runs within ``exact_limits`` get exact percentiles from the raw records; larger ones
     are reported from the shards' stored aggregates (analytics/report/stored.py), which the
     report's ``percentiles`` entry discloses."""
-    run = con.execute("SELECT name, state FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    run = first_row(con.execute("SELECT name, state FROM runs WHERE run_id = ?", [run_id]))
     if run is None:
         raise UnknownRunError(run_id)
     stored = use_histograms(con, run_id, exact_limits or ExactLimits())
@@ -272,5 +273,5 @@ def build_report(
 
 def latest_run_id(con: duckdb.DuckDBPyConnection) -> str | None:
     """Id of the most recently created run, if any."""
-    row = con.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+    row = first_row(con.execute("SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 1"))
     return None if row is None else str(row[0])

@@ -23,6 +23,7 @@ import numpy as np
 
 from analytics.report.plots import ITL_BINS, cdf_fractions
 from analytics.sql.files import load_sql
+from analytics.sql.results import first_row
 from analytics.stats.percentiles import QUANTILES
 from analytics.stats.sketch import RELATIVE_ERROR, Histogram
 from analytics.store.summaries import summaries_complete
@@ -50,8 +51,9 @@ class ExactLimits:
 
 def use_histograms(con: duckdb.DuckDBPyConnection, run_id: str, limits: ExactLimits) -> bool:
     """Whether the run is above ``limits`` and every counted shard has its aggregates."""
-    row = con.execute(
-        """
+    row = first_row(
+        con.execute(
+            """
         SELECT coalesce(sum(m.ok), 0),
                coalesce(sum((SELECT sum(h.n) FROM shard_histograms AS h
                              WHERE h.run_id = m.run_id AND h.shard_id = m.shard_id
@@ -61,8 +63,9 @@ def use_histograms(con: duckdb.DuckDBPyConnection, run_id: str, limits: ExactLim
           ON s.run_id = m.run_id AND s.shard_id = m.shard_id AND s.accepted_attempt = m.attempt
         WHERE m.run_id = ?
         """,
-        [run_id],
-    ).fetchone()
+            [run_id],
+        )
+    )
     ok, gaps = (int(row[0]), int(row[1])) if row else (0, 0)
     if ok <= limits.ok_requests and gaps <= limits.itl_gaps:
         return False

@@ -20,6 +20,7 @@ import duckdb
 import orjson
 import pyarrow as pa
 
+from analytics.sql.results import first_row
 from analytics.store.db import load_sql
 
 __all__ = [
@@ -122,7 +123,7 @@ def session_ids(con: duckdb.DuckDBPyConnection) -> set[str]:
 def is_session(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     """True when ``run_id`` is a shadow session (False if the table does not exist)."""
     try:
-        row = con.execute("SELECT 1 FROM shadow_sessions WHERE run_id = ?", [run_id]).fetchone()
+        row = first_row(con.execute("SELECT 1 FROM shadow_sessions WHERE run_id = ?", [run_id]))
     except duckdb.CatalogException:
         return False
     return row is not None
@@ -169,8 +170,9 @@ def pairs(con: duckdb.DuckDBPyConnection, run_id: str) -> list[dict[str, Any]]:
 
 def session_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] | None:
     """State and counts of a session, or None when there is no such session."""
-    row = con.execute(
-        """
+    row = first_row(
+        con.execute(
+            """
         SELECT s.run_id, s.name, r.state, s.created_at, r.finished_at, s.config,
                (SELECT count(*) FROM shadow_captures c WHERE c.run_id = s.run_id),
                (SELECT count(*) FILTER (c.sampled) FROM shadow_captures c
@@ -178,8 +180,9 @@ def session_summary(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, An
         FROM shadow_sessions AS s JOIN runs AS r USING (run_id)
         WHERE s.run_id = ?
         """,
-        [run_id],
-    ).fetchone()
+            [run_id],
+        )
+    )
     if row is None:
         return None
     records = con.execute(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import duckdb
 
+from analytics.sql.results import first_row
 from analytics.store.dimensions import write_dimensions
 from analytics.store.summaries import store_shard_summary
 from scenarios.model import Scenario
@@ -112,9 +113,11 @@ class RunStore:
     def append_shards(self, run_id: str, shards: Sequence[PlannedShard]) -> None:
         """Add the shards of a stage decided while the run goes to its stored plan, after
         the shards planned so far (the caller holds the transaction)."""
-        row = self.con.execute(
-            "SELECT coalesce(max(plan_position) + 1, 0) FROM shards WHERE run_id = ?", [run_id]
-        ).fetchone()
+        row = first_row(
+            self.con.execute(
+                "SELECT coalesce(max(plan_position) + 1, 0) FROM shards WHERE run_id = ?", [run_id]
+            )
+        )
         self._insert_shards(run_id, shards, int(row[0]) if row else 0)
 
     def _insert_shards(self, run_id: str, shards: Sequence[PlannedShard], first: int) -> None:
@@ -232,7 +235,7 @@ class RunStore:
 
     def scenario_json(self, run_id: str) -> str:
         """The scenario a run was created with."""
-        row = self.con.execute("SELECT scenario FROM runs WHERE run_id = ?", [run_id]).fetchone()
+        row = first_row(self.con.execute("SELECT scenario FROM runs WHERE run_id = ?", [run_id]))
         if row is None:
             raise KeyError(run_id)
         return str(row[0])
@@ -258,9 +261,9 @@ class RunStore:
 
     def records_count(self, run_id: str) -> int:
         """Rows stored for the run (all attempts)."""
-        row = self.con.execute(
-            "SELECT count(*) FROM request_records WHERE run_id = ?", [run_id]
-        ).fetchone()
+        row = first_row(
+            self.con.execute("SELECT count(*) FROM request_records WHERE run_id = ?", [run_id])
+        )
         return int(row[0]) if row else 0
 
     def shard_states(self, run_id: str) -> list[ShardRecovery]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import duckdb
 
 from analytics.sql.files import load_sql
+from analytics.sql.results import first_row
 from analytics.stats.sketch import LOG_GAMMA, ZERO_BUCKET
 
 # Fixed table names (never user input), one DELETE each.
@@ -70,8 +71,9 @@ def backfill_error_messages(con: duckdb.DuckDBPyConnection) -> int:
 
 def summaries_complete(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     """Whether every shard of the run whose records count has its pre-aggregates stored."""
-    row = con.execute(
-        """
+    row = first_row(
+        con.execute(
+            """
         SELECT count(*)
         FROM shards AS s
         LEFT JOIN shard_summaries AS m
@@ -79,6 +81,7 @@ def summaries_complete(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
         WHERE s.run_id = ? AND s.accepted_attempt IS NOT NULL AND s.records > 0
           AND m.shard_id IS NULL
         """,
-        [run_id],
-    ).fetchone()
+            [run_id],
+        )
+    )
     return row is not None and row[0] == 0

@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from analytics.sql.files import load_sql
+from analytics.sql.results import first_row
 
 # Time buckets of the chart: at most this many, and no more than a series has scrapes
 # (a bucket without a scrape would be a gap, not a finer view).
@@ -27,9 +28,9 @@ def _rows(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def has_scrapes(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
     """Whether any shard of the run scraped a metrics endpoint."""
-    row = con.execute(
-        "SELECT count(*) FROM server_metric_scrapes WHERE run_id = ?", [run_id]
-    ).fetchone()
+    row = first_row(
+        con.execute("SELECT count(*) FROM server_metric_scrapes WHERE run_id = ?", [run_id])
+    )
     return bool(row and row[0])
 
 
@@ -48,11 +49,13 @@ def server_metrics(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any
 
 def timeline_buckets(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
     """Buckets of the chart: the most scrapes one shard attempt took, capped."""
-    row = con.execute(
-        "SELECT max(n) FROM (SELECT count(*) AS n FROM server_metric_scrapes "
-        "WHERE run_id = ? GROUP BY shard_id, attempt)",
-        [run_id],
-    ).fetchone()
+    row = first_row(
+        con.execute(
+            "SELECT max(n) FROM (SELECT count(*) AS n FROM server_metric_scrapes "
+            "WHERE run_id = ? GROUP BY shard_id, attempt)",
+            [run_id],
+        )
+    )
     return max(1, min(MAX_TIMELINE_BUCKETS, int(row[0] or 1) if row else 1))
 
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from analytics.sql.results import first_row
 from analytics.store.runs import RunStore
 from api.control.planner import Stage
 from scenarios.model import Scenario
@@ -175,11 +176,13 @@ class Coordinator:
         """Records stored for the shard's latest attempt (the one that counts if it fails)."""
         if shard.attempt is None:
             return 0
-        row = self.store.con.execute(
-            "SELECT count(*) FROM request_records WHERE run_id = ? AND shard_id = ? "
-            "AND attempt = ?",
-            [self.run_id, shard.spec.shard_id, shard.attempt],
-        ).fetchone()
+        row = first_row(
+            self.store.con.execute(
+                "SELECT count(*) FROM request_records WHERE run_id = ? AND shard_id = ? "
+                "AND attempt = ?",
+                [self.run_id, shard.spec.shard_id, shard.attempt],
+            )
+        )
         return int(row[0]) if row else 0
 
     def missing(self, shard: ShardProgress, reason: str) -> str:

@@ -11,6 +11,7 @@ import duckdb
 
 from analytics.datasets.uploads import DatasetStore
 from analytics.report.build import UnknownRunError
+from analytics.sql.results import first_row
 from analytics.store.adaptive_runs import OutcomeRow, outcome_rows, role_rows
 from analytics.store.runs import RunStore
 from api.control.coordinator import Coordinator
@@ -137,10 +138,12 @@ def stored_view(
     its shards' stored level and spec (``rate.rps``) by SQL, not by parsing every stored
     spec (a 10,000-shard run's specs took ~0.8 s of CPU to validate). Only a run stored
     before plans were (schema v7) is re-planned, with ``max_streams_per_shard``."""
-    run = con.execute(
-        "SELECT name, state, created_at, finished_at, scenario FROM runs WHERE run_id = ?",
-        [run_id],
-    ).fetchone()
+    run = first_row(
+        con.execute(
+            "SELECT name, state, created_at, finished_at, scenario FROM runs WHERE run_id = ?",
+            [run_id],
+        )
+    )
     if run is None:
         raise UnknownRunError(run_id)
     rows = con.execute(

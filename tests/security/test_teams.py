@@ -203,6 +203,9 @@ def test_every_change_and_query_is_audited(
 ) -> None:
     query = "SELECT 42 AS audited"
     assert _values(teams, "blue-viewer", query) == [42]
+    # A refused query of its own (the test does not rely on another test's queries).
+    refused, _ = _sql(teams, "blue-viewer", "SELECT * FROM duckdb_settings()")
+    assert refused == 403
     status, body = _sql(
         teams,
         "admin",

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from redis.exceptions import RedisError
 
+from analytics.sql.results import first_row
 from api.control.dispatch import live_worker_count
 from api.control.plane import ControlPlane
 from api.rest.deps import Authenticated, PlaneDep, RedisDep, SettingsDep, WriterDep
@@ -96,7 +97,7 @@ async def _collect(plane: ControlPlane, con: Any) -> list[Metric]:
         backlog.add_metric([kind], lag)
         pending.add_metric([kind], pend)
     recorded = GaugeMetricFamily("tokenbench_requests_recorded", "Request records stored")
-    row = con.execute("SELECT count(*) FROM request_records").fetchone()
+    row = first_row(con.execute("SELECT count(*) FROM request_records"))
     recorded.add_metric([], row[0] if row else 0)
     step_errors = CounterMetricFamily(
         "tokenbench_control_step_errors",
