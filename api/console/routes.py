@@ -228,7 +228,9 @@ async def compare(
 async def submit_page(request: Request, console: ConsoleDep) -> Response:
     """The submit form (submitters and admins)."""
     need(console.caller, Role.SUBMITTER)
-    return render(request, "submit.html", text="", problems=[], plan=None, note=None)
+    return render(
+        request, "submit.html", text="", problems=[], plan=None, note=None, wait=False
+    )
 
 
 def _problems(exc: TokenbenchError) -> list[dict[str, Any]]:
@@ -255,7 +257,7 @@ async def submit(request: Request, console: ConsoleDep) -> Response:
             raise BadInput("paste a scenario (YAML or JSON) or choose a file")
         parse_scenario(text, "scenario")  # problems at their field path and line
         data, _ = read_yaml(text, "scenario")
-        body = RunCreate(scenario=data)
+        body = RunCreate(scenario=data, wait_for_workers=form.get("wait_for_workers") == "on")
         if action in ("start", "dry_run"):
             # POST /v1/runs's own function: the same checks, quotas, budget and audit.
             answer = await rest_runs.create_run(
@@ -272,6 +274,9 @@ async def submit(request: Request, console: ConsoleDep) -> Response:
         status = exc.http_status if exc.http_status < 500 else 422
         return render(
             request, "submit.html", status, text=text, problems=_problems(exc), plan=None,
-            note=None,
+            note=None, wait=form.get("wait_for_workers") == "on",
         )  # fmt: skip
-    return render(request, "submit.html", text=text, problems=[], plan=plan, note=note)
+    return render(
+        request, "submit.html", text=text, problems=[], plan=plan, note=note,
+        wait=form.get("wait_for_workers") == "on",
+    )  # fmt: skip
