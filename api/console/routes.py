@@ -228,9 +228,7 @@ async def compare(
 async def submit_page(request: Request, console: ConsoleDep) -> Response:
     """The submit form (submitters and admins)."""
     need(console.caller, Role.SUBMITTER)
-    return render(
-        request, "submit.html", text="", problems=[], plan=None, note=None, wait=False
-    )
+    return render(request, "submit.html", text="", problems=[], plan=None, note=None, wait=False)
 
 
 def _problems(exc: TokenbenchError) -> list[dict[str, Any]]:
