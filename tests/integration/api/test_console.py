@@ -116,6 +116,12 @@ def test_compare_two_runs(stack: ConsoleStack) -> None:
     assert page.status_code == 200
     assert '<div id="verdict"' in page.text
     assert '<section data-section="comparison"' in page.text
+    within = client.get("/compare", params={"run": XSS_RUN, "providers": "sim,alt"})
+    assert within.status_code == 200
+    assert "provider alt against sim" in within.text
+    assert '<section data-section="comparison"' in within.text
+    unknown = client.get("/compare", params={"run": XSS_RUN, "providers": "sim,<b>x</b>"})
+    assert unknown.status_code in (404, 422) and "<b>x</b>" not in unknown.text
 
 
 def test_submit_validates_dry_runs_starts_and_cancels(
