@@ -8,13 +8,15 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 import redis
 
 from api.local.redis_server import RedisServer
 from scenarios.wire.contract import region_queue
-from tests.conftest import API_TOKEN
+from tests.conftest import API_TOKEN, start_control_plane
 from tests.support.console import BLUE_RUN, XSS_RUN, ConsoleStack, console_stack, csrf_of
 from tests.support.polls import wait_until
 
@@ -191,3 +193,21 @@ def test_the_other_pages_say_what_to_do_when_empty(stack: ConsoleStack) -> None:
     assert 'id="queue-depth"' in health.text
     for path in ("/schedules/nope", "/datasets/nope", "/shadow/nope"):
         assert client.get(path).status_code == 404, path
+
+
+def test_tokenbench_serve_serves_the_console(worker_env: dict[str, str], tmp_path: Path) -> None:
+    """The installed package's templates and static files, from a real `tokenbench serve`."""
+    proc, base = start_control_plane(worker_env, tmp_path / "serve.duckdb", tmp_path / "serve.log")
+    try:
+        with httpx.Client(base_url=base, timeout=30) as client:
+            assert client.get("/").headers["location"] == "/login"
+            login = client.get("/login")
+            assert 'id="login-form"' in login.text
+            assert client.get("/static/console.js").status_code == 200
+            answer = client.post("/login", data={"token": API_TOKEN, "csrf": csrf_of(login.text)})
+            assert answer.status_code == 303 and "tb_session" in client.cookies
+            runs = client.get("/runs")
+            assert runs.status_code == 200 and 'id="runs-table"' in runs.text
+            assert 'id="runs-empty" class="empty">' in runs.text
+    finally:
+        proc.stop()
