@@ -211,3 +211,53 @@ def test_tokenbench_serve_serves_the_console(worker_env: dict[str, str], tmp_pat
             assert 'id="runs-empty" class="empty">' in runs.text
     finally:
         proc.stop()
+
+
+def test_a_schedule_page_pauses_and_resumes(stack: ConsoleStack) -> None:
+    # Created over REST by blue's submitter (a yearly cron: it never fires here).
+    bearer = {"authorization": f"Bearer {stack.tokens['blue-submitter']}"}
+    stack.client.cookies.clear()
+    scenario = stack.client.post("/v1/scenarios", json=_scenario_yaml_data(), headers=bearer)
+    assert scenario.status_code == 201, scenario.text
+    body = {"scenario_id": scenario.json()["id"], "cron": "0 0 1 1 *", "name": "nightly"}
+    created = stack.client.post("/v1/schedules", json=body, headers=bearer)
+    assert created.status_code == 201, created.text
+    schedule_id = created.json()["id"]
+    viewer = stack.sign_in("blue-viewer")
+    listed = viewer.get("/schedules")
+    assert f'data-schedule-id="{schedule_id}"' in listed.text and "nightly" in listed.text
+    page = viewer.get(f"/schedules/{schedule_id}")
+    assert page.status_code == 200 and 'id="pause-form"' not in page.text  # a viewer
+    refused = viewer.post(f"/schedules/{schedule_id}/pause", data={"csrf": csrf_of(page.text)})
+    assert refused.status_code == 403
+    client = stack.sign_in("blue-submitter")
+    page = client.get(f"/schedules/{schedule_id}")
+    assert 'id="pause-form"' in page.text and "No finished run yet" in page.text
+    paused = client.post(f"/schedules/{schedule_id}/pause", data={"csrf": csrf_of(page.text)})
+    assert paused.status_code == 200 and 'id="resume-form"' in paused.text
+    assert 'id="schedule-state" class="badge">paused' in paused.text
+    resumed = client.post(f"/schedules/{schedule_id}/resume", data={"csrf": csrf_of(paused.text)})
+    assert 'id="pause-form"' in resumed.text
+    # Red's submitter may read it (blue shares) but not change it.
+    red = stack.sign_in("red-submitter")
+    page = red.get(f"/schedules/{schedule_id}")
+    assert page.status_code == 200
+    other = red.post(f"/schedules/{schedule_id}/pause", data={"csrf": csrf_of(page.text)})
+    assert other.status_code == 403
+
+
+def _scenario_yaml_data() -> dict[str, object]:
+    return {
+        "name": "console-schedule",
+        "providers": [{"name": "sim", "kind": "simulated"}],
+        "workload": {
+            "mix": [
+                {
+                    "prompt_tokens": {"dist": "fixed", "value": 4},
+                    "output_tokens": {"dist": "fixed", "value": 2},
+                }
+            ]
+        },
+        "load": {"concurrency": [1], "requests_per_level": 2},
+        "regions": [f"console-nowhere-{uuid.uuid4().hex[:8]}"],
+    }
