@@ -18,6 +18,7 @@ from tests.support.console_browser import (
     shoot,
     tiny_scenario,
 )
+from tests.support.polls import wait_until
 
 pytestmark = pytest.mark.timeout(60, func_only=True)
 
@@ -46,9 +47,13 @@ def test_submit_a_scenario_and_watch_it_finish_live(
     page.evaluate(
         "window.__tbKept = 'kept'; window.__tbProgress = document.getElementById('progress')"
     )
-    page.wait_for_function(
-        "window.__tbKept === 'kept' && document.getElementById('progress') !== window.__tbProgress",
-        timeout=RUN_END_MS,
+    # Polled from here: wait_for_function's predicate would be an eval the CSP refuses.
+    wait_until(
+        lambda: page.evaluate(
+            "window.__tbKept === 'kept' && document.getElementById('progress') !== window.__tbProgress"
+        ),
+        RUN_END_MS / 1000,
+        "the progress replaced without a reload",
     )
     if not FINISHED.search(page.locator("#run-state").inner_text()):
         shoot(page, "run-live-submitted")
