@@ -78,6 +78,16 @@ def _anchors(sections: list[Section]) -> list[str]:
     return out
 
 
+def sections_html(report: RunReport) -> list[tuple[str, str]]:
+    """Each section of the report as ``(key, escaped HTML)``, in order: what the HTML
+    report shows, without its charts and page (the web console embeds them)."""
+    sections = build_sections(report)
+    return [
+        (s.key, section_html(s, anchor))
+        for s, anchor in zip(sections, _anchors(sections), strict=True)
+    ]
+
+
 def render_html(report: RunReport) -> str:
     """The whole report as one HTML document."""
     title = f"tokenbench run {report.run_id} · {report.name} · {report.state}"

@@ -219,6 +219,18 @@ class TokenRegistry:
                 self._tokens[token_id] = record
             return record
 
+    def caller_for(self, token_id: str, now: dt.datetime | None = None) -> Caller | None:
+        """The caller of the token ``token_id`` if it is still usable (a bootstrap token
+        always is), else None: the web console's sessions hold a token's id, never the
+        token, and ask this on every request so a revoke or an expiry ends them."""
+        for digest in self._bootstrap:
+            if token_id == "boot-" + digest[:12]:
+                return Caller(token_id, DEFAULT_TEAM, Role.ADMIN, bootstrap=True)
+        record = self._tokens.get(token_id)
+        if record is None or not record.usable(now or utcnow()):
+            return None
+        return record.caller()
+
     def get(self, token_id: str) -> TokenRecord | None:
         """A token's row."""
         return self._tokens.get(token_id)

@@ -19,6 +19,7 @@ from fastapi_offline import FastAPIOffline
 from redis.asyncio import Redis
 
 from analytics.store.db import connect
+from api import console
 from api.access.caller import Caller, Role
 from api.access.ownership import Kind, Visibility, owner_of, set_default_visibility
 from api.access.tokens import TokenRegistry
@@ -149,4 +150,6 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         spend_routes,
     ):
         app.include_router(routes.router)
+    # The web console at / (docs/console.md): the same routes' functions, in pages.
+    console.install(app)
     return app

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -208,11 +209,23 @@ def error_body(exc: TokenbenchError) -> dict[str, object]:
     return {"detail": detail, "error": exc.kind, **exc.public_fields()}
 
 
+def _page(request: Request, status: int, message: str | None) -> Response | None:
+    """The web console's HTML error page for its own paths (``app.state.page_errors``,
+    set by api/console), None for the API's: JSON there."""
+    pages: Callable[[Request, int, str | None], Response | None] | None = getattr(
+        request.app.state, "page_errors", None
+    )
+    return None if pages is None else pages(request, status, message)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every error with the tree's status and body shape."""
 
     @app.exception_handler(TokenbenchError)
-    async def tree_error(_: Request, exc: TokenbenchError) -> JSONResponse:
+    async def tree_error(request: Request, exc: TokenbenchError) -> Response:
+        page = _page(request, exc.http_status, None if isinstance(exc, Internal) else str(exc))
+        if page is not None:
+            return page
         if isinstance(exc, Internal):
             return _internal(exc)  # a bug: its message is for the log, not the client
         # Busy (503) and a used-up request rate (429) say when to retry.
@@ -221,7 +234,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(error_body(exc), status_code=exc.http_status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        page = _page(request, 422, "; ".join(str(e["msg"]) for e in exc.errors()))
+        if page is not None:
+            return page
         detail = [_detail(list(e["loc"]), e["msg"]) for e in exc.errors()]
         return JSONResponse({"detail": detail, "error": BadInput.kind}, status_code=422)
 
@@ -234,7 +250,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(body, status_code=422)
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> Response:
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        page = _page(request, exc.status_code, None)
+        if page is not None and exc.status_code >= 400:
+            return page
         # As FastAPI's own handler (headers kept, no body where HTTP forbids one), plus
         # the kind, so every error body has the same shape.
         if exc.status_code in (204, 304):
@@ -244,5 +263,7 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
-        return _internal(exc)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        answer = _internal(exc)  # logged with its id
+        page = _page(request, 500, None)
+        return answer if page is None else page

@@ -53,13 +53,14 @@ async def readyz(redis: RedisDep, con: WriterDep, settings: SettingsDep) -> JSON
 async def metrics(plane: PlaneDep, con: WriterDep) -> Response:
     """Prometheus text: runs by state, shards in flight per region, stream backlog, ingest
     lag, requests recorded, unexpected control-loop errors."""
-    samples = await _collect(plane, con)
+    samples = await collect(plane, con)
     registry = CollectorRegistry()
     registry.register(_Snapshot(samples))
     return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
 
 
-async def _collect(plane: ControlPlane, con: Any) -> list[Metric]:
+async def collect(plane: ControlPlane, con: Any) -> list[Metric]:
+    """The metric families of one scrape (/metrics; the web console's health page)."""
     runs = GaugeMetricFamily("tokenbench_runs", "Runs by state", labels=["state"])
     for state, count in con.execute("SELECT state, count(*) FROM runs GROUP BY state").fetchall():
         runs.add_metric([state], count)

@@ -331,6 +331,25 @@ def _hide_unreadable(
     return dataclasses.replace(report, shared_overlaps=overlaps)
 
 
+def run_report(
+    cursor: duckdb.DuckDBPyConnection,
+    run_id: str,
+    compare: str | None,
+    providers: str | None,
+    caller: Caller,
+) -> RunReport:
+    """The run's report as ``caller`` sees it, with a comparison to the ``compare`` run
+    or between two ``providers`` (A,B) if asked (the REST report and the web console;
+    the caller's read of both runs is checked by the route)."""
+    report = _hide_unreadable(cursor, build_report(cursor, run_id), caller)
+    if providers is not None:
+        report = report.with_provider_comparison(*_provider_pair(providers))
+    if compare is not None:
+        baseline = _hide_unreadable(cursor, build_report(cursor, compare), caller)
+        report = report.with_run_comparison(baseline)
+    return report
+
+
 def _report(
     cursor: duckdb.DuckDBPyConnection,
     run_id: str,
@@ -341,12 +360,7 @@ def _report(
     caller: Caller,
 ) -> Response:
     """The report's answer, built and rendered in a heavy-work thread."""
-    report = _hide_unreadable(cursor, build_report(cursor, run_id), caller)
-    if providers is not None:
-        report = report.with_provider_comparison(*_provider_pair(providers))
-    if compare is not None:
-        baseline = _hide_unreadable(cursor, build_report(cursor, compare), caller)
-        report = report.with_run_comparison(baseline)
+    report = run_report(cursor, run_id, compare, providers, caller)
     headers = {"x-content-type-options": "nosniff", "vary": "Accept"}
     headers.update(REPORT_HEADERS.get(fmt.name, {}))
     if requests:

@@ -1,0 +1,135 @@
+"""The console's reads: the REST routes' own functions called with the session's
+caller (same checks: check_read, visible_sql, the heavy-work limiter), their JSON
+answers decoded for the templates. Nothing here queries what a REST route already does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import orjson
+from fastapi import Request, Response
+from redis.asyncio import Redis
+
+from analytics.sql.results import first_row
+from api.access.caller import Caller
+from api.access.ownership import Kind, check_read, owner_of
+from api.control.plane import ControlPlane
+from api.rest.offload import HeavyWork
+from api.rest.routes import runs as rest_runs
+from api.schedules.service import ScheduleService
+from scenarios.settings import Settings
+
+ACTIVE = ("running", "queued", "deciding")
+LISTED_RUNS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class App:
+    """What the REST routes take as dependencies, from the app's state."""
+
+    settings: Settings
+    plane: ControlPlane
+    writer: duckdb.DuckDBPyConnection
+    heavy: HeavyWork
+    redis: Redis
+    schedules: ScheduleService
+
+    @classmethod
+    def of(cls, request: Request) -> App:
+        """The app's parts (set by its lifespan)."""
+        state = request.app.state
+        return cls(
+            state.settings, state.plane, state.con, state.heavy, state.redis, state.schedules
+        )
+
+
+def decoded(response: Response) -> Any:
+    """A JSON answer of a route, decoded."""
+    return orjson.loads(bytes(response.body))
+
+
+async def run_list(app: App, caller: Caller, q: str = "", state: str = "") -> list[dict[str, Any]]:
+    """GET /v1/runs as ``caller``, each with its team, filtered by a search text (id or
+    scenario name) and a state."""
+    answer = await rest_runs.list_runs(app.writer, app.heavy, app.settings, caller, LISTED_RUNS)
+    listed: list[dict[str, Any]] = decoded(answer)
+    needle = q.strip().lower()
+    out = []
+    for run in listed:
+        if state and run["state"] != state:
+            continue
+        if needle and needle not in run["id"].lower() and needle not in run["name"].lower():
+            continue
+        run["team"] = owner_of(app.writer, Kind.RUN, run["id"]).team
+        out.append(run)
+    return out
+
+
+async def run_view(app: App, caller: Caller, run_id: str) -> dict[str, Any]:
+    """GET /v1/runs/{id} as ``caller`` (404 when it may not read it)."""
+    answer = await rest_runs.get_run(run_id, app.plane, app.writer, app.heavy, app.settings, caller)
+    view: dict[str, Any] = decoded(answer)
+    view["team"] = owner_of(app.writer, Kind.RUN, run_id).team
+    return view
+
+
+def progress_rows(view: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per stage, provider and region: requests done and planned, errors, and
+    the median of its shards' TTFT p50 (a level split into parts has several shards)."""
+    rows: dict[tuple[int, str, str], dict[str, Any]] = {}
+    for stage in view.get("stages", []):
+        for shard in stage["shards"]:
+            key = (stage["index"], shard["provider"], shard["region"])
+            row = rows.setdefault(
+                key,
+                {
+                    "stage": key[0], "provider": key[1], "region": key[2], "done": 0,
+                    "planned": 0, "errors": 0, "ttfts": [], "state": shard["state"],
+                },
+            )  # fmt: skip
+            row["done"] += shard["requests_done"]
+            row["planned"] += shard["requests_planned"] or 0
+            row["errors"] += shard["errors"]
+            if shard["ttft_p50_ms"] is not None:
+                row["ttfts"].append(shard["ttft_p50_ms"])
+    for row in rows.values():
+        ttfts = sorted(row.pop("ttfts"))
+        row["ttft_p50_ms"] = ttfts[len(ttfts) // 2] if ttfts else None
+    return list(rows.values())
+
+
+def submitted_scenario(app: App, caller: Caller, run_id: str) -> str:
+    """The run's scenario as stored when it was submitted (validated, keys as variable
+    names only), pretty-printed; 404 when the caller may not read the run."""
+    check_read(app.writer, caller, Kind.RUN, run_id)
+    row = first_row(app.writer.execute("SELECT scenario FROM runs WHERE run_id = ?", [run_id]))
+    if row is None:
+        return ""
+    return orjson.dumps(orjson.loads(row[0]), option=orjson.OPT_INDENT_2).decode()
+
+
+def _sections(
+    cursor: duckdb.DuckDBPyConnection, run_id: str, compare: str | None, caller: Caller
+) -> tuple[list[tuple[str, str]], dict[str, Any] | None]:
+    # The HTML report's own section renderer (escaping every value), without plotly's
+    # inline scripts, which the console's CSP forbids: the charts are in the download.
+    from analytics.render.html_report import sections_html  # noqa: PLC0415
+
+    report = rest_runs.run_report(cursor, run_id, compare, None, caller)
+    return sections_html(report), report.comparison
+
+
+async def report_sections(
+    app: App, caller: Caller, run_id: str, compare: str | None = None
+) -> tuple[list[tuple[str, str]], dict[str, Any] | None]:
+    """The run's report sections as ``(key, html)`` (and its comparison to ``compare``),
+    built as GET /v1/runs/{id}/report builds them: both runs checked readable first."""
+    check_read(app.writer, caller, Kind.RUN, run_id)
+    if compare is not None:
+        check_read(app.writer, caller, Kind.RUN, compare)
+    return await app.heavy.on_cursor(
+        "a run's report", app.writer, _sections, run_id, compare, caller
+    )
