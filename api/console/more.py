@@ -3,6 +3,7 @@ sessions and the service's health, each from the REST routes' own functions."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -112,7 +113,8 @@ async def datasets_page(request: Request, console: ConsoleDep) -> Response:
     """The datasets the caller may read."""
     cursor = App.of(request).writer.cursor()
     try:
-        listed = rest_datasets.list_datasets(cursor, console.caller)
+        # A sync route of REST runs in the thread pool with its cursor: here too.
+        listed = await asyncio.to_thread(rest_datasets.list_datasets, cursor, console.caller)
     finally:
         cursor.close()
     return render(request, "datasets.html", datasets=[d.model_dump() for d in listed])
@@ -123,7 +125,9 @@ async def dataset_page(request: Request, console: ConsoleDep, dataset_id: str) -
     """One dataset's metadata."""
     cursor = App.of(request).writer.cursor()
     try:
-        info = rest_datasets.get_dataset(dataset_id, cursor, console.caller)
+        info = await asyncio.to_thread(
+            rest_datasets.get_dataset, dataset_id, cursor, console.caller
+        )
     finally:
         cursor.close()
     return render(request, "dataset.html", dataset=info.model_dump())

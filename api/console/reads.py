@@ -5,6 +5,7 @@ answers decoded for the templates. Nothing here queries what a REST route alread
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from redis.asyncio import Redis
 from analytics.sql.results import first_row
 from api.access.caller import Caller
 from api.access.ownership import Kind, check_read, owner_of
+from api.access.tokens import TokenRegistry
 from api.control.plane import ControlPlane
 from api.rest.offload import HeavyWork
 from api.rest.routes import runs as rest_runs
@@ -36,13 +38,20 @@ class App:
     heavy: HeavyWork
     redis: Redis
     schedules: ScheduleService
+    tokens: TokenRegistry
 
     @classmethod
     def of(cls, request: Request) -> App:
         """The app's parts (set by its lifespan)."""
         state = request.app.state
         return cls(
-            state.settings, state.plane, state.con, state.heavy, state.redis, state.schedules
+            state.settings,
+            state.plane,
+            state.con,
+            state.heavy,
+            state.redis,
+            state.schedules,
+            state.tokens,
         )
 
 
@@ -63,16 +72,33 @@ async def run_list(app: App, caller: Caller, q: str = "", state: str = "") -> li
             continue
         if needle and needle not in run["id"].lower() and needle not in run["name"].lower():
             continue
-        run["team"] = owner_of(app.writer, Kind.RUN, run["id"]).team
+        _describe(app, run)
         out.append(run)
     return out
+
+
+def _describe(app: App, run: dict[str, Any]) -> None:
+    """Add what the list shows beside the run's view: its team and who started it (the
+    token's name, else its id), its providers and regions, and how long it ran."""
+    owner = owner_of(app.writer, Kind.RUN, run["id"])
+    record = app.tokens.get(owner.token_id) if owner.token_id else None
+    run["team"] = owner.team
+    run["who"] = (record.name if record is not None else None) or owner.token_id or ""
+    shards = [shard for stage in run.get("stages", []) for shard in stage["shards"]]
+    run["providers"] = sorted({shard["provider"] for shard in shards})
+    run["regions"] = sorted({shard["region"] for shard in shards})
+    run["duration_s"] = None
+    if run.get("created_at") and run.get("finished_at"):
+        began = dt.datetime.fromisoformat(run["created_at"])
+        ended = dt.datetime.fromisoformat(run["finished_at"])
+        run["duration_s"] = max(0.0, (ended - began).total_seconds())
 
 
 async def run_view(app: App, caller: Caller, run_id: str) -> dict[str, Any]:
     """GET /v1/runs/{id} as ``caller`` (404 when it may not read it)."""
     answer = await rest_runs.get_run(run_id, app.plane, app.writer, app.heavy, app.settings, caller)
     view: dict[str, Any] = decoded(answer)
-    view["team"] = owner_of(app.writer, Kind.RUN, run_id).team
+    _describe(app, view)
     return view
 
 
@@ -112,24 +138,33 @@ def submitted_scenario(app: App, caller: Caller, run_id: str) -> str:
 
 
 def _sections(
-    cursor: duckdb.DuckDBPyConnection, run_id: str, compare: str | None, caller: Caller
+    cursor: duckdb.DuckDBPyConnection,
+    run_id: str,
+    compare: str | None,
+    providers: str | None,
+    caller: Caller,
 ) -> tuple[list[tuple[str, str]], dict[str, Any] | None]:
     # The HTML report's own section renderer (escaping every value), without plotly's
     # inline scripts, which the console's CSP forbids: the charts are in the download.
     from analytics.render.html_report import sections_html  # noqa: PLC0415
 
-    report = rest_runs.run_report(cursor, run_id, compare, None, caller)
+    report = rest_runs.run_report(cursor, run_id, compare, providers, caller)
     return sections_html(report), report.comparison
 
 
 async def report_sections(
-    app: App, caller: Caller, run_id: str, compare: str | None = None
+    app: App,
+    caller: Caller,
+    run_id: str,
+    compare: str | None = None,
+    providers: str | None = None,
 ) -> tuple[list[tuple[str, str]], dict[str, Any] | None]:
-    """The run's report sections as ``(key, html)`` (and its comparison to ``compare``),
-    built as GET /v1/runs/{id}/report builds them: both runs checked readable first."""
+    """The run's report sections as ``(key, html)`` (and its comparison to the run
+    ``compare`` or between two of its ``providers``, ``A,B``), built as GET
+    /v1/runs/{id}/report builds them: both runs checked readable first."""
     check_read(app.writer, caller, Kind.RUN, run_id)
     if compare is not None:
         check_read(app.writer, caller, Kind.RUN, compare)
     return await app.heavy.on_cursor(
-        "a run's report", app.writer, _sections, run_id, compare, caller
+        "a run's report", app.writer, _sections, run_id, compare, providers, caller
     )

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import RedirectResponse
 
 from api.access.caller import Role
+from api.access.ownership import Kind, check_change
 from api.access.tokens import TokenRegistry
 from api.console.auth import ConsoleDep, checked_form, current, form_of, need, sessions_of
 from api.console.pages import render, secured
@@ -139,8 +140,6 @@ async def run_page(request: Request, console: ConsoleDep, run_id: str) -> Respon
 
 
 def _may_change(app: App, console: Any, run_id: str) -> bool:
-    from api.access.ownership import Kind, check_change  # noqa: PLC0415
-
     if not console.caller.has(Role.SUBMITTER):
         return False
     try:
@@ -205,20 +204,28 @@ async def compare(
     console: ConsoleDep,
     a: Annotated[str, Query(max_length=MAX_ID_CHARS)] = "",
     b: Annotated[str, Query(max_length=MAX_ID_CHARS)] = "",
+    run: Annotated[str, Query(max_length=MAX_ID_CHARS)] = "",
+    providers: Annotated[str, Query(max_length=2 * MAX_ID_CHARS + 1)] = "",
 ) -> Response:
-    """Two runs side by side: run B against baseline A, its verdicts and sections."""
+    """Two runs side by side (run B against baseline A), or two providers within one run
+    (``providers=A,B``): the verdicts and the comparison sections."""
     app = App.of(request)
     runs = await run_list(app, console.caller)
     sections: list[tuple[str, str]] = []
     verdicts: dict[str, int] = {}
-    if a and b:
+    comparison: dict[str, Any] | None = None
+    if run and providers:
+        sections, comparison = await report_sections(app, console.caller, run, providers=providers)
+    elif a and b:
         sections, comparison = await report_sections(app, console.caller, b, compare=a)
-        for row in (comparison or {}).get("rows", []):
+    if comparison is not None:
+        for row in comparison.get("rows", []):
             verdict = str(row.get("verdict") or "no verdict")
             verdicts[verdict] = verdicts.get(verdict, 0) + 1
     return render(
-        request, "compare.html", runs=runs, a=a, b=b, sections=sections, verdicts=verdicts
-    )
+        request, "compare.html", runs=runs, a=a, b=b, run=run, providers=providers,
+        sections=sections, verdicts=verdicts, comparison=comparison,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- submit

@@ -39,7 +39,7 @@ _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 def _scenario(name: str) -> dict[str, object]:
     return {
         "name": name,
-        "providers": [{"name": "sim", "kind": "simulated"}],
+        "providers": [{"name": "sim", "kind": "simulated"}, {"name": "alt", "kind": "simulated"}],
         "workload": {
             "mix": [
                 {
@@ -61,7 +61,7 @@ def _store(db: Path, tokens: TokenRegistry) -> None:
         (BLUE_RUN, "blue", Visibility.ORG, "blue-shared", ok),
         (XSS_RUN, "blue", Visibility.ORG, "xss-errors", bad),
     ):
-        store_run(con, run_id, _scenario(name), {("sim", 0): results})
+        store_run(con, run_id, _scenario(name), {("sim", 0): results, ("alt", 0): ok})
         RunStore(con).finish_run(run_id, "finished")
         record_owner(con, Kind.RUN, run_id, Caller("seed", team, Role.SUBMITTER), visibility)
 

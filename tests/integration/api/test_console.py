@@ -8,13 +8,15 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 import redis
 
 from api.local.redis_server import RedisServer
 from scenarios.wire.contract import region_queue
-from tests.conftest import API_TOKEN
+from tests.conftest import API_TOKEN, start_control_plane
 from tests.support.console import BLUE_RUN, XSS_RUN, ConsoleStack, console_stack, csrf_of
 from tests.support.polls import wait_until
 
@@ -116,6 +118,12 @@ def test_compare_two_runs(stack: ConsoleStack) -> None:
     assert page.status_code == 200
     assert '<div id="verdict"' in page.text
     assert '<section data-section="comparison"' in page.text
+    within = client.get("/compare", params={"run": XSS_RUN, "providers": "sim,alt"})
+    assert within.status_code == 200
+    assert "provider alt against sim" in within.text
+    assert '<section data-section="comparison"' in within.text
+    unknown = client.get("/compare", params={"run": XSS_RUN, "providers": "sim,<b>x</b>"})
+    assert unknown.status_code in (404, 422) and "<b>x</b>" not in unknown.text
 
 
 def test_submit_validates_dry_runs_starts_and_cancels(
@@ -185,3 +193,71 @@ def test_the_other_pages_say_what_to_do_when_empty(stack: ConsoleStack) -> None:
     assert 'id="queue-depth"' in health.text
     for path in ("/schedules/nope", "/datasets/nope", "/shadow/nope"):
         assert client.get(path).status_code == 404, path
+
+
+def test_tokenbench_serve_serves_the_console(worker_env: dict[str, str], tmp_path: Path) -> None:
+    """The installed package's templates and static files, from a real `tokenbench serve`."""
+    proc, base = start_control_plane(worker_env, tmp_path / "serve.duckdb", tmp_path / "serve.log")
+    try:
+        with httpx.Client(base_url=base, timeout=30) as client:
+            assert client.get("/").headers["location"] == "/login"
+            login = client.get("/login")
+            assert 'id="login-form"' in login.text
+            assert client.get("/static/console.js").status_code == 200
+            answer = client.post("/login", data={"token": API_TOKEN, "csrf": csrf_of(login.text)})
+            assert answer.status_code == 303 and "tb_session" in client.cookies
+            runs = client.get("/runs")
+            assert runs.status_code == 200 and 'id="runs-table"' in runs.text
+            assert 'id="runs-empty" class="empty">' in runs.text
+    finally:
+        proc.stop()
+
+
+def test_a_schedule_page_pauses_and_resumes(stack: ConsoleStack) -> None:
+    # Created over REST by blue's submitter (a yearly cron: it never fires here).
+    bearer = {"authorization": f"Bearer {stack.tokens['blue-submitter']}"}
+    stack.client.cookies.clear()
+    scenario = stack.client.post("/v1/scenarios", json=_scenario_yaml_data(), headers=bearer)
+    assert scenario.status_code == 201, scenario.text
+    body = {"scenario_id": scenario.json()["id"], "cron": "0 0 1 1 *", "name": "nightly"}
+    created = stack.client.post("/v1/schedules", json=body, headers=bearer)
+    assert created.status_code == 201, created.text
+    schedule_id = created.json()["id"]
+    viewer = stack.sign_in("blue-viewer")
+    listed = viewer.get("/schedules")
+    assert f'data-schedule-id="{schedule_id}"' in listed.text and "nightly" in listed.text
+    page = viewer.get(f"/schedules/{schedule_id}")
+    assert page.status_code == 200 and 'id="pause-form"' not in page.text  # a viewer
+    refused = viewer.post(f"/schedules/{schedule_id}/pause", data={"csrf": csrf_of(page.text)})
+    assert refused.status_code == 403
+    client = stack.sign_in("blue-submitter")
+    page = client.get(f"/schedules/{schedule_id}")
+    assert 'id="pause-form"' in page.text and "No finished run yet" in page.text
+    paused = client.post(f"/schedules/{schedule_id}/pause", data={"csrf": csrf_of(page.text)})
+    assert paused.status_code == 200 and 'id="resume-form"' in paused.text
+    assert 'id="schedule-state" class="badge">paused' in paused.text
+    resumed = client.post(f"/schedules/{schedule_id}/resume", data={"csrf": csrf_of(paused.text)})
+    assert 'id="pause-form"' in resumed.text
+    # Red's submitter may read it (blue shares) but not change it.
+    red = stack.sign_in("red-submitter")
+    page = red.get(f"/schedules/{schedule_id}")
+    assert page.status_code == 200
+    other = red.post(f"/schedules/{schedule_id}/pause", data={"csrf": csrf_of(page.text)})
+    assert other.status_code == 403
+
+
+def _scenario_yaml_data() -> dict[str, object]:
+    return {
+        "name": "console-schedule",
+        "providers": [{"name": "sim", "kind": "simulated"}],
+        "workload": {
+            "mix": [
+                {
+                    "prompt_tokens": {"dist": "fixed", "value": 4},
+                    "output_tokens": {"dist": "fixed", "value": 2},
+                }
+            ]
+        },
+        "load": {"concurrency": [1], "requests_per_level": 2},
+        "regions": [f"console-nowhere-{uuid.uuid4().hex[:8]}"],
+    }

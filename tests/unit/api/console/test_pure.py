@@ -14,6 +14,7 @@ from api.console.more import _chart
 from api.console.pages import is_console_path
 from api.console.reads import progress_rows
 from api.console.routes import _problems
+from api.rest.errors import install_error_handlers
 from scenarios.errors import BadInput, Refused
 from scenarios.loader import Problem, ScenarioError
 
@@ -75,3 +76,26 @@ def test_install_serves_the_pages_and_the_static_files() -> None:
         assert login.status_code == 200 and 'id="login-form"' in login.text
         assert client.get("/static/console.css").status_code == 200
     assert app.state.console_sessions is not None and app.state.page_errors is not None
+
+
+def test_an_unexpected_error_is_a_page_without_a_traceback() -> None:
+    app = FastAPI()
+    install_error_handlers(app)
+    console.install(app)
+
+    @app.get("/boom")
+    async def boom() -> None:
+        raise RuntimeError("secret internals /etc/passwd")
+
+    @app.get("/v1/boom")
+    async def api_boom() -> None:
+        raise RuntimeError("secret internals")
+
+    with TestClient(app, raise_server_exceptions=False) as client:
+        page = client.get("/boom")
+        assert page.status_code == 500 and '<main id="error"' in page.text
+        assert "secret internals" not in page.text and "Traceback" not in page.text
+        assert page.headers["content-security-policy"].startswith("default-src 'self'")
+        assert page.headers["x-frame-options"] == "DENY"
+        api = client.get("/v1/boom")
+        assert api.status_code == 500 and api.json()["detail"] == "internal error"
