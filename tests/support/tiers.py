@@ -36,7 +36,10 @@ from _pytest.mark.expression import Expression
 
 TESTS = Path(__file__).resolve().parent.parent
 # Directories whose every test starts real services.
-INTEGRATION_DIRS = ("integration", "security", "faults")
+INTEGRATION_DIRS = ("integration", "security", "faults", "browser")
+# Directories whose tests form one xdist group of their own: they share one stack (the
+# browser tests: a control plane, a worker and a Chromium, started once).
+GROUPED_DIRS = ("browser",)
 # Workers for ``-n auto``: most integration tests wait on runs and processes, so two per
 # core keep the cores busy; TOKENBENCH_TEST_WORKERS overrides (``-n 0`` runs in-process).
 WORKERS_PER_CORE = 2
@@ -45,12 +48,17 @@ LOCK_KEY = "tokenbench_serial_lock_dir"
 _WORDS = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _in_integration_dir(path: Path) -> bool:
+def _top_dir(path: Path) -> str:
+    """The first part of ``path`` under tests/ (a directory there, or the path itself)."""
     try:
         parts = path.resolve().relative_to(TESTS).parts
     except ValueError:
-        return False
-    return bool(parts) and parts[0] in INTEGRATION_DIRS
+        return ""
+    return parts[0] if parts else ""
+
+
+def _in_integration_dir(path: Path) -> bool:
+    return _top_dir(path) in INTEGRATION_DIRS
 
 
 def _never_selects_integration(markexpr: str) -> bool:
@@ -80,8 +88,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _in_integration_dir(item.path):
             item.add_marker(pytest.mark.integration)
+        if _top_dir(item.path) == "browser":
+            item.add_marker(pytest.mark.browser)
         if item.get_closest_marker("serial") is not None:
             item.add_marker(pytest.mark.xdist_group("serial"))
+        elif _top_dir(item.path) in GROUPED_DIRS:
+            item.add_marker(pytest.mark.xdist_group(_top_dir(item.path)))
         else:
             item.add_marker(pytest.mark.xdist_group(item.path.relative_to(TESTS).as_posix()))
 
