@@ -40,7 +40,9 @@
         })
         .then(function (html) {
           if (html === null) { window.setTimeout(tick, POLL_MS * 2); return; }
-          var doc = new DOMParser().parseFromString(html, "text/html");
+          // A bare <tbody> outside a <table> is dropped by the HTML parser: parse it inside one.
+          var wrapped = targetId === "runs-body" ? "<table>" + html + "</table>" : html;
+          var doc = new DOMParser().parseFromString(wrapped, "text/html");
           var fresh = doc.getElementById(targetId);
           var old = document.getElementById(targetId);
           if (!fresh || !old) return;
