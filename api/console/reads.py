@@ -113,15 +113,24 @@ def progress_rows(view: dict[str, Any]) -> list[dict[str, Any]]:
                 key,
                 {
                     "stage": key[0], "provider": key[1], "region": key[2], "done": 0,
-                    "planned": 0, "errors": 0, "ttfts": [], "state": shard["state"],
+                    "planned": 0, "errors": 0, "ttfts": [], "states": {},
                 },
             )  # fmt: skip
+            row["states"][shard["state"]] = row["states"].get(shard["state"], 0) + 1
             row["done"] += shard["requests_done"]
             row["planned"] += shard["requests_planned"] or 0
             row["errors"] += shard["errors"]
             if shard["ttft_p50_ms"] is not None:
                 row["ttfts"].append(shard["ttft_p50_ms"])
     for row in rows.values():
+        # One word when its shards agree, else each state with its count ("finished 2,
+        # cancelled 1"): a cancelled level must not read as finished.
+        states = row.pop("states")
+        row["state"] = (
+            next(iter(states))
+            if len(states) == 1
+            else ", ".join(f"{state} {count}" for state, count in sorted(states.items()))
+        )
         ttfts = sorted(row.pop("ttfts"))
         row["ttft_p50_ms"] = ttfts[len(ttfts) // 2] if ttfts else None
     return list(rows.values())

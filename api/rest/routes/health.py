@@ -14,7 +14,7 @@ from analytics.sql.results import first_row
 from api.control.dispatch import live_worker_count
 from api.control.plane import ControlPlane
 from api.rest.deps import Authenticated, PlaneDep, RedisDep, SettingsDep, WriterDep
-from scenarios.wire.contract import IN_FLIGHT, events_stream, records_stream
+from scenarios.wire.contract import IN_FLIGHT, events_stream, records_stream, region_queue
 
 router = APIRouter(tags=["health"])
 
@@ -52,12 +52,28 @@ async def readyz(redis: RedisDep, con: WriterDep, settings: SettingsDep) -> JSON
 
 @router.get("/metrics", dependencies=[Authenticated], response_class=Response)
 async def metrics(plane: PlaneDep, con: WriterDep) -> Response:
-    """Prometheus text: runs by state, shards in flight per region, stream backlog, ingest
-    lag, requests recorded, unexpected control-loop errors."""
+    """Prometheus text: runs by state, shards in flight and tasks queued per region,
+    stream backlog, ingest lag, requests recorded, unexpected control-loop errors."""
     samples = await collect(plane, con)
     registry = CollectorRegistry()
     registry.register(_Snapshot(samples))
     return Response(generate_latest(registry), media_type="text/plain; version=0.0.4")
+
+
+async def _queue_depths(plane: ControlPlane, in_flight: dict[str, int]) -> dict[str, int]:
+    """Tasks waiting in each region's queue: regions with a live worker, or with a shard
+    of a run going (a region without a worker is where tasks pile up)."""
+    regions = set(in_flight)
+    for coordinator in plane.runs.values():
+        regions.update(coordinator.scenario.regions)
+    try:
+        async for key in plane.redis.scan_iter(match="tokenbench:worker:*", count=200):
+            regions.add((key.decode() if isinstance(key, bytes) else key).split(":")[2])
+        return {
+            region: int(await plane.redis.llen(region_queue(region))) for region in sorted(regions)
+        }
+    except RedisError:
+        return {}
 
 
 async def collect(plane: ControlPlane, con: Any) -> list[Metric]:
@@ -97,6 +113,13 @@ async def collect(plane: ControlPlane, con: Any) -> list[Metric]:
     for kind, (lag, pend) in totals.items():
         backlog.add_metric([kind], lag)
         pending.add_metric([kind], pend)
+    queued = GaugeMetricFamily(
+        "tokenbench_region_queue_depth",
+        "Shard tasks waiting in a region's queue for a worker",
+        labels=["region"],
+    )
+    for region, depth in (await _queue_depths(plane, counts)).items():
+        queued.add_metric([region], depth)
     recorded = GaugeMetricFamily("tokenbench_requests_recorded", "Request records stored")
     row = first_row(con.execute("SELECT count(*) FROM request_records"))
     recorded.add_metric([], row[0] if row else 0)
@@ -105,7 +128,7 @@ async def collect(plane: ControlPlane, con: Any) -> list[Metric]:
         "Unexpected errors a control-loop step raised (logged; the loop went on)",
         value=plane.step_errors,
     )
-    return [runs, in_flight, backlog, pending, recorded, step_errors]
+    return [runs, in_flight, queued, backlog, pending, recorded, step_errors]
 
 
 class _Snapshot:

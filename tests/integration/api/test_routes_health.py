@@ -67,6 +67,12 @@ def test_metrics_count_runs_and_shards_in_flight(rest_stack: RestStack) -> None:
             text = answer.text
             time.sleep(0.1)
         assert 'tokenbench_runs{state="running"}' in text
+        # No worker serves the region: its task waits in the region's queue.
+        queued = f'tokenbench_region_queue_depth{{region="{region}"}} 1.0'
+        while queued not in text:
+            assert time.monotonic() < deadline, text
+            time.sleep(0.1)
+            text = rest_stack.client.get("/metrics").text
         for family in ("tokenbench_stream_backlog", "tokenbench_requests_recorded"):
             assert f"# TYPE {family} gauge" in text
     finally:

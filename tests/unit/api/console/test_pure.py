@@ -42,6 +42,14 @@ def test_progress_rows_sum_the_parts_of_a_split_level() -> None:
         ("a", 7, 20, 1), ("b", 2, 10, 0),
     ]  # fmt: skip
     assert rows[0]["ttft_p50_ms"] == 70.0 and rows[1]["ttft_p50_ms"] is None
+    assert [r["state"] for r in rows] == ["running", "running"]
+
+
+def test_a_row_whose_parts_ended_differently_names_each_state() -> None:
+    parts = [_shard("a", "eu", 10, 0, 5.0), _shard("a", "eu", 3, 0, 5.0)]
+    parts[0]["state"], parts[1]["state"] = "finished", "cancelled"
+    (row,) = progress_rows({"stages": [{"index": 0, "shards": parts}]})
+    assert row["state"] == "cancelled 1, finished 1"
 
 
 def test_trend_chart_points_scale_to_the_largest_value() -> None:
