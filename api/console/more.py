@@ -1,5 +1,6 @@
 """The console's other pages: schedules (pause, resume, trend), datasets, shadow
-sessions and the service's health, each from the REST routes' own functions."""
+sessions, capacity answers and sweeps, and the service's health, each from the REST
+routes' own functions."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from api.access.caller import Role
 from api.console.auth import ConsoleDep, checked_form, need
 from api.console.pages import render, secured
 from api.console.reads import App, decoded
+from api.rest.routes import answers as rest_answers
 from api.rest.routes import datasets as rest_datasets
 from api.rest.routes import health as rest_health
 from api.rest.routes import schedules as rest_schedules
@@ -24,6 +26,7 @@ from scenarios.errors import TokenbenchError
 
 router = APIRouter(include_in_schema=False)
 FIRES_SHOWN = 20
+ANSWERS_SHOWN = 200
 
 
 @router.get("/schedules")
@@ -167,3 +170,17 @@ async def health_page(request: Request, console: ConsoleDep) -> Response:
     queue = app.plane.queue
     queued = [] if queue is None else [entry.run_id for entry in queue.entries]
     return render(request, "health.html", ready=ready, metrics=metrics, queued=queued)
+
+
+@router.get("/answers")
+async def answers_page(request: Request, console: ConsoleDep) -> Response:
+    """Capacity answers and load sweeps of the runs the caller may read (GET /v1/answers's
+    own function); each links to its run, whose report has the full answer."""
+    cursor = App.of(request).writer.cursor()
+    try:
+        listed = await asyncio.to_thread(
+            rest_answers.list_answers, cursor, console.caller, ANSWERS_SHOWN
+        )
+    finally:
+        cursor.close()
+    return render(request, "answers.html", capacity=listed["capacity"], sweeps=listed["sweeps"])

@@ -72,15 +72,22 @@ async def run_list(app: App, caller: Caller, q: str = "", state: str = "") -> li
             continue
         if needle and needle not in run["id"].lower() and needle not in run["name"].lower():
             continue
-        _describe(app, run)
+        _describe(app, run, caller)
         out.append(run)
     return out
 
 
-def _describe(app: App, run: dict[str, Any]) -> None:
+def _describe(app: App, run: dict[str, Any], caller: Caller) -> None:
     """Add what the list shows beside the run's view: its team and who started it (the
-    token's name, else its id), its providers and regions, and how long it ran."""
+    token's name, else its id), its providers and regions, how long it ran, and what it
+    spent on token-priced providers (its team's and admins' to see, as GET /v1/spend)."""
     owner = owner_of(app.writer, Kind.RUN, run["id"])
+    run["spend_usd"] = None
+    if caller.is_admin or owner.team == caller.team:
+        spent = first_row(
+            app.writer.execute("SELECT sum(usd) FROM spend_ledger WHERE run_id = ?", [run["id"]])
+        )
+        run["spend_usd"] = None if spent is None or spent[0] is None else float(spent[0])
     record = app.tokens.get(owner.token_id) if owner.token_id else None
     run["team"] = owner.team
     run["who"] = (record.name if record is not None else None) or owner.token_id or ""
@@ -98,7 +105,7 @@ async def run_view(app: App, caller: Caller, run_id: str) -> dict[str, Any]:
     """GET /v1/runs/{id} as ``caller`` (404 when it may not read it)."""
     answer = await rest_runs.get_run(run_id, app.plane, app.writer, app.heavy, app.settings, caller)
     view: dict[str, Any] = decoded(answer)
-    _describe(app, view)
+    _describe(app, view, caller)
     return view
 
 

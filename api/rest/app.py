@@ -29,6 +29,7 @@ from api.rest.body_limit import BodyLimitMiddleware
 from api.rest.errors import install_error_handlers
 from api.rest.offload import HeavyWork
 from api.rest.rate_limit import RateLimiter
+from api.rest.routes import answers as answers_routes
 from api.rest.routes import audit as audit_routes
 from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
 from api.rest.routes import spend as spend_routes
@@ -148,6 +149,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         teams_routes,
         audit_routes,
         spend_routes,
+        answers_routes,
     ):
         app.include_router(routes.router)
     # The web console at / (docs/console.md): the same routes' functions, in pages.

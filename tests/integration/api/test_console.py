@@ -184,7 +184,7 @@ def test_submit_validates_dry_runs_starts_and_cancels(
 
 def test_the_other_pages_say_what_to_do_when_empty(stack: ConsoleStack) -> None:
     client = stack.sign_in("red-viewer")
-    for path in ("/schedules", "/datasets", "/shadow"):
+    for path in ("/schedules", "/datasets", "/shadow", "/answers"):
         page = client.get(path)
         assert page.status_code == 200 and '<p class="empty">' in page.text, path
     health = client.get("/health")
