@@ -115,9 +115,12 @@ def console_stack(
     worker.stop(3)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def browser(chromium: str) -> Iterator[Browser]:
-    """One headless Chromium for the session."""
+    """A headless Chromium for one test. Not one for the session: Playwright's sync API
+    runs an asyncio loop on the test's thread for as long as it is started, and the other
+    tests a worker process runs next (``asyncio.run``, anyio, uvloop) fail on a loop that
+    is already running. Started and stopped per test, it leaves no loop behind."""
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         yield launched
