@@ -20,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from api.local.redis_server import RedisServer
+from api.local.redis_server import start_redis_server
 from tests.conftest import API_TOKEN, Proc, start_control_plane, start_worker
 from tests.support.console_browser import (
     CHROMIUM_ARGS,
@@ -93,26 +93,31 @@ class ConsoleStack:
 @pytest.fixture(scope="session")
 def console_stack(
     chromium: str,
-    redis_server: RedisServer,
     worker_env: dict[str, str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ConsoleStack]:
     """A worker (region ``browser``) and a control plane whose database holds the two
-    teams' tokens."""
+    teams' tokens, on a Redis of their own: the stack lives for the session, and other
+    tests on the same xdist worker may leave the session's Redis without its state."""
     tmp = tmp_path_factory.mktemp("console")
     db = tmp / "console.duckdb"
     tokens = mint_team_tokens(db, API_TOKEN)
-    worker = start_worker(REGION, worker_env, tmp / "worker-browser.log", redis_server.url)
+    own = start_redis_server()
+    env = {**worker_env, "TOKENBENCH__REDIS__URL": own.url}
     try:
-        plane, base = start_control_plane(worker_env, db, tmp / "api-console.log")
-    except BaseException:
+        worker = start_worker(REGION, env, tmp / "worker-browser.log", own.url)
+        try:
+            plane, base = start_control_plane(env, db, tmp / "api-console.log")
+        except BaseException:
+            worker.stop(3)
+            raise
+        stack = ConsoleStack(base, tokens, plane, worker, db)
+        yield stack
+        stack.close()
+        plane.stop()
         worker.stop(3)
-        raise
-    stack = ConsoleStack(base, tokens, plane, worker, db)
-    yield stack
-    stack.close()
-    plane.stop()
-    worker.stop(3)
+    finally:
+        own.stop()
 
 
 @pytest.fixture

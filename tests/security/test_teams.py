@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from analytics.query.snapshot import SqlScope
-from api.local.redis_server import RedisServer
+from api.local.redis_server import start_redis_server
 from tests.support.teams import (
     NDJSON,
     Probe,
@@ -31,11 +31,17 @@ from tests.support.teams import (
 
 
 @pytest.fixture(scope="module")
-def teams(
-    redis_server: RedisServer, worker_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Teams]:
-    with team_stack(worker_env, redis_server.url, tmp_path_factory.mktemp("teams")) as stack:
-        yield stack
+def teams(worker_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Teams]:
+    # A Redis of its own: the stack lives for the module, and a test of another module
+    # run between this module's tests on the same xdist worker may empty the session's
+    # Redis (the fault tests do), which would take the worker's queue bindings with it.
+    own = start_redis_server()
+    env = {**worker_env, "TOKENBENCH__REDIS__URL": own.url}
+    try:
+        with team_stack(env, own.url, tmp_path_factory.mktemp("teams")) as stack:
+            yield stack
+    finally:
+        own.stop()
 
 
 @pytest.fixture(scope="module")
