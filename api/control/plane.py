@@ -212,8 +212,10 @@ class ControlPlane:
     async def open_session(self, config: GatewayConfig) -> SessionCoordinator:
         """Open a shadow session: its records and captures are ingested until it stops."""
         coordinator = SessionCoordinator.open(new_run_id(), config, self.store)
+        # Groups first: the loop reads the streams of every run in ``runs``, and a read
+        # of a stream without its group would look like Redis lost its state.
+        await self.streams.create_groups(coordinator.run_id, session=True)
         self.runs[coordinator.run_id] = coordinator
-        await self.streams.create_groups(coordinator.run_id)
         self._wake.set()
         return coordinator
 
@@ -324,7 +326,7 @@ class ControlPlane:
         except ResponseError as exc:
             if not is_nogroup(exc):
                 raise
-            await self.recovery.state_lost("a consumer group is gone")
+            await self.recovery.group_missing()
             return
         for coordinator in list(self.runs.values()):
             if isinstance(coordinator, RunCoordinator):

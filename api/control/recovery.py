@@ -114,6 +114,20 @@ class Recovery:
         self._state_marked = True
         return lost
 
+    async def group_missing(self) -> None:
+        """A read named a stream without its consumer group. Only when Redis lost its
+        marker too did it lose its state; otherwise a stream was deleted while Redis kept
+        everything else (by hand, or by eviction): its groups are made again, and the
+        shards, whose tasks and claims are still there, keep running."""
+        if not await holds_state(self.redis):
+            await self.state_lost("a consumer group is gone")
+            return
+        log.warning(
+            "a consumer group is missing while Redis keeps its state: re-creating the groups"
+        )
+        for run_id in list(self.runs):
+            await self.streams.create_groups(run_id)
+
     async def state_lost(self, reason: str) -> None:
         """Re-create every run's consumer groups and re-dispatch each shard not settled
         in DuckDB as a new attempt (its streams, queued task and counters are gone)."""

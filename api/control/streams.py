@@ -77,9 +77,11 @@ class StreamConsumer:
         """The streams of an active run."""
         return run_streams(run_id, isinstance(self.runs.get(run_id), SessionCoordinator))
 
-    async def create_groups(self, run_id: str) -> None:
-        """The consumer group on each of the run's streams (created with them)."""
-        for stream in self.streams(run_id):
+    async def create_groups(self, run_id: str, session: bool | None = None) -> None:
+        """The consumer group on each of the run's streams (created with them).
+        ``session`` says what the run is before it is in ``runs`` (default: as there)."""
+        streams = self.streams(run_id) if session is None else run_streams(run_id, session)
+        for stream in streams:
             try:
                 await self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
             except ResponseError as exc:

@@ -34,6 +34,11 @@ from typing import Any
 import pytest
 from _pytest.mark.expression import Expression
 
+try:  # pytest 9: a node's id is a NodeId
+    from _pytest.nodeid import NodeId
+except ImportError:  # pragma: no cover - pytest 8 reads the id xdist sets
+    NodeId = None  # type: ignore[assignment,misc]
+
 TESTS = Path(__file__).resolve().parent.parent
 # Directories whose every test starts real services.
 INTEGRATION_DIRS = ("integration", "security", "faults", "browser")
@@ -113,7 +118,26 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return min(MAX_AUTO_WORKERS, WORKERS_PER_CORE * (os.cpu_count() or 1))
 
 
+class _GroupIds:
+    """Make pytest-xdist's ``loadgroup`` group again under pytest 9.
+
+    xdist (3.8) appends ``@group`` to ``item._nodeid`` on each worker, and its scheduler
+    groups the ids the workers report; pytest 9 builds ``item.nodeid`` from ``item._id``
+    instead, so every group was lost (each test went to any worker, and a module's
+    fixtures were set up on every worker its tests landed on, with other modules' tests
+    run between them). After xdist's hook, the suffixed id is made the item's id."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            grouped: str | None = getattr(item, "_nodeid", None)
+            if NodeId is not None and grouped and grouped != item.nodeid:
+                item._id = NodeId.parse(grouped)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+        config.pluginmanager.register(_GroupIds(), "tokenbench-xdist-group-ids")
     if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
         config.stash[_lock_dir] = tempfile.mkdtemp(prefix="tokenbench-serial-")
 

@@ -18,10 +18,17 @@ from analytics.store.db import connect
 from api.control.plane import ControlPlane
 from api.control.recovery import Recovery
 from api.local.redis_server import RedisServer
+from scenarios.gateway_config import GatewayConfig
 from scenarios.model import Scenario
 from scenarios.settings import ControlSettings
-from scenarios.wire.contract import events_stream, records_stream, region_queue
+from scenarios.wire.contract import (
+    captures_stream,
+    events_stream,
+    records_stream,
+    region_queue,
+)
 from tests.faults.conftest import scenario
+from tests.support.teams import gateway_config
 from workers.runtime.broker import TRANSPORT
 
 pytestmark = pytest.mark.integration
@@ -75,6 +82,71 @@ def test_a_redis_that_lost_its_state_gets_groups_back_and_the_shard_again(
                     break
                 await plane.step()
             assert plane.store_state(run_id) == "cancelled"
+        finally:
+            await client.aclose()
+            con.close()
+
+    asyncio.run(go())
+
+
+def test_a_group_gone_while_redis_keeps_its_state_is_made_again_and_nothing_resent(
+    tmp_path: Path, url: str
+) -> None:
+    region = f"rec-{uuid.uuid4().hex[:6]}"
+    celery = Celery("recovery-test", set_as_current=False)
+    celery.conf.update(broker_url=url, broker_transport=TRANSPORT)
+
+    async def go() -> None:
+        client = Redis.from_url(url)
+        con = connect(tmp_path / "recovery.duckdb")
+        plane = ControlPlane(client, con, celery, ControlSettings(max_attempts=3))
+        try:
+            coordinator = await plane.submit(
+                Scenario.model_validate(scenario(region, 4, [1])), wait_for_workers=True
+            )
+            (shard,) = coordinator.shards.values()
+            await plane.step()  # dispatched; the state marker written
+            assert shard.dispatches == 1
+            run_id = coordinator.run_id
+            await client.xgroup_destroy(events_stream(run_id), "control")
+            await plane.step()  # the read meets NOGROUP
+            assert [g["name"] for g in await client.xinfo_groups(events_stream(run_id))] == [
+                b"control"
+            ]
+            await plane.step()
+            assert shard.state == "dispatched" and shard.dispatches == 1
+            assert await client.llen(region_queue(region)) == 1  # the one task, not two
+        finally:
+            await client.aclose()
+            con.close()
+
+    asyncio.run(go())
+
+
+def test_a_session_is_read_only_once_its_groups_exist(tmp_path: Path, url: str) -> None:
+    """The loop reads the streams of every run it holds: a session put there before its
+    groups exist would be read without them (NOGROUP)."""
+    celery = Celery("recovery-test", set_as_current=False)
+    celery.conf.update(broker_url=url, broker_transport=TRANSPORT)
+
+    async def go() -> None:
+        client = Redis.from_url(url)
+        con = connect(tmp_path / "recovery.duckdb")
+        plane = ControlPlane(client, con, celery, ControlSettings())
+        await plane.start()  # the shadow tables, the state marker
+        held_while_created: list[bool] = []
+        create = plane.streams.create_groups
+
+        async def spy(run_id: str, session: bool | None = None) -> None:
+            held_while_created.append(run_id in plane.runs)
+            await create(run_id, session)
+
+        plane.streams.create_groups = spy  # type: ignore[method-assign]
+        try:
+            session = await plane.open_session(GatewayConfig.model_validate(gateway_config("g")))
+            assert held_while_created == [False]
+            groups = await client.xinfo_groups(captures_stream(session.run_id))
+            assert [g["name"] for g in groups] == [b"control"]
         finally:
             await client.aclose()
             con.close()
