@@ -40,7 +40,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

@@ -121,6 +121,26 @@ REQUEST_RECORD_SCHEMA = pa.schema(
         # in runs without upstreams
         pa.field("client_request_id", pa.string()),
         pa.field("prompt_hash", pa.string()),
+        # where the time goes (schema v20, docs/metrics.md): the response's own id and
+        # the request id header the server sent (server-side timings are joined on
+        # them); timings the response carried (queue, TTFT as the server saw it, ns) and
+        # their source; prefix-cache tokens read and written as usage reported them, and
+        # the tokens the plan made repeat a prefix already sent; connection phases (ns,
+        # NULL on a reused connection), the request written (ns since sent), and whether
+        # the request opened its connection. NULL: the provider or transport did not say.
+        pa.field("response_id", pa.string()),
+        pa.field("server_request_id", pa.string()),
+        pa.field("server_queue_ns", pa.int64()),
+        pa.field("server_ttft_ns", pa.int64()),
+        pa.field("server_timing_source", pa.string()),
+        pa.field("cached_tokens", pa.int32()),
+        pa.field("cache_write_tokens", pa.int32()),
+        pa.field("planned_cached_tokens", pa.int32()),
+        pa.field("dns_ns", pa.int64()),
+        pa.field("connect_ns", pa.int64()),
+        pa.field("tls_ns", pa.int64()),
+        pa.field("request_written_ns", pa.int64()),
+        pa.field("connection_new", pa.bool_()),
     ],
     metadata={"tokenbench.record_schema_version": str(RECORD_SCHEMA_VERSION)},
 )

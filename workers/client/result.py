@@ -62,6 +62,25 @@ class RequestResult:
     tool_calls: int = 0
     # Image tokens of the prompt, where the server's usage reports them apart.
     image_prompt_tokens: int | None = None
+    # Where the time goes (docs/metrics.md): the response's own id and the request id
+    # header the server sent; timings the response carried (ns) and their source.
+    response_id: str | None = None
+    server_request_id: str | None = None
+    server_queue_ns: int | None = None
+    server_ttft_ns: int | None = None
+    server_timing_source: str | None = None
+    # Prefix cache, as usage reported it: prompt tokens read from and written to it.
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    # Connection phases (perf_counter_ns stamps): None on a reused connection.
+    dns_start: int | None = None
+    dns_end: int | None = None
+    connect_start: int | None = None
+    connect_end: int | None = None
+    tls_start: int | None = None
+    tls_end: int | None = None
+    request_written: int | None = None
+    connection_new: bool | None = None
     retries: int = 0
     retry_wait_ns: int = 0
     failure: RequestFailure | None = None

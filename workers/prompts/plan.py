@@ -79,6 +79,9 @@ class PlannedRequest:
     dataset_row: int | None = None
     # The id sent with the request when the run's upstreams log it (workers/client/request_ids.py).
     request_id: str | None = None
+    # Prompt tokens built to repeat a prefix already sent (a workload's target prefix-cache
+    # hit rate, docs/workloads.md); None when the workload sets no target.
+    cached_prefix_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

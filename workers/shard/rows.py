@@ -134,6 +134,37 @@ def _tag_columns(ctx: RowContext, request: PlannedRequest) -> dict[str, object]:
     }
 
 
+def _span(start: int | None, end: int | None) -> int | None:
+    return None if start is None or end is None else end - start
+
+
+def _timing_columns(result: RequestResult) -> dict[str, object]:
+    """Where the time went (docs/metrics.md): ids, the server's own timings, prefix
+    cache usage and connection phases; a figure no column can hold is unknown."""
+    return {
+        "response_id": _clip(result.response_id),
+        "server_request_id": _clip(result.server_request_id),
+        "server_queue_ns": _within(result.server_queue_ns, _INT64_MAX),
+        "server_ttft_ns": _within(result.server_ttft_ns, _INT64_MAX),
+        "server_timing_source": result.server_timing_source,
+        "cached_tokens": _within(result.cached_tokens, _INT32_MAX),
+        "cache_write_tokens": _within(result.cache_write_tokens, _INT32_MAX),
+        "dns_ns": _span(result.dns_start, result.dns_end),
+        "connect_ns": _span(result.connect_start, result.connect_end),
+        "tls_ns": _span(result.tls_start, result.tls_end),
+        "request_written_ns": _span(result.sent, result.request_written),
+        "connection_new": result.connection_new,
+    }
+
+
+# A server-sent id longer than this is cut: the id joins, it is not a payload.
+MAX_ID_CHARS = 200
+
+
+def _clip(value: str | None) -> str | None:
+    return None if value is None else value[:MAX_ID_CHARS]
+
+
 def record_row(
     ctx: RowContext, request: PlannedRequest, result: RequestResult
 ) -> dict[str, object]:
@@ -196,6 +227,8 @@ def record_row(
         "dataset_row": request.dataset_row,
         **_image_columns(request, result),
         **_tag_columns(ctx, request),
+        **_timing_columns(result),
+        "planned_cached_tokens": _within(request.cached_prefix_tokens, _INT32_MAX),
     }
     for stamp in STAMPS:
         row[f"{stamp}_at"] = wall_ns(getattr(result, stamp))

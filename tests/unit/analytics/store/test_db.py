@@ -68,6 +68,20 @@ V1_COLUMNS = {
             "image_prompt_tokens",
             "client_request_id",
             "prompt_hash",
+            # v20 where the time goes.
+            "response_id",
+            "server_request_id",
+            "server_queue_ns",
+            "server_ttft_ns",
+            "server_timing_source",
+            "cached_tokens",
+            "cache_write_tokens",
+            "planned_cached_tokens",
+            "dns_ns",
+            "connect_ns",
+            "tls_ns",
+            "request_written_ns",
+            "connection_new",
         )
     ),
 }
