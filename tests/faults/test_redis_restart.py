@@ -34,13 +34,18 @@ def test_redis_restart_mid_run_loses_nothing_silently(
         ]
         wait_for_view(client, run_id, lambda v: v["requests_done"] >= 20, timeout_s=120)
 
+        # A key nobody writes again: the run's streams are made again within a second of
+        # the restart (by the control plane and by the worker), this one is not.
+        direct = redis.Redis.from_url(fault_stack.redis.url)
+        direct.set("test:sentinel", 1)
+        direct.close()
         fault_stack.redis.kill()
         time.sleep(3)  # the worker and the control plane see it gone
         fault_stack.redis.restart(keep_data=keep_data)
         if not keep_data:
-            assert not redis.Redis.from_url(fault_stack.redis.url).exists(
-                f"tokenbench:run:{run_id}:events"
-            )
+            after = redis.Redis.from_url(fault_stack.redis.url)
+            assert not after.exists("test:sentinel")
+            after.close()
 
         view = wait_for_view(client, run_id, lambda v: v["state"] != "running", timeout_s=180)
         assert worker.process.poll() is None, fault_stack.logs()

@@ -132,7 +132,10 @@ class _GroupIds:
         for item in items:
             grouped: str | None = getattr(item, "_nodeid", None)
             if NodeId is not None and grouped and grouped != item.nodeid:
-                item._id = NodeId.parse(grouped)
+                # The whole id after the path as one name: rebuilt or cached, it reads
+                # back as xdist wrote it (params parsed apart would move its "]").
+                path, _, rest = grouped.partition("::")
+                item._id = NodeId(path=path, names=(rest,))
 
 
 def pytest_configure(config: pytest.Config) -> None:
