@@ -12,11 +12,12 @@ with ``[DONE]`` but no ``finish_reason``) are drawn per request from a seeded RN
 (``faults.py``); ``stream_usage: false`` streams no usage chunk, as llama-cpp-python's
 server does. With ``prefix_cache`` it keeps the conversations it served
 (``prefix_cache.py``): a request that starts with one prefills only the rest, and its
-usage says how much was cached. The hosted APIs' dialects are served beside chat with the
-same model (``dialects/``): ``POST /v1/messages`` (Anthropic), ``POST /v1/responses``
-(OpenAI Responses), ``POST /v1beta/models/{model}:streamGenerateContent?alt=sse`` (Gemini). Image content parts are counted by the endpoint's image
+usage says how much was cached. Image content parts are counted by the endpoint's image
 rule (``image_tokens``) and are prompt tokens like text, reported apart in
-``usage.prompt_tokens_details`` if asked to.
+``usage.prompt_tokens_details`` if asked to. The hosted APIs' dialects are served beside
+chat with the same model (``dialects/``): ``POST /v1/messages`` (Anthropic), ``POST
+/v1/responses`` (OpenAI Responses), ``POST
+/v1beta/models/{model}:streamGenerateContent?alt=sse`` (Gemini).
 """
 
 from __future__ import annotations

@@ -83,26 +83,9 @@ class AnthropicParser:
         kind = message.get("type", event.event)
         stream = self.stream
         if kind == "content_block_delta":
-            delta = message.get("delta")
-            if not isinstance(delta, dict):
-                return
-            delta_kind = delta.get("type")
-            if delta_kind == "text_delta":
-                stream.text(stamp, delta.get("text"), output=True)
-            elif delta_kind == "thinking_delta":
-                stream.text(stamp, delta.get("thinking"), output=False)
-            elif delta_kind == "input_json_delta":
-                stream.tool_call(stamp, message.get("index"), delta.get("partial_json"))
+            self._on_delta(message, stamp)
         elif kind == "content_block_start":
-            block = message.get("content_block")
-            if not isinstance(block, dict):
-                return
-            if block.get("type") in ("tool_use", "server_tool_use"):
-                stream.tool_call(stamp, message.get("index"))  # the call's name arrives here
-            elif block.get("type") == "text":
-                stream.text(stamp, block.get("text"), output=True)
-            elif block.get("type") == "thinking":
-                stream.text(stamp, block.get("thinking"), output=False)
+            self._on_block_start(message, stamp)
         elif kind == "message_start":
             start = message.get("message")
             if isinstance(start, dict):
@@ -123,6 +106,30 @@ class AnthropicParser:
             error_type = error.get("type")
             status = _ERROR_STATUS.get(str(error_type), 500)
             raise event_failure(status, error_type, error.get("message"))
+
+    def _on_delta(self, message: dict[str, Any], stamp: int) -> None:
+        delta = message.get("delta")
+        if not isinstance(delta, dict):
+            return
+        kind = delta.get("type")
+        if kind == "text_delta":
+            self.stream.text(stamp, delta.get("text"), output=True)
+        elif kind == "thinking_delta":
+            self.stream.text(stamp, delta.get("thinking"), output=False)
+        elif kind == "input_json_delta":
+            self.stream.tool_call(stamp, message.get("index"), delta.get("partial_json"))
+
+    def _on_block_start(self, message: dict[str, Any], stamp: int) -> None:
+        block = message.get("content_block")
+        if not isinstance(block, dict):
+            return
+        kind = block.get("type")
+        if kind in ("tool_use", "server_tool_use"):
+            self.stream.tool_call(stamp, message.get("index"))  # the call's name is here
+        elif kind == "text":
+            self.stream.text(stamp, block.get("text"), output=True)
+        elif kind == "thinking":
+            self.stream.text(stamp, block.get("thinking"), output=False)
 
     def _on_usage(self, usage: Any) -> None:
         if not isinstance(usage, dict):

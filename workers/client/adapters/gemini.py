@@ -133,7 +133,9 @@ def gemini_tool_config(tool_choice: str | dict[str, Any]) -> dict[str, Any]:
 
 
 def generate_content_body(
-    request: PlannedRequest, include_thoughts: bool = False, extra_body: dict[str, Any] | None = None
+    request: PlannedRequest,
+    include_thoughts: bool = False,
+    extra_body: dict[str, Any] | None = None,
 ) -> bytes:
     """A ``streamGenerateContent`` request of the planned output length
     (``generationConfig.maxOutputTokens``); ``extra_body`` merged last, its own

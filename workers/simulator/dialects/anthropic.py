@@ -31,7 +31,7 @@ class AnthropicDialect:
     """Request and answer shapes of the Messages API."""
 
     name = "anthropic"
-    request_id_header = "request-id"
+    request_id_header: str | None = "request-id"
 
     def as_chat(self, body: dict[str, Any], query: str) -> dict[str, Any]:
         """The Messages request as a chat request."""
@@ -86,7 +86,7 @@ class MessagesEncoder:
 
     def start(self, prompt: Prompt) -> str:
         """``message_start`` and a ``ping``."""
-        message = {
+        message: dict[str, Any] = {
             "id": f"msg_sim_{self.serial}",
             "type": "message",
             "role": "assistant",

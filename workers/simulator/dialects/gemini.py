@@ -33,7 +33,7 @@ class GeminiDialect:
     """Request and answer shapes of the Gemini API."""
 
     name = "gemini"
-    request_id_header = None
+    request_id_header: str | None = None
 
     def as_chat(self, body: dict[str, Any], query: str) -> dict[str, Any]:
         """The ``streamGenerateContent`` request as a chat request."""

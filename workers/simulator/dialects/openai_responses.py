@@ -25,7 +25,7 @@ class ResponsesDialect:
     """Request and answer shapes of the Responses API."""
 
     name = "openai-responses"
-    request_id_header = "x-request-id"
+    request_id_header: str | None = "x-request-id"
 
     def as_chat(self, body: dict[str, Any], query: str) -> dict[str, Any]:
         """The Responses request as a chat request."""

@@ -92,7 +92,11 @@ def test_body_and_key_header() -> None:
     assert [c["role"] for c in body["contents"]] == ["user", "model"]
     assert body["systemInstruction"] == {"parts": [{"text": "sys"}]}
     assert body["tools"] == [
-        {"functionDeclarations": [{"name": "f", "description": "", "parameters": {"type": "object"}}]}
+        {
+            "functionDeclarations": [
+                {"name": "f", "description": "", "parameters": {"type": "object"}}
+            ]
+        }
     ]
     assert body["toolConfig"] == {"functionCallingConfig": {"mode": "AUTO"}}
     assert gemini_tool_config({"type": "function", "function": {"name": "f"}}) == {

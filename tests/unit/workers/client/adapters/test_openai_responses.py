@@ -66,7 +66,9 @@ def test_failed_response_is_a_classified_failure() -> None:
 def test_error_event_with_a_rate_limit_code_is_a_429() -> None:
     result = RequestResult(intended_start=0)
     parser = ResponsesParser(result)
-    event = b'event: error\ndata: {"type":"error","code":"rate_limit_exceeded","message":"slow"}\n\n'
+    event = (
+        b'event: error\ndata: {"type":"error","code":"rate_limit_exceeded","message":"slow"}\n\n'
+    )
     with pytest.raises(RequestFailure) as caught:
         parser.feed(event, 1)
     assert (caught.value.error_class, caught.value.http_status) == ("http_429", 429)

@@ -17,8 +17,7 @@ from workers.client.adapters.openai_responses import ResponsesParser, responses_
 from workers.client.result import RequestResult
 from workers.client.streaming import StreamParser
 from workers.prompts.plan import PlannedRequest, ToolSet
-from workers.simulator.dialects import dialect_of
-from workers.simulator.dialects import anthropic, gemini, openai_responses
+from workers.simulator.dialects import anthropic, dialect_of, gemini, openai_responses
 from workers.simulator.dialects.serve import ArgumentPieces, Dialect
 
 
