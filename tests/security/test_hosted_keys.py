@@ -19,12 +19,31 @@ import pytest
 
 from tests.fakes.catcher import Catcher
 from tests.security.conftest import CANARIES, HostileStack, scenario_with
-from tests.security.test_secrets import assert_nothing_caught, assert_refused, shards, submit
 from tests.support.paths import PROVIDER_DATA
 
 pytestmark = pytest.mark.integration
 
 BOUND = "BOUND_TEST_KEY"
+
+
+def submit(stack: HostileStack, scenario: dict[str, Any]) -> dict[str, Any]:
+    """Start a run over REST and return its view once it ended."""
+    created = stack.client.post("/v1/runs", json={"scenario": scenario})
+    assert created.status_code == 201, created.text
+    return stack.wait_for_run(created.json()["id"])
+
+
+def shards(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The run's shards by provider name."""
+    return {s["provider"]: s for stage in view["stages"] for s in stage["shards"]}
+
+
+def assert_refused(shard: dict[str, Any], variable: str) -> None:
+    """The shard failed before sending anything, naming the variable and the host."""
+    assert shard["state"] == "failed", shard
+    message = shard["message"] or ""
+    assert variable in message and "'127.0.0.1'" in message, message
+    assert shard["requests_done"] == 0
 
 
 def entries(base: str, variable: str, suffix: str = "") -> list[dict[str, Any]]:
@@ -50,7 +69,8 @@ def test_unbound_variables_are_never_sent_by_the_hosted_kinds(
     for suffix, variable in attacks.items():
         for name in ("claude", "responses", "gem"):
             assert_refused(found[f"{name}{suffix}"], variable)
-    assert_nothing_caught(hostile_stack, catcher)
+    assert hostile_stack.canaries_in(catcher.received()) == []
+    assert catcher.requests == []
     hostile_stack.assert_healthy()
 
 
