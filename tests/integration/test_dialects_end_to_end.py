@@ -1,7 +1,8 @@
 """The hosted APIs' dialects through the real path: CLI → Celery worker → the simulator
 (``tokenbench simulate``, which speaks each dialect) → Arrow records → DuckDB, in closed
-and open loop. The anthropic provider reads its key from the worker's environment (bound
-to loopback), so the secret lookup is on the path too."""
+and open loop, and as multi-turn sessions against the simulator's prefix cache. The
+anthropic provider reads its key from the worker's environment (bound to loopback), so
+the secret lookup is on the path too."""
 
 from __future__ import annotations
 
@@ -38,11 +39,14 @@ def run_scenario(
     name: str,
     url: str,
     load: dict[str, Any],
+    query: str = "",
+    workload: dict[str, Any] | None = None,
 ) -> list[tuple[Any, ...]]:
     scenario = {
         "name": name,
         "providers": providers(url),
-        "workload": {
+        "workload": workload
+        or {
             "mix": [
                 {
                     "prompt_tokens": {"dist": "fixed", "value": 12},
@@ -62,7 +66,8 @@ def run_scenario(
     assert SECRET.encode() not in db.read_bytes()
     con = duckdb.connect(str(db), read_only=True)
     return con.execute(
-        "SELECT provider, status, completion_tokens, token_count_source, prompt_tokens,"
+        query
+        or "SELECT provider, status, completion_tokens, token_count_source, prompt_tokens,"
         " finish_reason, response_id, server_request_id, cached_tokens, ttft_ns"
         " FROM request_records ORDER BY provider, seq"
     ).fetchall()
@@ -110,3 +115,38 @@ def test_open_loop_against_the_simulated_dialects(
     load = {"rate": {"rps": [20], "arrival": "poisson"}, "requests_per_level": 8}
     rows = run_scenario(tmp_path, tokenbench, worker_env, eu_worker, "open", url, load)
     check(rows, 8)
+
+
+def test_sessions_send_the_answers_back_and_the_prefix_cache_shows_in_usage(
+    tmp_path: Path,
+    eu_worker: Proc,
+    worker_env: dict[str, str],
+    simulate_endpoint: Callable[..., str],
+    tokenbench: Callable[..., CliResult],
+) -> None:
+    url = simulate_endpoint(ttft_ms=5, itl_ms=1, prefix_cache=True)
+    workload = {
+        "mix": [
+            {
+                "prompt_tokens": {"dist": "uniform", "min": 16, "max": 32},
+                "output_tokens": {"dist": "fixed", "value": 8},
+            }
+        ],
+        "sessions": {"turns": 3, "think_time": 0.01},
+    }
+    query = (
+        "SELECT provider, turn, status, prompt_tokens, planned_prompt_tokens, cached_tokens"
+        " FROM request_records ORDER BY provider, session_id, turn"
+    )
+    load = {"concurrency": [2], "sessions_per_level": 3}
+    rows = run_scenario(
+        tmp_path, tokenbench, worker_env, eu_worker, "sessions", url, load, query, workload
+    )
+    assert len(rows) == 3 * 3 * 3 and {r[2] for r in rows} == {"ok"}, rows
+    for provider, turn, _, prompt, planned, cached in rows:
+        # The simulator counts a token a word: the whole conversation, the earlier
+        # answers' text included, arrived as planned.
+        assert prompt == planned, (provider, turn)
+        assert cached is not None and 0 <= cached <= prompt
+        if turn > 1:  # the conversation so far was served before: read from the cache
+            assert cached > 0, (provider, turn, cached)
