@@ -216,7 +216,14 @@ class Scenario(StrictModel):
 
 
 # Provider kinds whose adapter sends a chat conversation and keeps the answer's text.
-SESSION_KINDS = ("openai", "simulated", "azure-openai")
+SESSION_KINDS = (
+    "openai",
+    "simulated",
+    "azure-openai",
+    "anthropic",
+    "openai-responses",
+    "gemini",
+)
 
 
 def _reject_duplicates(values: list[str], what: str) -> None:

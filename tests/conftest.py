@@ -182,11 +182,15 @@ def simulate_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
     """Factory: start `tokenbench simulate` with options; returns its base URL."""
     procs: list[Proc] = []
 
-    def start(**options: float | int | str) -> str:
+    def start(**options: float | int | str | bool) -> str:
         port = free_port()
         args = ["simulate", "--port", str(port)]
         for name, value in options.items():
-            args += [f"--{name.replace('_', '-')}", str(value)]
+            flag = f"--{name.replace('_', '-')}"
+            if isinstance(value, bool):  # a switch: --prefix-cache / --no-prefix-cache
+                args.append(flag if value else f"--no-{name.replace('_', '-')}")
+            else:
+                args += [flag, str(value)]
         log = tmp_path_factory.mktemp("simulate") / "simulate.log"
         proc = _spawn(args, log, dict(os.environ))
         procs.append(proc)

@@ -203,6 +203,64 @@ class ReplicateProvider(ProviderBase):
         return [self.api_key_env]
 
 
+class AnthropicProvider(ServerEndpoint):
+    """Anthropic's Messages API, ``POST {base_url}/v1/messages`` streamed as SSE; also any
+    engine that serves that API (vLLM, gateways): set ``base_url`` to it."""
+
+    kind: Literal["anthropic"] = Field(description="Provider adapter.")
+    base_url: Url = Field(
+        default="https://api.anthropic.com",
+        description="Server root; /v1/messages is joined to it.",
+    )
+    model: str = Field(
+        min_length=1, max_length=MAX_ID_CHARS, description="Model id sent in each request."
+    )
+    anthropic_version: str = Field(
+        default="2023-06-01",
+        pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$",
+        description="The anthropic-version header.",
+    )
+    extra_body: ExtraBody = None
+
+
+class OpenAIResponsesProvider(ServerEndpoint):
+    """OpenAI's Responses API, ``POST {base_url}/responses`` with ``stream: true``."""
+
+    kind: Literal["openai-responses"] = Field(description="Provider adapter.")
+    base_url: Url = Field(
+        default="https://api.openai.com/v1",
+        description="Up to and including /v1; /responses is joined to it.",
+    )
+    model: str = Field(
+        min_length=1, max_length=MAX_ID_CHARS, description="Model id sent in each request."
+    )
+    extra_body: ExtraBody = None
+
+
+class GeminiProvider(ServerEndpoint):
+    """Google's Gemini API, ``POST {base_url}/v1beta/models/{model}:streamGenerateContent``
+    with ``alt=sse``; the key travels in the ``x-goog-api-key`` header, never the URL."""
+
+    kind: Literal["gemini"] = Field(description="Provider adapter.")
+    base_url: Url = Field(
+        default="https://generativelanguage.googleapis.com",
+        description="Server root; /v1beta/models/MODEL:streamGenerateContent is joined to it.",
+    )
+    model: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        max_length=MAX_ID_CHARS,
+        description="Model id, e.g. gemini-2.5-flash (it is a path segment of the URL).",
+    )
+    include_thoughts: bool = Field(
+        default=False,
+        description=(
+            "Ask for thought summaries (generationConfig.thinkingConfig.includeThoughts): "
+            "thinking models only; their parts count for TTFT as reasoning."
+        ),
+    )
+    extra_body: ExtraBody = None
+
+
 class PresetReference(StrictModel):
     """A provider completed from the shipped preset catalog (``scenarios/providers/presets``): its
     kind, base URL, auth style and list prices. Any key of that kind may be given too and
@@ -234,6 +292,9 @@ AnyProvider = (
     | TGIProvider
     | LlamaCppProvider
     | ReplicateProvider
+    | AnthropicProvider
+    | OpenAIResponsesProvider
+    | GeminiProvider
 )
 # ``preset: NAME`` entries are completed from the shipped catalog before the kind is
 # looked at, so every later step sees a full provider of one of the kinds above.

@@ -6,11 +6,16 @@ behaviour: ``/s/{scenario}/...`` with scenario ``ok``, ``ratelimit`` (always 429
 ``ratelimit-once*`` (429 on the first request of each such scenario and dialect, then
 ok), ``quota``,
 ``midstream`` (an error after the first token), ``cut`` (the connection ends after the
-first event), ``nousage`` (OpenAI chat as llama-cpp-python's server streams it: a
+first event), ``tool`` (the hosted dialects' tool-call streams), ``incomplete`` (a
+Responses answer cut at ``max_output_tokens``), ``overloaded`` (Anthropic's 529),
+``nousage`` (OpenAI chat as llama-cpp-python's server streams it: a
 finish_reason but no usage chunk), ``nofinish`` (chat and completions streams whose
 finish_reason never comes, then ``[DONE]``). Model ``missing`` gets the dialect's not-found answer. Credentials are
-checked as the real services do (bearer token, Azure ``api-key``, Bedrock SigV4
-signature recomputed with botocore), and refused with the recorded auth errors.
+checked as the real services do (bearer token, Azure ``api-key``, Anthropic ``x-api-key``
+with ``anthropic-version``, Gemini ``x-goog-api-key`` (a ``key=`` in the URL is refused),
+Bedrock SigV4 signature recomputed with botocore), and refused with the recorded auth
+errors. Anthropic and Responses answers carry a request-id header (``request-id``,
+``x-request-id``) of ``FAKE_REQUEST_ID``.
 
 Bodies are written event by event with a short pause between, so the client sees
 events arrive in separate reads, as from a real generating server.
@@ -40,6 +45,7 @@ AWS_ACCESS_KEY_ID = "AKIAFAKE00EXAMPLE000"
 AWS_SECRET_ACCESS_KEY = "fake+secret/access0key0for0tests00000000"
 AWS_REGION = "us-east-1"
 EVENT_GAP_S = 0.003
+FAKE_REQUEST_ID = "req_fake_0123456789"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -95,6 +101,9 @@ class FakeProviders:
             ("POST", "/s/{sc}/v1/predictions", self.replicate_create),
             ("GET", "/s/{sc}/stream/{id}", self.replicate_stream),
             ("GET", "/s/{sc}/v1/predictions/{id}", self.replicate_get),
+            ("POST", "/s/{sc}/v1/messages", self.anthropic),
+            ("POST", "/s/{sc}/v1/responses", self.openai_responses),
+            ("POST", "/s/{sc}/v1beta/models/{call}", self.gemini),
         ]
         for method, path, handler in routes:
             app.router.add_route(method, path, handler)
@@ -135,9 +144,13 @@ class FakeProviders:
 
     @staticmethod
     async def _stream(
-        request: web.Request, pieces: list[bytes], content_type: str, cut: bool = False
+        request: web.Request,
+        pieces: list[bytes],
+        content_type: str,
+        cut: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"content-type": content_type})
+        response = web.StreamResponse(headers={"content-type": content_type, **(headers or {})})
         await response.prepare(request)
         for index, piece in enumerate(pieces):
             if index:
@@ -336,3 +349,57 @@ class FakeProviders:
         if not self._bearer_ok(request):
             return self._json(data("replicate/401.json"), 401)
         return self._replicate_json(request, "succeeded.json", 200)
+
+    # ------------------------------------------------------------------ hosted dialects
+
+    def _recorded(self, dialect: str, scenario: str) -> list[bytes]:
+        name = {"midstream": "midstream-error", "tool": "tool", "incomplete": "incomplete"}.get(
+            scenario, "stream"
+        )
+        return sse_events(data(f"{dialect}/{name}.sse"))
+
+    async def anthropic(self, request: web.Request) -> web.StreamResponse:
+        """Anthropic's ``/v1/messages``: ``x-api-key`` and ``anthropic-version``."""
+        await self._record(request)
+        scenario = request.match_info["sc"]
+        ids = {"request-id": FAKE_REQUEST_ID}
+        if request.headers.get("x-api-key") != KEY or "anthropic-version" not in request.headers:
+            return self._json(data("anthropic/401.json"), 401, **ids)
+        if scenario == "overloaded":
+            return self._json(data("anthropic/529.json"), 529, **ids)
+        if self._rate_limited(request, "anthropic"):
+            return self._json(data("anthropic/429.json"), 429, **{"retry-after": "0"}, **ids)
+        events = self._recorded("anthropic", scenario)
+        return await self._stream(
+            request, events, "text/event-stream", cut=scenario == "cut", headers=ids
+        )
+
+    async def openai_responses(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI's ``/v1/responses``: bearer key."""
+        await self._record(request)
+        scenario = request.match_info["sc"]
+        ids = {"x-request-id": FAKE_REQUEST_ID}
+        if not self._bearer_ok(request):
+            return self._json(data("openai-responses/401.json"), 401, **ids)
+        if self._rate_limited(request, "responses"):
+            return self._json(data("openai-responses/429.json"), 429, **{"retry-after": "0"}, **ids)
+        events = self._recorded("openai-responses", scenario)
+        return await self._stream(
+            request, events, "text/event-stream", cut=scenario == "cut", headers=ids
+        )
+
+    async def gemini(self, request: web.Request) -> web.StreamResponse:
+        """Gemini's ``/v1beta/models/{model}:streamGenerateContent?alt=sse``:
+        ``x-goog-api-key``; a key in the URL is refused (it must never travel there)."""
+        await self._record(request)
+        scenario = request.match_info["sc"]
+        if not request.match_info["call"].endswith(":streamGenerateContent"):
+            return self._json(b'{"error":{"code":404,"status":"NOT_FOUND"}}', 404)
+        if request.query.get("alt") != "sse" or "key" in request.query:
+            return self._json(data("gemini/400.json"), 400)
+        if request.headers.get("x-goog-api-key") != KEY:
+            return self._json(data("gemini/400.json"), 400)
+        if self._rate_limited(request, "gemini"):
+            return self._json(data("gemini/429.json"), 429)
+        events = self._recorded("gemini", scenario)
+        return await self._stream(request, events, "text/event-stream", cut=scenario == "cut")

@@ -2,7 +2,9 @@
 reasons").
 
 Each dialect names its reasons its own way (OpenAI ``finish_reason``, llama.cpp
-``stop_type``, TGI ``details.finish_reason``, Bedrock ``stopReason``); records keep them
+``stop_type``, TGI ``details.finish_reason``, Bedrock ``stopReason``, Anthropic
+``stop_reason``, the Responses API's status and ``incomplete_details.reason``, Gemini
+``finishReason``); records keep them
 mapped to OpenAI's words so that providers compare: ``stop`` (the model ended: its
 end-of-sequence token or a stop sequence), ``length`` (the token limit), ``tool_calls``,
 ``content_filter``. A value outside a dialect's table is kept as the server wrote it when
@@ -14,9 +16,12 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "ANTHROPIC_REASONS",
     "BEDROCK_REASONS",
+    "GEMINI_REASONS",
     "LLAMACPP_STOP_TYPES",
     "OPENAI_REASONS",
+    "RESPONSES_INCOMPLETE_REASONS",
     "TGI_REASONS",
     "finish_reason",
 ]
@@ -40,6 +45,34 @@ BEDROCK_REASONS = {
     "tool_use": "tool_calls",
     "guardrail_intervened": "content_filter",
     "content_filtered": "content_filter",
+}
+# Anthropic Messages ``stop_reason`` (pause_turn: a server-tool loop paused the turn,
+# which ended it as far as this answer goes; refusal: the model declined).
+ANTHROPIC_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+# OpenAI Responses ``incomplete_details.reason`` of a ``response.incomplete`` answer (a
+# completed response is ``stop``, or ``tool_calls`` when it made a function call).
+RESPONSES_INCOMPLETE_REASONS = {
+    "max_output_tokens": "length",
+    "content_filter": "content_filter",
+}
+# Gemini ``finishReason`` (a STOP whose answer called a function is ``tool_calls``).
+GEMINI_REASONS = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
 }
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.:-]{1,32}")

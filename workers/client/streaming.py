@@ -74,7 +74,9 @@ class HttpCall:
 
 
 class StreamParser(Protocol):
-    """Interprets one response body of a wire format, updating a RequestResult."""
+    """Interprets one response body of a wire format, updating a RequestResult. A parser
+    that also reads the response's headers (a request id) defines ``on_headers(headers)``,
+    called once before the first chunk of a 200 answer."""
 
     def feed(self, chunk: bytes, stamp: int) -> None:
         """Account for ``chunk``, whose bytes arrived at ``stamp``; raise RequestFailure
@@ -139,6 +141,9 @@ async def measure_stream(
                         response.status_code, response.headers, body, limits.secrets
                     )
                     return result
+                on_headers = getattr(parser, "on_headers", None)
+                if on_headers is not None:
+                    on_headers(response.headers)
                 arrival = arrival_of(response)
                 if arrival is not None:
                     # The direct path: chunks with their arrival stamps straight from the

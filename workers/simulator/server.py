@@ -14,7 +14,10 @@ server does. With ``prefix_cache`` it keeps the conversations it served
 (``prefix_cache.py``): a request that starts with one prefills only the rest, and its
 usage says how much was cached. Image content parts are counted by the endpoint's image
 rule (``image_tokens``) and are prompt tokens like text, reported apart in
-``usage.prompt_tokens_details`` if asked to.
+``usage.prompt_tokens_details`` if asked to. The hosted APIs' dialects are served beside
+chat with the same model (``dialects/``): ``POST /v1/messages`` (Anthropic), ``POST
+/v1/responses`` (OpenAI Responses), ``POST
+/v1beta/models/{model}:streamGenerateContent?alt=sse`` (Gemini).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from scenarios.providers.simulate import SimulateSpec
 from workers.client.request_ids import REQUEST_ID_HEADER, is_request_id, prompt_hash
 from workers.prompts.tokenizer import load_local_tokenizer
 from workers.simulator.batching import latency_for
+from workers.simulator.dialects import Wire, dialect_of, serve
 from workers.simulator.faults import FaultPlan, Faults
 from workers.simulator.image_tokens import ImageRefused, image_tokens
 from workers.simulator.latency import LatencyModel
@@ -331,6 +335,17 @@ class _Connection(asyncio.Protocol):
             self._write_simple(200, self.app.log.page_json(after, limit))
         elif request.method == "POST" and request.path == "/v1/chat/completions":
             await self._chat(request)
+        elif (dialect := dialect_of(request.method, request.path)) is not None:
+            wire = Wire(self._write, self._write_simple, self._close)
+            await serve(
+                self.app,
+                dialect,
+                request.body,
+                request.query,
+                request.received_at_ns,
+                request.request_id,
+                wire,
+            )
         else:
             self._write_simple(404, b'{"error":{"message":"not found"}}')
 

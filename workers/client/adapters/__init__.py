@@ -2,11 +2,14 @@
 
 # Imported for their @register side effect: one module per wire dialect.
 from workers.client.adapters import (  # noqa: F401
+    anthropic,
     azure_openai,
     bedrock,
+    gemini,
     llamacpp,
     openai_chat,
     openai_completions,
+    openai_responses,
     replicate,
     tgi,
 )

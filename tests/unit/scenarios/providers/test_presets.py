@@ -25,11 +25,28 @@ def providers(entries: str) -> list[object]:
 
 
 def test_catalog_has_the_promised_presets_each_resolving_to_a_known_kind() -> None:
-    assert {"together", "fireworks", "groq", "openrouter", "azure", "bedrock", "replicate"} <= set(
-        preset_names()
-    )
+    assert {
+        "together",
+        "fireworks",
+        "groq",
+        "openrouter",
+        "azure",
+        "bedrock",
+        "replicate",
+        "anthropic",
+        "openai",
+        "gemini",
+    } <= set(preset_names())
     for preset in load_presets().values():
-        assert preset.kind in {"openai", "azure-openai", "bedrock", "replicate"}
+        assert preset.kind in {
+            "openai",
+            "azure-openai",
+            "bedrock",
+            "replicate",
+            "anthropic",
+            "openai-responses",
+            "gemini",
+        }
         assert preset.prices.basis in {"listed", "estimate"} and preset.prices.source
         assert preset.prices.models
 

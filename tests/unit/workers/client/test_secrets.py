@@ -77,8 +77,11 @@ def test_presets_bind_their_keys_to_their_hosts_only() -> None:
     assert secrets.bound_hosts("GROQ_API_KEY") == ("api.groq.com",)
     assert "bedrock-runtime.{aws-region}.amazonaws.com" in secrets.bound_hosts("AWS_ACCESS_KEY_ID")
     assert "stream.replicate.com" in secrets.bound_hosts("REPLICATE_API_TOKEN")
-    # No preset is OpenAI's own API, and Azure resources are per organisation.
-    assert secrets.bound_hosts("OPENAI_API_KEY") == ()
+    # The hosted APIs' presets bind their keys to their own API hosts only.
+    assert secrets.bound_hosts("OPENAI_API_KEY") == ("api.openai.com",)
+    assert secrets.bound_hosts("ANTHROPIC_API_KEY") == ("api.anthropic.com",)
+    assert secrets.bound_hosts("GEMINI_API_KEY") == ("generativelanguage.googleapis.com",)
+    # Azure resources are per organisation.
     assert secrets.bound_hosts("AZURE_OPENAI_API_KEY") == ()
 
 
