@@ -96,9 +96,7 @@ NAME_MAP: Final[tuple[MappedName, ...]] = (
     # queries and hits alike and leaves their ratio, the only figure read, unchanged.
     MappedName("vllm", "vllm:prefix_cache_queries_total", Canonical.PREFIX_CACHE_QUERIES_TOTAL),
     MappedName("vllm", "vllm:prefix_cache_hits_total", Canonical.PREFIX_CACHE_HITS_TOTAL),
-    MappedName(
-        "vllm", "vllm:gpu_prefix_cache_queries_total", Canonical.PREFIX_CACHE_QUERIES_TOTAL
-    ),
+    MappedName("vllm", "vllm:gpu_prefix_cache_queries_total", Canonical.PREFIX_CACHE_QUERIES_TOTAL),
     MappedName("vllm", "vllm:gpu_prefix_cache_hits_total", Canonical.PREFIX_CACHE_HITS_TOTAL),
     # The V0 engine's block hit-rate gauge.
     MappedName(

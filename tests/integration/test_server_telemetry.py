@@ -190,6 +190,10 @@ def test_cache_speculation_and_energy_figures_from_the_simulators_metrics(
         1 + DRAFT_TOKENS * ACCEPTANCE, abs=0.25
     )
     assert 0.3 < stage["server_prefix_cache_hit_rate"] < 1
+    # The server looked up the prompts the records report (all of them, unless the first
+    # scrape came after the first requests arrived).
+    (prompts,) = con.execute("SELECT sum(prompt_tokens) FROM requests").fetchone() or (0,)
+    assert 0 < stage["prefix_cache_queried_tokens"] <= prompts
     assert stage["energy_source"] == "gpu_power_watts"
     assert stage["energy_window_s"] > 0 and stage["output_tokens_in_window"] > 0
     # One GPU between its idle and full draw (100-700 W by default).

@@ -31,7 +31,7 @@ def test_one_row_per_scraped_stage() -> None:
 
 def _stage(**figures: float | None) -> dict[str, object]:
     row: dict[str, object] = {"provider": "gpu", "region": "eu", "stage": 0}
-    return row | {name: None for name in STAGE_FIGURES} | figures
+    return row | dict.fromkeys(STAGE_FIGURES) | figures
 
 
 def test_server_observed_figures_are_a_table_of_their_own() -> None:

@@ -100,9 +100,7 @@ def _samples(text: bytes) -> dict[tuple[str, str], float]:
     """Every known sample as (name, its gpu label or "") → value."""
     parsed = parse_known(text.decode(), KNOWN_NAMES)
     assert parsed.dropped == 0
-    return {
-        (str(s["metric"]), _gpu(s["labels"])): float(str(s["value"])) for s in parsed.samples
-    }
+    return {(str(s["metric"]), _gpu(s["labels"])): float(str(s["value"])) for s in parsed.samples}
 
 
 def test_optional_figures_are_served_only_when_asked_for() -> None:
