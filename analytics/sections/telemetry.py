@@ -41,8 +41,10 @@ SERVER_FIGURE_COLUMNS = (
     Column("server prefix-cache hit", "percent", optional=True, label="server\ncache hit"),
     Column("draft acceptance", "percent", optional=True, label="draft\naccepted"),
     Column("mean accepted length", "float", digits=2, optional=True, label="accepted\nlength"),
-    Column("GPU power mean", "float", unit="W", digits=0, optional=True, label="GPU\nW mean"),
-    Column("J / output token", "float", unit="J", digits=3, optional=True, label="J per\nout tok"),
+    Column("GPU power mean (W)", "float", unit="W", digits=0, optional=True, label="GPU W\nmean"),
+    Column(
+        "J per output token", "float", unit="J", digits=3, optional=True, label="J per\nout tok"
+    ),
 )
 
 

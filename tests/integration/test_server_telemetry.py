@@ -167,8 +167,16 @@ def test_cache_speculation_and_energy_figures_from_the_simulators_metrics(
                 },
             }
         ],
-        # Every prompt starts with the same 256 tokens: the prefix cache finds them.
-        "workload": {**_workload(), "shared_prefix_tokens": 256},
+        # Prompts of 320 tokens, the first 256 the same: the prefix cache finds them.
+        "workload": {
+            "mix": [
+                {
+                    "prompt_tokens": {"dist": "fixed", "value": 320},
+                    "output_tokens": {"dist": "fixed", "value": 48},
+                }
+            ],
+            "shared_prefix_tokens": 256,
+        },
         "load": {"concurrency": [4], "requests_per_level": 40},
     }
     report, con = _run(tokenbench, tmp_path, scenario)

@@ -58,8 +58,8 @@ def test_server_observed_figures_are_a_table_of_their_own() -> None:
         "server prefix-cache hit": "42.5 %",
         "draft acceptance": "70.0 %",
         "mean accepted length": "3.10",
-        "GPU power mean": "412",
-        "J / output token": "0.812",
+        "GPU power mean (W)": "412",
+        "J per output token": "0.812",
     }
     # The JSON report's section keeps the values, not their text.
     assert figures.to_dict()["rows"] == [["gpu", "eu", 0, 42.5, 70.0, 3.1, 412.0, 0.8125]]
@@ -75,4 +75,4 @@ def test_no_server_figure_means_no_table_and_absent_ones_are_unknown() -> None:
     (row,) = figures.text_rows()
     assert row[3:] == ["–", "–", "–", "–", "1.500"]
     # Columns nobody has a value in are left out of the table.
-    assert [figures.columns[i].name for i in figures.shown()][3:] == ["J / output token"]
+    assert [figures.columns[i].name for i in figures.shown()][3:] == ["J per output token"]
