@@ -122,6 +122,10 @@ MAX_PREFILL_TOKENS: Final = 10_000_000
 MAX_TOKENS_PER_CHUNK: Final = 4096
 # Devices of a deployment: a rack-scale NVL72 is 72; 4096 leaves room for clusters.
 MAX_GPUS: Final = 4096
+# Draft tokens per simulated speculative-decoding step: real drafters propose 1-10.
+MAX_SPEC_DECODE_TOKENS: Final = 64
+# A simulated GPU's power draw: an H100 SXM is 700 W, a GB200 superchip 2.7 kW.
+MAX_GPU_WATTS: Final = 10_000.0
 # Sigma of a lognormal length (sd of ln length): at 10 nearly every draw is already clipped.
 MAX_LOGNORMAL_SIGMA: Final = 10.0
 

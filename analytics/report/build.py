@@ -74,7 +74,9 @@ class RunReport:
     # The dataset the run read and how (analytics/datasets/fingerprint.py), if any.
     dataset: dict[str, Any] | None = None
     # Server telemetry scraped from providers' metrics_url (analytics/telemetry/metrics.py).
-    server_metrics: dict[str, Any] = field(default_factory=lambda: {"summary": [], "scrapes": []})
+    server_metrics: dict[str, Any] = field(
+        default_factory=lambda: {"summary": [], "scrapes": [], "stages": []}
+    )
     # Failover (analytics/report/failover.py): per stage, per upstream, and the upstreams' logs.
     failover: list[dict[str, Any]] = field(default_factory=list)
     upstreams: list[dict[str, Any]] = field(default_factory=list)

@@ -18,6 +18,10 @@ FROM server_metrics_canonical AS c
 JOIN spans AS s ON s.provider = c.provider AND s.region = c.region AND s.stage = c.stage
 WHERE c.run_id = $run_id
   AND c.scraped_at BETWEEN s.first_send AND s.last_end
-  AND c.metric NOT IN ('prompt_tokens_total', 'generation_tokens_total')
+  -- counters: their rates are figures, their running totals are not
+  AND c.metric NOT IN ('prompt_tokens_total', 'generation_tokens_total',
+                       'prefix_cache_queries_total', 'prefix_cache_hits_total',
+                       'spec_drafts_total', 'spec_draft_tokens_total',
+                       'spec_accepted_tokens_total', 'gpu_energy_joules_total')
 GROUP BY c.provider, c.region, c.stage, c.metric
 ORDER BY c.provider, c.region, c.stage, c.metric

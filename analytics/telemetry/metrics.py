@@ -1,8 +1,10 @@
 """Server telemetry in the report (providers[].metrics_url, docs/telemetry.md).
 
 ``server_metrics`` is the report's section: per provider × region × stage the mean and
-max of each canonical figure over the stage's span (``sql/telemetry_summary.sql``), and
-how the scrapes went (``sql/telemetry_scrapes.sql``); both empty for a run that scraped
+max of each canonical figure over the stage's span (``sql/telemetry_summary.sql``), how
+the scrapes went (``sql/telemetry_scrapes.sql``), and the figures the server's own
+counters give (``sql/telemetry_stage_figures.sql``: prefix-cache hit rate, speculative
+decoding's acceptance, joules per output token); all empty for a run that scraped
 nothing. ``telemetry_timeline`` is the data of the HTML chart of queue depth and KV use
 against TTFT over time (``sql/telemetry_timeline.sql``).
 """
@@ -36,15 +38,36 @@ def has_scrapes(con: duckdb.DuckDBPyConnection, run_id: str) -> bool:
 
 def server_metrics(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any]:
     """The report's ``server_metrics`` section: ``summary`` rows (provider, region,
-    stage, metric, samples, mean, max) and ``scrapes`` rows (provider, region, stage,
-    scrapes, errors, top_error, mean_scrape_ms, series_dropped)."""
+    stage, metric, samples, mean, max), ``scrapes`` rows (provider, region, stage,
+    scrapes, errors, top_error, mean_scrape_ms, series_dropped) and ``stages`` rows
+    (provider, region, stage and the columns of :data:`STAGE_FIGURES`)."""
     if not has_scrapes(con, run_id):
-        return {"summary": [], "scrapes": []}
+        return {"summary": [], "scrapes": [], "stages": []}
     params = {"run_id": run_id}
     return {
         "summary": _rows(con.execute(load_sql("telemetry_summary"), params)),
         "scrapes": _rows(con.execute(load_sql("telemetry_scrapes"), params)),
+        "stages": _rows(con.execute(load_sql("telemetry_stage_figures"), params)),
     }
+
+
+# The columns of a ``stages`` row after provider, region and stage (docs/metrics.md).
+STAGE_FIGURES = (
+    "prefix_cache_queried_tokens",
+    "prefix_cache_hit_tokens",
+    "server_prefix_cache_hit_rate",
+    "spec_drafts",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
+    "spec_acceptance_rate",
+    "spec_mean_accepted_length",
+    "energy_source",
+    "energy_window_s",
+    "gpu_energy_j",
+    "mean_gpu_power_w",
+    "output_tokens_in_window",
+    "joules_per_output_token",
+)
 
 
 def timeline_buckets(con: duckdb.DuckDBPyConnection, run_id: str) -> int:

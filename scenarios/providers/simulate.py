@@ -18,6 +18,7 @@ from scenarios.limits import (
     MAX_BATCH,
     MAX_CONTEXT_TOKENS,
     MAX_FAULTS,
+    MAX_GPU_WATTS,
     MAX_GPUS,
     MAX_ID_CHARS,
     MAX_IMAGE_SIDE,
@@ -25,6 +26,7 @@ from scenarios.limits import (
     MAX_PREFILL_TOKENS,
     MAX_PROMPT_TOKEN_RATIO,
     MAX_REQUEST_LOG,
+    MAX_SPEC_DECODE_TOKENS,
     MAX_TOKENS_PER_CHUNK,
     Seed,
 )
@@ -106,6 +108,41 @@ class SimulateSpec(StrictModel):
         ge=1,
         le=MAX_CONTEXT_TOKENS,
         description="Words the prefix cache holds before it evicts the least recently used.",
+    )
+    spec_decode_acceptance: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description=(
+            "Serve vLLM's speculative-decoding counters at /metrics (docs/telemetry.md): each "
+            "decode step drafts spec_decode_tokens tokens, each accepted with this "
+            "probability (seeded), and emits the accepted ones plus one; null: none. Token "
+            "timing is unchanged."
+        ),
+    )
+    spec_decode_tokens: int = Field(
+        default=3,
+        ge=1,
+        le=MAX_SPEC_DECODE_TOKENS,
+        description="Draft tokens per speculative-decoding step (vLLM's num_speculative_tokens).",
+    )
+    gpu_power: bool = Field(
+        default=False,
+        description=(
+            "Serve a DCGM exporter's DCGM_FI_DEV_POWER_USAGE (watts) per GPU at /metrics, "
+            "modelled from load: gpu_idle_watts plus (gpu_max_watts - gpu_idle_watts) times "
+            "the share of the batch in use (the fixed latency model: 1 while any request "
+            "runs); gpus devices with the batching model, one otherwise."
+        ),
+    )
+    gpu_idle_watts: float = Field(
+        default=100.0, ge=0, le=MAX_GPU_WATTS, description="A simulated GPU's draw when idle."
+    )
+    gpu_max_watts: float = Field(
+        default=700.0,
+        ge=0,
+        le=MAX_GPU_WATTS,
+        description="A simulated GPU's draw with its batch full (at least gpu_idle_watts).",
     )
     model: str | None = Field(
         default=None,
@@ -258,6 +295,8 @@ class SimulateSpec(StrictModel):
     def _one_latency_model(self) -> SimulateSpec:
         # Compared by value, not by model_fields_set: specs travel as full JSON dumps
         # (worker messages, the simulator's command line), which set every field.
+        if self.gpu_max_watts < self.gpu_idle_watts:
+            raise ValueError("gpu_max_watts must be at least gpu_idle_watts")
         fields = type(self).model_fields
         if self.model is None:
             stray = [

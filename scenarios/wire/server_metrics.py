@@ -28,6 +28,20 @@ class Canonical(StrEnum):
     GENERATION_TOKENS_TOTAL = "generation_tokens_total"  # counter
     GPU_UTILIZATION = "gpu_utilization"  # 0..1
     GPU_MEMORY_USED_BYTES = "gpu_memory_used_bytes"
+    # Prefix cache: prompt tokens looked up and found (counters), or a hit-rate share.
+    PREFIX_CACHE_QUERIES_TOTAL = "prefix_cache_queries_total"
+    PREFIX_CACHE_HITS_TOTAL = "prefix_cache_hits_total"
+    PREFIX_CACHE_HIT_RATE = "prefix_cache_hit_rate"  # 0..1
+    # Speculative decoding: drafts, draft tokens proposed and accepted (counters), or the
+    # engine's own acceptance rate (0..1) and mean accepted length (bonus token included).
+    SPEC_DRAFTS_TOTAL = "spec_drafts_total"
+    SPEC_DRAFT_TOKENS_TOTAL = "spec_draft_tokens_total"
+    SPEC_ACCEPTED_TOKENS_TOTAL = "spec_accepted_tokens_total"
+    SPEC_ACCEPT_RATE = "spec_accept_rate"
+    SPEC_ACCEPT_LENGTH = "spec_accept_length"
+    # GPU power (watts, summed over GPUs) and energy (joules, a counter summed over GPUs).
+    GPU_POWER_WATTS = "gpu_power_watts"
+    GPU_ENERGY_JOULES_TOTAL = "gpu_energy_joules_total"
 
 
 # Counters become rates per second between consecutive scrapes of one shard attempt.
@@ -35,6 +49,20 @@ RATES: Final = {
     Canonical.PROMPT_TOKENS_TOTAL: "prompt_tokens_per_s",
     Canonical.GENERATION_TOKENS_TOTAL: "generation_tokens_per_s",
 }
+
+# Every counter: the report's per-stage figures use their increases, never their mean.
+COUNTERS: Final = frozenset(
+    {
+        Canonical.PROMPT_TOKENS_TOTAL,
+        Canonical.GENERATION_TOKENS_TOTAL,
+        Canonical.PREFIX_CACHE_QUERIES_TOTAL,
+        Canonical.PREFIX_CACHE_HITS_TOTAL,
+        Canonical.SPEC_DRAFTS_TOTAL,
+        Canonical.SPEC_DRAFT_TOKENS_TOTAL,
+        Canonical.SPEC_ACCEPTED_TOKENS_TOTAL,
+        Canonical.GPU_ENERGY_JOULES_TOTAL,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +91,32 @@ NAME_MAP: Final[tuple[MappedName, ...]] = (
     MappedName("vllm", "vllm:gpu_cache_usage_perc", Canonical.KV_CACHE_USAGE, combine="avg"),
     MappedName("vllm", "vllm:prompt_tokens_total", Canonical.PROMPT_TOKENS_TOTAL),
     MappedName("vllm", "vllm:generation_tokens_total", Canonical.GENERATION_TOKENS_TOTAL),
+    # Prefix-cache counters in tokens (V1 engine). vLLM 0.9 renamed gpu_prefix_cache_* to
+    # prefix_cache_*; versions in between expose both with equal values, which doubles
+    # queries and hits alike and leaves their ratio, the only figure read, unchanged.
+    MappedName("vllm", "vllm:prefix_cache_queries_total", Canonical.PREFIX_CACHE_QUERIES_TOTAL),
+    MappedName("vllm", "vllm:prefix_cache_hits_total", Canonical.PREFIX_CACHE_HITS_TOTAL),
+    MappedName("vllm", "vllm:gpu_prefix_cache_queries_total", Canonical.PREFIX_CACHE_QUERIES_TOTAL),
+    MappedName("vllm", "vllm:gpu_prefix_cache_hits_total", Canonical.PREFIX_CACHE_HITS_TOTAL),
+    # The V0 engine's block hit-rate gauge.
+    MappedName(
+        "vllm", "vllm:gpu_prefix_cache_hit_rate", Canonical.PREFIX_CACHE_HIT_RATE, combine="avg"
+    ),
+    MappedName("vllm", "vllm:spec_decode_num_drafts_total", Canonical.SPEC_DRAFTS_TOTAL),
+    MappedName(
+        "vllm", "vllm:spec_decode_num_draft_tokens_total", Canonical.SPEC_DRAFT_TOKENS_TOTAL
+    ),
+    MappedName(
+        "vllm", "vllm:spec_decode_num_accepted_tokens_total", Canonical.SPEC_ACCEPTED_TOKENS_TOTAL
+    ),
     MappedName("sglang", "sglang:num_running_reqs", Canonical.RUNNING_REQUESTS),
     MappedName("sglang", "sglang:num_queue_reqs", Canonical.WAITING_REQUESTS),
     MappedName("sglang", "sglang:token_usage", Canonical.KV_CACHE_USAGE, combine="avg"),
     MappedName("sglang", "sglang:prompt_tokens_total", Canonical.PROMPT_TOKENS_TOTAL),
     MappedName("sglang", "sglang:generation_tokens_total", Canonical.GENERATION_TOKENS_TOTAL),
+    MappedName("sglang", "sglang:cache_hit_rate", Canonical.PREFIX_CACHE_HIT_RATE, combine="avg"),
+    MappedName("sglang", "sglang:spec_accept_rate", Canonical.SPEC_ACCEPT_RATE, combine="avg"),
+    MappedName("sglang", "sglang:spec_accept_length", Canonical.SPEC_ACCEPT_LENGTH, combine="avg"),
     MappedName("tgi", "tgi_batch_current_size", Canonical.RUNNING_REQUESTS),
     MappedName("tgi", "tgi_queue_size", Canonical.WAITING_REQUESTS),
     # TGI counts tokens only in histograms of finished requests: their sums are counters.
@@ -84,6 +133,11 @@ NAME_MAP: Final[tuple[MappedName, ...]] = (
         "dcgm", "DCGM_FI_DEV_GPU_UTIL", Canonical.GPU_UTILIZATION, scale=0.01, combine="avg"
     ),
     MappedName("dcgm", "DCGM_FI_DEV_FB_USED", Canonical.GPU_MEMORY_USED_BYTES, scale=_MIB),
+    MappedName("dcgm", "DCGM_FI_DEV_POWER_USAGE", Canonical.GPU_POWER_WATTS),
+    # Energy since boot, in millijoules.
+    MappedName(
+        "dcgm", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Canonical.GPU_ENERGY_JOULES_TOTAL, 0.001
+    ),
 )
 
 KNOWN_NAMES: Final[frozenset[str]] = frozenset(m.name for m in NAME_MAP)

@@ -141,6 +141,81 @@ def test_the_batching_simulators_queue_is_scraped_stored_and_reported(
     assert 'id="chart-server-telemetry"' in page and 'id="server-metrics"' in page
 
 
+ACCEPTANCE = 0.7
+DRAFT_TOKENS = 3
+
+
+def test_cache_speculation_and_energy_figures_from_the_simulators_metrics(
+    tmp_path: Path, tokenbench: Callable[..., CliResult]
+) -> None:
+    scenario = {
+        "name": "server-figures",
+        "seed": 5,
+        "providers": [
+            {
+                "name": "sim",
+                "kind": "simulated",
+                "metrics_url": "/metrics",
+                "metrics_interval_s": 0.25,
+                "simulate": {
+                    "model": "llama-3.1-8b",
+                    "max_batch": 4,
+                    "prefix_cache": True,
+                    "spec_decode_acceptance": ACCEPTANCE,
+                    "spec_decode_tokens": DRAFT_TOKENS,
+                    "gpu_power": True,
+                },
+            }
+        ],
+        # Prompts of 320 tokens, the first 256 the same: the prefix cache finds them.
+        "workload": {
+            "mix": [
+                {
+                    "prompt_tokens": {"dist": "fixed", "value": 320},
+                    "output_tokens": {"dist": "fixed", "value": 48},
+                }
+            ],
+            "shared_prefix_tokens": 256,
+        },
+        "load": {"concurrency": [4], "requests_per_level": 40},
+    }
+    report, con = _run(tokenbench, tmp_path, scenario)
+    assert report["state"] == "finished"
+    names = {row[0] for row in con.execute("SELECT DISTINCT metric FROM server_metrics").fetchall()}
+    assert {
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_draft_tokens_total",
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "DCGM_FI_DEV_POWER_USAGE",
+    } <= names
+    (stage,) = report["server_metrics"]["stages"]
+    print("server figures:", json.dumps(stage))  # the figures, for the record (pytest -s)
+    assert stage["spec_draft_tokens"] > 500
+    assert stage["spec_acceptance_rate"] == pytest.approx(ACCEPTANCE, abs=0.06)
+    assert stage["spec_mean_accepted_length"] == pytest.approx(
+        1 + DRAFT_TOKENS * ACCEPTANCE, abs=0.25
+    )
+    assert 0.3 < stage["server_prefix_cache_hit_rate"] < 1
+    # The server looked up the prompts the records report (all of them, unless the first
+    # scrape came after the first requests arrived).
+    (prompts,) = con.execute("SELECT sum(prompt_tokens) FROM requests").fetchone() or (0,)
+    assert 0 < stage["prefix_cache_queried_tokens"] <= prompts
+    assert stage["energy_source"] == "gpu_power_watts"
+    assert stage["energy_window_s"] > 0 and stage["output_tokens_in_window"] > 0
+    # One GPU between its idle and full draw (100-700 W by default).
+    assert 100 <= stage["mean_gpu_power_w"] <= 700
+    assert stage["joules_per_output_token"] > 0
+    assert stage["joules_per_output_token"] == pytest.approx(
+        stage["gpu_energy_j"] / stage["output_tokens_in_window"]
+    )
+    (figures,) = [s for s in report["sections"] if s["key"] == "server-figures"]
+    (row,) = figures["rows"]
+    assert row[:3] == ["sim", "local", 0]
+    assert row[4] == pytest.approx(100 * stage["spec_acceptance_rate"])
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

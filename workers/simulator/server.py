@@ -96,6 +96,7 @@ class SimulatorApp:
         self._rng = random.Random(self.spec.seed)
         self._plan = FaultPlan(self.spec, self._rng)
         self.log = RequestLog(self.spec.request_log)
+        self.counters = ServedCounters.for_spec(self.spec)  # and the optional /metrics figures
         if self.spec.prefix_cache:
             self.cache = PrefixCache(self.spec.prefix_cache_words)
         tokenizer_ref = self.spec.prompt_tokenizer
@@ -131,6 +132,7 @@ class SimulatorApp:
             return _Prompt(text + images, images=images)
         conversation = blocks([(str(m.get("role", "")), _content_text(m)) for m in messages])
         cached = min(round(text * self.cache.cached_share(conversation)), text)
+        self.counters.looked_up(text, cached)
         return _Prompt(text + images, cached, conversation, images)
 
     def served(self, prompt: _Prompt, answer: str) -> None:

@@ -151,6 +151,29 @@ def simulate(
     prefix_cache_words: Annotated[
         int | None, typer.Option(help="Words the prefix cache holds (default 1000000).")
     ] = None,
+    spec_decode_acceptance: Annotated[
+        float | None,
+        typer.Option(
+            help="Serve vLLM's speculative-decoding counters at /metrics, each draft token "
+            "accepted with this probability (0-1; default none)."
+        ),
+    ] = None,
+    spec_decode_tokens: Annotated[
+        int | None, typer.Option(help="Draft tokens per speculative-decoding step (3).")
+    ] = None,
+    gpu_power: Annotated[
+        bool | None,
+        typer.Option(
+            "--gpu-power/--no-gpu-power",
+            help="Serve a DCGM power gauge per GPU at /metrics, modelled from load.",
+        ),
+    ] = None,
+    gpu_idle_watts: Annotated[
+        float | None, typer.Option(help="A simulated GPU's idle draw in watts (100).")
+    ] = None,
+    gpu_max_watts: Annotated[
+        float | None, typer.Option(help="A simulated GPU's draw with its batch full (700).")
+    ] = None,
     image_token_rule: Annotated[
         str | None,
         typer.Option(help="Image tokens: tiles (OpenAI-style, default) or patches."),
@@ -214,6 +237,11 @@ def simulate(
         "prefill_ms_per_token": prefill_ms_per_token,
         "prefix_cache": prefix_cache,
         "prefix_cache_words": prefix_cache_words,
+        "spec_decode_acceptance": spec_decode_acceptance,
+        "spec_decode_tokens": spec_decode_tokens,
+        "gpu_power": gpu_power,
+        "gpu_idle_watts": gpu_idle_watts,
+        "gpu_max_watts": gpu_max_watts,
         "image_token_rule": image_token_rule,
         "image_patch_px": image_patch_px,
         "report_image_tokens": report_image_tokens,

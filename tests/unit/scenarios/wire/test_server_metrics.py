@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from analytics.store.db import connect
 from scenarios.wire.server_metrics import (
+    COUNTERS,
     KNOWN_NAMES,
     NAME_MAP,
     RATES,
@@ -15,6 +18,7 @@ from scenarios.wire.server_metrics import (
     ipc_to_scrapes,
     scrapes_to_ipc,
 )
+from workers.shard.prometheus_text import parse_known
 
 
 def test_the_sql_view_holds_exactly_the_python_name_map(tmp_path: Path) -> None:
@@ -32,10 +36,54 @@ def test_every_canonical_figure_has_a_source_and_names_are_unique() -> None:
     assert set(RATES) == {Canonical.PROMPT_TOKENS_TOTAL, Canonical.GENERATION_TOKENS_TOTAL}
     shares = {m.name for m in NAME_MAP if m.combine == "avg"}
     assert all(
-        m.canonical in (Canonical.KV_CACHE_USAGE, Canonical.GPU_UTILIZATION)
+        m.canonical
+        in (
+            Canonical.KV_CACHE_USAGE,
+            Canonical.GPU_UTILIZATION,
+            Canonical.PREFIX_CACHE_HIT_RATE,
+            Canonical.SPEC_ACCEPT_RATE,
+            Canonical.SPEC_ACCEPT_LENGTH,
+        )
         for m in NAME_MAP
         if m.name in shares
     )
+    # Counters add up over series (GPUs, engines), never average.
+    assert all(m.combine == "sum" for m in NAME_MAP if m.canonical in COUNTERS)
+    assert set(RATES) <= COUNTERS
+
+
+# The names as vLLM (V1 engine; V0's gauge), SGLang and NVIDIA's DCGM exporter expose them:
+# prometheus_client adds ``_total`` to a counter's samples.
+@pytest.mark.parametrize(
+    ("name", "canonical", "scale"),
+    [
+        ("vllm:prefix_cache_queries_total", Canonical.PREFIX_CACHE_QUERIES_TOTAL, 1.0),
+        ("vllm:prefix_cache_hits_total", Canonical.PREFIX_CACHE_HITS_TOTAL, 1.0),
+        ("vllm:gpu_prefix_cache_queries_total", Canonical.PREFIX_CACHE_QUERIES_TOTAL, 1.0),
+        ("vllm:gpu_prefix_cache_hits_total", Canonical.PREFIX_CACHE_HITS_TOTAL, 1.0),
+        ("vllm:gpu_prefix_cache_hit_rate", Canonical.PREFIX_CACHE_HIT_RATE, 1.0),
+        ("vllm:spec_decode_num_drafts_total", Canonical.SPEC_DRAFTS_TOTAL, 1.0),
+        ("vllm:spec_decode_num_draft_tokens_total", Canonical.SPEC_DRAFT_TOKENS_TOTAL, 1.0),
+        ("vllm:spec_decode_num_accepted_tokens_total", Canonical.SPEC_ACCEPTED_TOKENS_TOTAL, 1.0),
+        ("sglang:cache_hit_rate", Canonical.PREFIX_CACHE_HIT_RATE, 1.0),
+        ("sglang:spec_accept_rate", Canonical.SPEC_ACCEPT_RATE, 1.0),
+        ("sglang:spec_accept_length", Canonical.SPEC_ACCEPT_LENGTH, 1.0),
+        ("DCGM_FI_DEV_POWER_USAGE", Canonical.GPU_POWER_WATTS, 1.0),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Canonical.GPU_ENERGY_JOULES_TOTAL, 0.001),
+    ],
+)
+def test_cache_speculation_and_power_names_map_to_canonical_figures(
+    name: str, canonical: Canonical, scale: float
+) -> None:
+    (mapped,) = [m for m in NAME_MAP if m.name == name]
+    assert (mapped.canonical, mapped.scale) == (canonical, scale)
+    # The scraper keeps their lines, and only theirs: the per-position counter is not read.
+    text = (
+        f'{name}{{model_name="m"}} 3.0\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 1.0\n'
+    )
+    (sample,) = parse_known(text, KNOWN_NAMES).samples
+    assert sample["metric"] == name
 
 
 def test_dcgm_units_become_canonical_ones() -> None:

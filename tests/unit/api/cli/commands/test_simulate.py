@@ -27,3 +27,18 @@ def test_token_truth_options_reach_the_spec_and_bad_ones_exit_2() -> None:
     )
     assert refused.exit_code == 2
     assert "--unfinished-rate: Input should be less than or equal to 1" in refused.output
+
+
+def test_telemetry_options_reach_the_spec_and_bad_ones_exit_2() -> None:
+    spec = build_spec(
+        {"spec_decode_acceptance": 0.6, "spec_decode_tokens": 5, "gpu_power": True,
+         "gpu_idle_watts": 50.0, "gpu_max_watts": None}
+    )  # fmt: skip
+    assert (spec.spec_decode_acceptance, spec.spec_decode_tokens) == (0.6, 5)
+    assert (spec.gpu_power, spec.gpu_idle_watts, spec.gpu_max_watts) == (True, 50.0, 700.0)
+    assert build_spec({"spec_decode_acceptance": None}).spec_decode_acceptance is None
+    refused = CliRunner().invoke(
+        cli_app.app, ["simulate", "--spec-decode-acceptance", "1.5", "--gpu-power"]
+    )
+    assert refused.exit_code == 2
+    assert "--spec-decode-acceptance: Input should be less than or equal to 1" in refused.output
