@@ -8,7 +8,8 @@ ok), ``quota``,
 ``midstream`` (an error after the first token), ``cut`` (the connection ends after the
 first event), ``nousage`` (OpenAI chat as llama-cpp-python's server streams it: a
 finish_reason but no usage chunk), ``nofinish`` (chat and completions streams whose
-finish_reason never comes, then ``[DONE]``). Model ``missing`` gets the dialect's not-found answer. Credentials are
+finish_reason never comes, then ``[DONE]``), ``timed`` (TGI with its timing headers on the
+stream's answer). Streamed answers carry the request id header each service sends. Model ``missing`` gets the dialect's not-found answer. Credentials are
 checked as the real services do (bearer token, Azure ``api-key``, Bedrock SigV4
 signature recomputed with botocore), and refused with the recorded auth errors.
 
@@ -40,6 +41,15 @@ AWS_ACCESS_KEY_ID = "AKIAFAKE00EXAMPLE000"
 AWS_SECRET_ACCESS_KEY = "fake+secret/access0key0for0tests00000000"
 AWS_REGION = "us-east-1"
 EVENT_GAP_S = 0.003
+# The request id header each service sends with a streamed answer (docs/providers.md,
+# "Ids and server timings"); TGI's scenario ``timed`` adds its queue-time header.
+ID_HEADERS = {
+    "openai": {"x-request-id": "req_openai_1"},
+    "completions": {"x-request-id": "req_completions_1"},
+    "azure": {"apim-request-id": "apim-azure-1", "x-request-id": "req_azure_1"},
+    "bedrock": {"x-amzn-requestid": "amzn-bedrock-1"},
+}
+TGI_TIMINGS = {"x-queue-time": "17", "x-inference-time": "40", "x-total-time": "58"}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -135,9 +145,13 @@ class FakeProviders:
 
     @staticmethod
     async def _stream(
-        request: web.Request, pieces: list[bytes], content_type: str, cut: bool = False
+        request: web.Request,
+        pieces: list[bytes],
+        content_type: str,
+        cut: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"content-type": content_type})
+        response = web.StreamResponse(headers={"content-type": content_type, **(headers or {})})
         await response.prepare(request)
         for index, piece in enumerate(pieces):
             if index:
@@ -171,7 +185,8 @@ class FakeProviders:
         name = {"nousage": "no-usage.sse", "nofinish": "no-finish.sse"}.get(
             request.match_info["sc"], "stream.sse"
         )
-        return await self._stream(request, sse_events(data(f"openai/{name}")), "text/event-stream")
+        events = sse_events(data(f"openai/{name}"))
+        return await self._stream(request, events, "text/event-stream", headers=ID_HEADERS["openai"])
 
     async def openai_completions(self, request: web.Request) -> web.StreamResponse:
         """``/v1/completions``."""
@@ -189,7 +204,9 @@ class FakeProviders:
             scenario, "stream.sse"
         )
         events = sse_events(data(f"openai-completions/{name}"))
-        return await self._stream(request, events, "text/event-stream", cut=scenario == "cut")
+        return await self._stream(
+            request, events, "text/event-stream", scenario == "cut", ID_HEADERS["completions"]
+        )
 
     # ------------------------------------------------------------------ Azure
 
@@ -206,7 +223,7 @@ class FakeProviders:
             headers = {"retry-after": "1", "retry-after-ms": "50"}
             return self._json(data("azure-openai/429.json"), 429, **headers)
         events = sse_events(data("azure-openai/stream.sse"))
-        return await self._stream(request, events, "text/event-stream")
+        return await self._stream(request, events, "text/event-stream", headers=ID_HEADERS["azure"])
 
     # ------------------------------------------------------------------ Bedrock
 
@@ -231,6 +248,7 @@ class FakeProviders:
             recorded_frames(name),
             "application/vnd.amazon.eventstream",
             cut=scenario == "cut",
+            headers=ID_HEADERS["bedrock"],
         )
 
     def _sigv4_refusal(self, request: web.Request, body: bytes) -> web.Response | None:
@@ -286,7 +304,8 @@ class FakeProviders:
             return self._json(data("tgi/429.json"), 429)
         name = "midstream-error.sse" if scenario == "midstream" else "stream.sse"
         events = sse_events(data(f"tgi/{name}"))
-        return await self._stream(request, events, "text/event-stream", cut=scenario == "cut")
+        timings = TGI_TIMINGS if scenario == "timed" else None
+        return await self._stream(request, events, "text/event-stream", scenario == "cut", timings)
 
     # ------------------------------------------------------------------ llama.cpp
 
