@@ -20,8 +20,8 @@ import duckdb
 from analytics.datasets.fingerprint import run_dataset
 from analytics.report.answers import build_answers, with_stage_marks
 from analytics.report.client_health import stage_health, with_client_health
-from analytics.report.connections import with_connections
 from analytics.report.columns import describe
+from analytics.report.connections import with_connections
 from analytics.report.failover import run_failover
 from analytics.report.images import with_images
 from analytics.report.overlaps import shared_overlaps

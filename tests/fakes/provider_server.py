@@ -186,7 +186,9 @@ class FakeProviders:
             request.match_info["sc"], "stream.sse"
         )
         events = sse_events(data(f"openai/{name}"))
-        return await self._stream(request, events, "text/event-stream", headers=ID_HEADERS["openai"])
+        return await self._stream(
+            request, events, "text/event-stream", headers=ID_HEADERS["openai"]
+        )
 
     async def openai_completions(self, request: web.Request) -> web.StreamResponse:
         """``/v1/completions``."""

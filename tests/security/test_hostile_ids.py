@@ -92,7 +92,8 @@ def test_hostile_ids_are_cut_or_unknown_and_nothing_is_lost(
 
 
 @pytest.mark.parametrize(
-    "queue_time", ["-5", "99999999999999999999999", "abc", "1.5", "1e9", "\u00b2"]  # ² is a digit, not ASCII
+    "queue_time",
+    ["-5", "99999999999999999999999", "abc", "1.5", "1e9", "\u00b2"],  # ² is a digit, not ASCII
 )
 def test_hostile_tgi_timings_are_unknown_not_errors(
     hostile_stack: HostileStack, catcher: Catcher, queue_time: str

@@ -3,11 +3,12 @@
 Fed one decoded SSE ``data`` payload at a time with the arrival stamp of its bytes: a
 ``[DONE]`` is noted, an ``error`` object fails the request, each choice is read by the
 stream's kind (``_on_choice``: a chat ``delta``, a completions ``text``) and may carry the
-``finish_reason``, the first chunk's ``id`` is the response's id, and ``usage`` supplies the counts when the server sends it. Several
-tokens in one chunk are still one token-bearing event. An answer is finished when a choice
-carried a ``finish_reason``; a stream that ends without one, even with ``[DONE]``, is an
-incomplete answer (docs/metrics.md). :class:`OpenAIParser` adds the SSE splitting that
-makes a stream a ``StreamParser`` of ``workers/client/adapters/post_stream.py``.
+``finish_reason``, the first chunk's ``id`` is the response's id, and ``usage`` supplies
+the counts when the server sends it. Several tokens in one chunk are still one
+token-bearing event. An answer is finished when a choice carried a ``finish_reason``; a
+stream that ends without one, even with ``[DONE]``, is an incomplete answer
+(docs/metrics.md). :class:`OpenAIParser` adds the SSE splitting that makes a stream a
+``StreamParser`` of ``workers/client/adapters/post_stream.py``.
 """
 
 from __future__ import annotations

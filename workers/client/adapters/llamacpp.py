@@ -99,13 +99,11 @@ class LlamaCppParser:
             self.evaluated = message["tokens_evaluated"]
         timings = message.get("timings")
         if isinstance(timings, dict):
-            prompt_ms, predicted_ms = timings.get("prompt_ms"), timings.get("predicted_ms")
-            if _duration_ms(prompt_ms):
-                self.result.server_prompt_ns = round(prompt_ms * 1e6)
-                self.result.server_ttft_ns = self.result.server_prompt_ns
+            prompt_ns = _duration_ns(timings.get("prompt_ms"))
+            if prompt_ns is not None:
+                self.result.server_prompt_ns = self.result.server_ttft_ns = prompt_ns
                 self.result.server_timing_source = "llamacpp"
-            if _duration_ms(predicted_ms):
-                self.result.server_decode_ns = round(predicted_ms * 1e6)
+            self.result.server_decode_ns = _duration_ns(timings.get("predicted_ms"))
 
     def finish(self, stamp: int) -> None:
         """Interpret an unterminated last event, check the answer finished, settle counts."""
@@ -128,14 +126,12 @@ class LlamaCppParser:
 _MAX_MS = 86_400_000.0
 
 
-def _duration_ms(value: Any) -> bool:
-    """True for a number of milliseconds a request can take (not NaN, negative, or a
-    bool, which JSON decoding would make an int)."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and 0 <= value <= _MAX_MS
-    )
+def _duration_ns(ms: Any) -> int | None:
+    """A number of milliseconds a request can take, as ns; None for anything else
+    (negative, huge, NaN, a string, or a bool, which JSON decoding makes an int)."""
+    if isinstance(ms, int | float) and not isinstance(ms, bool) and 0 <= ms <= _MAX_MS:
+        return round(ms * 1e6)
+    return None
 
 
 def llamacpp_error(error: Any) -> RequestFailure:

@@ -123,6 +123,7 @@ class Connection:
         "_pool",
         "_read_timeout",
         "_reason",
+        "_send_at",
         "_sock",
         "_stream",
         "_timer",
@@ -152,6 +153,9 @@ class Connection:
         # The exchange's phases, and whether its request is written once _out empties.
         self._phases: Phases | None = None
         self._written_on_flush = False
+        # When the last send() began: the bytes it handed over reached the kernel after
+        # this, and any answer to them arrived after that (request written <= first byte).
+        self._send_at = 0
         self._last_rx = 0
         self._waiter: asyncio.Future[_Head] | None = None  # the response head, while due
         self._stream: ArrivalStream | None = None  # the body, while arriving
@@ -228,6 +232,7 @@ class Connection:
             self._out += data  # earlier bytes still queued: keep the order
             return
         try:
+            self._send_at = perf_counter_ns()
             sent = self._sock.send(data)
         except (BlockingIOError, InterruptedError):
             sent = 0
@@ -241,6 +246,7 @@ class Connection:
 
     def _on_writable(self) -> None:
         try:
+            self._send_at = perf_counter_ns()
             sent = self._sock.send(self._out)
         except (BlockingIOError, InterruptedError):
             return
@@ -251,7 +257,7 @@ class Connection:
         if not self._out:
             self.loop.remove_writer(self.fd)
             if self._written_on_flush:
-                self._stamp_written(perf_counter_ns())
+                self._stamp_written(self._send_at)
             self._wake_writer()
 
     def _wake_writer(self) -> None:
@@ -364,12 +370,13 @@ class Connection:
 
     def sent(self, read_timeout: float | None) -> None:
         """The request is written: from now on the server's silence is timed. Its last
-        byte reached the kernel now, or does when the queued rest is sent."""
+        byte went to the kernel in the last send (stamped as that call began), or goes
+        when the queued rest is sent."""
         self._last_rx = perf_counter_ns()
         if self._out:
             self._written_on_flush = True
         else:
-            self._stamp_written(self._last_rx)
+            self._stamp_written(self._send_at)
         self._read_timeout = read_timeout
         if read_timeout is not None:
             self._timer = self.loop.call_later(read_timeout, self._check_silence)

@@ -50,7 +50,9 @@ def _tls_results() -> list[RequestResult]:
         _opened(ok_result(S + i * 100 * MS, ttft, [5.0]), *phases)
         for i, (ttft, phases) in enumerate(zip(NEW_TTFT, PHASES, strict=True))
     ]
-    results += [_reused(ok_result(2 * S + i * 100 * MS, t, [5.0])) for i, t in enumerate(REUSED_TTFT)]
+    results += [
+        _reused(ok_result(2 * S + i * 100 * MS, t, [5.0])) for i, t in enumerate(REUSED_TTFT)
+    ]
     refused = failed_result(4 * S, ErrorClass.CONNECT)
     refused.connection_new = True
     refused.connect_start = refused.sent  # no end: the connect failed
@@ -62,7 +64,10 @@ def _tls_results() -> list[RequestResult]:
     return results
 
 
-def _rows(tmp_path: Path, limits: ExactLimits = ExactLimits()) -> dict[str, dict[str, Any]]:
+EXACT = ExactLimits()
+
+
+def _rows(tmp_path: Path, limits: ExactLimits = EXACT) -> dict[str, dict[str, Any]]:
     con = connect(tmp_path / "t.duckdb")
     store_run(
         con,
@@ -86,9 +91,7 @@ def q(values: list[float], p: float) -> float:
 @pytest.mark.parametrize(
     "limits", [ExactLimits(), ExactLimits(ok_requests=0, itl_gaps=0)], ids=["exact", "stored"]
 )
-def test_new_and_reused_connections_and_their_figures(
-    tmp_path: Path, limits: ExactLimits
-) -> None:
+def test_new_and_reused_connections_and_their_figures(tmp_path: Path, limits: ExactLimits) -> None:
     c = _rows(tmp_path, limits)["tls"]
     assert set(c) == set(CONNECTION_FIELDS)
     assert (c["records_total"], c["connections_new"], c["connections_reused"]) == (17, 5, 12)
