@@ -54,7 +54,12 @@ def _records(stack: HostileStack, provider: dict[str, object]) -> list[dict[str,
     records = stack.client.get(f"/v1/runs/{run_id}/records?format=parquet")
     assert records.status_code == 200
     report = stack.client.get(f"/v1/runs/{run_id}/report")
-    assert report.status_code == 200  # the report's ids and connections tables build
+    assert report.status_code == 200
+    sections = {section["key"]: section for section in report.json()["sections"]}
+    # The worker pre-warms its connections: every request reused one it did not open.
+    (row,) = sections["connections"]["rows"]
+    assert row[3:5] == [0, 3]
+    assert sections["ids"]["rows"][0][3] == 3
     rows: list[dict[str, object]] = pq.read_table(io.BytesIO(records.content)).to_pylist()
     assert len(rows) == 3 and {row["status"] for row in rows} == {"ok"}
     return rows
