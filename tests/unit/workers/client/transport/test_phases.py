@@ -1,5 +1,5 @@
 """Connection phases stamped by the arrival transport (workers/client/transport/phases.py),
-against scripted loopback servers in a thread (tests/unit/workers/client/test_transport.py):
+against scripted loopback servers in a thread (tests/fakes/scripted_server.py):
 a new connection's DNS, connect and TLS, a reused connection's none, the moment the
 request was written, and new vs reused. Assertions are on the order of stamps (and on
 causality across the server's thread, same clock), never on elapsed time."""
@@ -18,9 +18,10 @@ import httpx
 import pytest
 
 from api.local.redis_server import free_port
+from tests.fakes.scripted_server import ScriptedServer, ok, read_request
 from tests.fakes.tls import self_signed
-from tests.unit.workers.client.test_transport import ScriptedServer, ok, read_request
-from workers.client.transport import PHASES_EXTENSION, ArrivalTransport, Phases
+from workers.client.transport import ArrivalTransport
+from workers.client.transport.phases import PHASES_EXTENSION, Phases
 
 
 @pytest.fixture
