@@ -59,10 +59,11 @@ def connections(report: RunReport, options: SectionOptions) -> list[Section]:
     if not rows:
         return []
     note = (
-        "requests on a connection they opened (new) and on a reused or pre-warmed one; DNS "
-        "(names only), TCP connect and TLS (https only) of the new ones; TTFT of successful "
-        "requests, first on their connection vs the rest (docs/metrics.md, "
-        '"Connection phases")'
+        "requests on a connection they opened (new) and on a reused or pre-warmed one (with "
+        "pre-warm, the default, all are reused: opening them is the client health's "
+        "prewarm_ms); DNS (names only), TCP connect and TLS (https only) of the new ones; "
+        "TTFT of successful requests, first on their connection vs the rest "
+        '(docs/metrics.md, "Connection phases")'
     )
     return [Section("connections", "Connections", CONNECTIONS, rows, note)]
 
