@@ -21,6 +21,7 @@ from analytics.datasets.fingerprint import run_dataset
 from analytics.report.answers import build_answers, with_stage_marks
 from analytics.report.client_health import stage_health, with_client_health
 from analytics.report.columns import describe
+from analytics.report.connections import with_connections
 from analytics.report.failover import run_failover
 from analytics.report.images import with_images
 from analytics.report.overlaps import shared_overlaps
@@ -241,6 +242,7 @@ def build_report(
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
     stages = with_token_truth(con, run_id, stages)
+    stages = with_connections(con, run_id, stages)
     telemetry = server_metrics(con, run_id)
     if plots and telemetry["scrapes"]:
         charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}

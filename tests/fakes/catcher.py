@@ -50,7 +50,7 @@ class Catcher:
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.requests: list[Caught] = []
         self.host = host
-        self._answers: dict[str, tuple[int, bytes, str]] = {}
+        self._answers: dict[str, tuple[int, bytes, str, dict[str, str]]] = {}
         self._lock = threading.Lock()
         catcher = self
 
@@ -74,7 +74,7 @@ class Catcher:
                 self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(body)))
                 for name, value in extra.items():
-                    self.send_header(name.replace("_", "-"), value)
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -82,9 +82,9 @@ class Catcher:
                 path = urlsplit(self.path).path
                 with catcher._lock:
                     answers = list(catcher._answers.items())
-                for suffix, (status, body, content_type) in answers:
+                for suffix, (status, body, content_type, headers) in answers:
                     if path.endswith(suffix):
-                        self._answer(status, body, content_type)
+                        self._answer(status, body, content_type, **headers)
                         return True
                 return False
 
@@ -95,7 +95,7 @@ class Catcher:
                 parts = urlsplit(self.path)
                 if parts.path.endswith("/redirect"):
                     target = parse_qs(parts.query).get("to", ["/"])[0]
-                    self._answer(307, b"", "text/plain", location=target)
+                    self._answer(307, b"", "text/plain", Location=target)
                 elif self.command == "POST" and parts.path.endswith("/chat/completions"):
                     self._answer(200, _SSE, "text/event-stream")
                 else:
@@ -123,12 +123,14 @@ class Catcher:
         body: Any,
         status: int = 200,
         content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
     ) -> None:
         """Answer GET and POST requests whose path ends in ``path_suffix`` with ``body``
-        (bytes as they are, anything else as JSON) instead of the default answers."""
+        (bytes as they are, anything else as JSON) and ``headers``, instead of the
+        default answers."""
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         with self._lock:
-            self._answers[path_suffix] = (status, raw, content_type)
+            self._answers[path_suffix] = (status, raw, content_type, dict(headers or {}))
 
     def start(self) -> Catcher:
         """Serve in a background thread."""

@@ -10,12 +10,13 @@ first event), ``tool`` (the hosted dialects' tool-call streams), ``incomplete`` 
 Responses answer cut at ``max_output_tokens``), ``overloaded`` (Anthropic's 529),
 ``nousage`` (OpenAI chat as llama-cpp-python's server streams it: a
 finish_reason but no usage chunk), ``nofinish`` (chat and completions streams whose
-finish_reason never comes, then ``[DONE]``). Model ``missing`` gets the dialect's not-found answer. Credentials are
+finish_reason never comes, then ``[DONE]``), ``timed`` (TGI with its timing headers on the
+stream's answer). Model ``missing`` gets the dialect's not-found answer. Credentials are
 checked as the real services do (bearer token, Azure ``api-key``, Anthropic ``x-api-key``
 with ``anthropic-version``, Gemini ``x-goog-api-key`` (a ``key=`` in the URL is refused),
 Bedrock SigV4 signature recomputed with botocore), and refused with the recorded auth
-errors. Anthropic and Responses answers carry a request-id header (``request-id``,
-``x-request-id``) of ``FAKE_REQUEST_ID``.
+errors. Streamed answers carry the request id header each service sends (Anthropic and
+Responses answers ``request-id`` / ``x-request-id`` of ``FAKE_REQUEST_ID``).
 
 Bodies are written event by event with a short pause between, so the client sees
 events arrive in separate reads, as from a real generating server.
@@ -46,6 +47,15 @@ AWS_SECRET_ACCESS_KEY = "fake+secret/access0key0for0tests00000000"
 AWS_REGION = "us-east-1"
 EVENT_GAP_S = 0.003
 FAKE_REQUEST_ID = "req_fake_0123456789"
+# The request id header each service sends with a streamed answer (docs/providers.md,
+# "Ids and server timings"); TGI's scenario ``timed`` adds its queue-time header.
+ID_HEADERS = {
+    "openai": {"x-request-id": "req_openai_1"},
+    "completions": {"x-request-id": "req_completions_1"},
+    "azure": {"apim-request-id": "apim-azure-1", "x-request-id": "req_azure_1"},
+    "bedrock": {"x-amzn-requestid": "amzn-bedrock-1"},
+}
+TGI_TIMINGS = {"x-queue-time": "17", "x-inference-time": "40", "x-total-time": "58"}
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -184,7 +194,10 @@ class FakeProviders:
         name = {"nousage": "no-usage.sse", "nofinish": "no-finish.sse"}.get(
             request.match_info["sc"], "stream.sse"
         )
-        return await self._stream(request, sse_events(data(f"openai/{name}")), "text/event-stream")
+        events = sse_events(data(f"openai/{name}"))
+        return await self._stream(
+            request, events, "text/event-stream", headers=ID_HEADERS["openai"]
+        )
 
     async def openai_completions(self, request: web.Request) -> web.StreamResponse:
         """``/v1/completions``."""
@@ -202,7 +215,9 @@ class FakeProviders:
             scenario, "stream.sse"
         )
         events = sse_events(data(f"openai-completions/{name}"))
-        return await self._stream(request, events, "text/event-stream", cut=scenario == "cut")
+        return await self._stream(
+            request, events, "text/event-stream", scenario == "cut", ID_HEADERS["completions"]
+        )
 
     # ------------------------------------------------------------------ Azure
 
@@ -219,7 +234,7 @@ class FakeProviders:
             headers = {"retry-after": "1", "retry-after-ms": "50"}
             return self._json(data("azure-openai/429.json"), 429, **headers)
         events = sse_events(data("azure-openai/stream.sse"))
-        return await self._stream(request, events, "text/event-stream")
+        return await self._stream(request, events, "text/event-stream", headers=ID_HEADERS["azure"])
 
     # ------------------------------------------------------------------ Bedrock
 
@@ -244,6 +259,7 @@ class FakeProviders:
             recorded_frames(name),
             "application/vnd.amazon.eventstream",
             cut=scenario == "cut",
+            headers=ID_HEADERS["bedrock"],
         )
 
     def _sigv4_refusal(self, request: web.Request, body: bytes) -> web.Response | None:
@@ -299,7 +315,8 @@ class FakeProviders:
             return self._json(data("tgi/429.json"), 429)
         name = "midstream-error.sse" if scenario == "midstream" else "stream.sse"
         events = sse_events(data(f"tgi/{name}"))
-        return await self._stream(request, events, "text/event-stream", cut=scenario == "cut")
+        timings = TGI_TIMINGS if scenario == "timed" else None
+        return await self._stream(request, events, "text/event-stream", scenario == "cut", timings)
 
     # ------------------------------------------------------------------ llama.cpp
 

@@ -383,3 +383,51 @@ def test_unbound_key_variable_fails_setup_naming_variable_and_host(
     ):
         measure(provider(**spec))
     assert not any("sk-unbound-0123456789" in str(request) for request in fake.requests)
+
+
+# kind -> (response id, request id header) the fake's recorded answers carry: the
+# streams' own id where the dialect has one, the header each service sends.
+IDS = {
+    "openai": ("chatcmpl-9f8e", "req_openai_1"),
+    "openai-completions": ("cmpl-4c1d", "req_completions_1"),
+    # Azure's first chunk (prompt filter results) has an empty id: the next one counts;
+    # x-request-id comes before apim-request-id.
+    "azure-openai": ("chatcmpl-AZ1x", "req_azure_1"),
+    "bedrock": (None, "amzn-bedrock-1"),  # event frames carry no id
+    "tgi": (None, None),
+    "llamacpp": (None, None),
+    "replicate": ("gm3qorzdhgbfurvjtvhg6dckhu", None),  # the prediction's id
+}
+
+
+@pytest.mark.parametrize("kind", sorted(IDS))
+def test_ids_and_connection_phases_per_kind(fake: FakeProviders, kind: str) -> None:
+    result = measure(provider(**kinds(fake, "ok")[kind]))
+    assert result.failure is None, result.failure and result.failure.message
+    response_id, request_id = IDS[kind]
+    assert (result.response_id, result.server_request_id) == (response_id, request_id)
+    assert result.dns_start is None and result.tls_start is None  # loopback IP, http
+    assert result.sent <= result.request_written <= result.first_byte  # type: ignore[operator]
+    if kind == "replicate":
+        # The stream's GET reuses the connection the prediction's POST opened (one host
+        # here): the phases recorded are the stream's, and it opened nothing.
+        assert result.connection_new is False and result.connect_start is None
+        return
+    # A fresh client: the request opened its connection.
+    assert result.connection_new is True
+    assert result.connect_start is not None and result.connect_end is not None
+    assert result.sent <= result.connect_start <= result.connect_end <= result.request_written
+
+
+def test_tgi_queue_time_header_is_the_server_queue(fake: FakeProviders) -> None:
+    result = measure(provider(**kinds(fake, "timed")["tgi"]))
+    assert result.failure is None, result.failure and result.failure.message
+    assert (result.server_queue_ns, result.server_timing_source) == (17_000_000, "tgi")
+    plain = measure(provider(**kinds(fake, "ok")["tgi"]))
+    assert (plain.server_queue_ns, plain.server_timing_source) == (None, None)
+
+
+def test_llamacpp_prompt_time_is_the_server_ttft(fake: FakeProviders) -> None:
+    result = measure(provider(**kinds(fake, "ok")["llamacpp"]))
+    assert result.server_ttft_ns == result.server_prompt_ns == 12_500_000
+    assert result.server_timing_source == "llamacpp"

@@ -184,3 +184,29 @@ def test_measured_requests_leave_no_cyclic_garbage(
     assert len(results) == 40
     assert {r.ok for r in results} == {not spec}
     assert leaked["Response"] == 0 and leaked["ArrivalStream"] == 0, leaked.most_common(10)
+
+
+def test_phases_and_ids_new_connections_only_for_each_first_request(
+    simulator: Callable[..., str],
+) -> None:
+    url = simulator(ttft_ms=30, itl_ms=5)
+    results, opened = closed_loop(url, streams=4, requests=20, output_tokens=4)
+    assert len(results) == 20 and all(r.ok for r in results), [r.failure for r in results]
+    assert opened == 4
+    by_send = sorted(results, key=lambda r: r.sent)
+    # Every virtual user's first request opened a connection (all four were sent before
+    # any answer ended); every later one reused a connection and had no phases.
+    assert [r.connection_new for r in by_send] == [True] * 4 + [False] * 16
+    for r in by_send[:4]:
+        assert r.dns_start is None and r.tls_start is None  # 127.0.0.1 over http
+        assert r.connect_start is not None and r.connect_end is not None
+        assert r.request_written is not None and r.first_byte is not None
+        assert r.sent <= r.connect_start <= r.connect_end <= r.request_written <= r.first_byte
+    for r in by_send[4:]:
+        assert (r.dns_start, r.connect_start, r.connect_end, r.tls_start) == (None,) * 4
+        assert r.request_written is not None and r.first_byte is not None
+        assert r.sent <= r.request_written <= r.first_byte
+    # The simulator's stream id, in its chunks and its x-request-id header.
+    assert {(r.response_id, r.server_request_id) for r in results} == {
+        ("chatcmpl-sim", "chatcmpl-sim")
+    }

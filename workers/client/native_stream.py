@@ -13,18 +13,17 @@ events (sent with HTTP 200) are failures classified by the HTTP status their kin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from workers.client.errors import IncompleteAnswer, RequestFailure, class_of_status, redact
 from workers.client.result import RequestResult
+from workers.client.server_ids import note_response_id
 from workers.client.streaming import settle_counts, token_event
 from workers.prompts.plan import PlannedRequest
 
 # Distinct tool calls counted per answer: a hostile server cannot grow the set unbounded.
 MAX_TOOL_CALLS = 1024
 # Longest id kept from a response (ids are server text bound for the database).
-MAX_RESPONSE_ID_CHARS = 200
 
 
 class NativeStream:
@@ -36,14 +35,12 @@ class NativeStream:
         "events",
         "finished",
         "prompt",
-        "request_id_header",
         "result",
         "tool_keys",
     )
 
-    def __init__(self, result: RequestResult, request_id_header: str | None) -> None:
+    def __init__(self, result: RequestResult) -> None:
         self.result = result
-        self.request_id_header = request_id_header
         self.events = 0  # token-bearing events
         self.finished: str | None = None  # the finish reason, in the shared vocabulary
         self.ended = False  # saw the dialect's last event
@@ -51,15 +48,9 @@ class NativeStream:
         self.completion: int | None = None
         self.tool_keys: set[object] = set()
 
-    def on_headers(self, headers: Mapping[str, str]) -> None:
-        """Keep the server's request id header, if the dialect has one and it was sent."""
-        if self.request_id_header is not None:
-            self.result.server_request_id = bounded_id(headers.get(self.request_id_header))
-
     def response_id(self, value: object) -> None:
         """Keep the answer's own id (the first one the stream gives)."""
-        if self.result.response_id is None:
-            self.result.response_id = bounded_id(value)
+        note_response_id(self.result, value)
 
     def event(self, stamp: int, *, output: bool) -> None:
         """One token-bearing event (several tokens in one event are still one)."""
@@ -112,13 +103,6 @@ class NativeStream:
 def counted(value: object) -> int | None:
     """A token count from usage: a non-negative int, else unknown (None)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def bounded_id(value: object) -> str | None:
-    """An id as recorded: a non-empty string of at most MAX_RESPONSE_ID_CHARS."""
-    if not isinstance(value, str) or not value:
-        return None
-    return value[:MAX_RESPONSE_ID_CHARS]
 
 
 def event_failure(status: int, kind: object, message: object) -> RequestFailure:

@@ -3,11 +3,12 @@
 Fed one decoded SSE ``data`` payload at a time with the arrival stamp of its bytes: a
 ``[DONE]`` is noted, an ``error`` object fails the request, each choice is read by the
 stream's kind (``_on_choice``: a chat ``delta``, a completions ``text``) and may carry the
-``finish_reason``, and ``usage`` supplies the counts when the server sends it. Several
-tokens in one chunk are still one token-bearing event. An answer is finished when a choice
-carried a ``finish_reason``; a stream that ends without one, even with ``[DONE]``, is an
-incomplete answer (docs/metrics.md). :class:`OpenAIParser` adds the SSE splitting that
-makes a stream a ``StreamParser`` of ``workers/client/adapters/post_stream.py``.
+``finish_reason``, the first chunk's ``id`` is the response's id, and ``usage`` supplies
+the counts when the server sends it. Several tokens in one chunk are still one
+token-bearing event. An answer is finished when a choice carried a ``finish_reason``; a
+stream that ends without one, even with ``[DONE]``, is an incomplete answer
+(docs/metrics.md). :class:`OpenAIParser` adds the SSE splitting that makes a stream a
+``StreamParser`` of ``workers/client/adapters/post_stream.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 from workers.client.errors import IncompleteAnswer, ProtocolFailure
 from workers.client.finish import OPENAI_REASONS, finish_reason
 from workers.client.result import RequestResult
+from workers.client.server_ids import note_response_id
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import json_object, settle_counts, stream_error, token_event
 
@@ -48,6 +50,8 @@ class OpenAIStream:
         message = json_object(payload)
         if "error" in message:
             raise stream_error(message["error"])
+        if self.result.response_id is None:  # every chunk repeats the stream's id
+            note_response_id(self.result, message.get("id"))
         choices = message.get("choices")
         if choices:
             self._on_choices(choices, stamp)

@@ -32,7 +32,8 @@ from workers.client.errors import (
 )
 from workers.client.result import AnswerText, RequestResult
 from workers.client.retry import measure_with_retry, status_failure
-from workers.client.transport import arrival_of
+from workers.client.server_ids import note_response
+from workers.client.transport import PHASES_EXTENSION, Phases, arrival_of
 
 MAX_ERROR_BODY = 4096
 
@@ -74,9 +75,8 @@ class HttpCall:
 
 
 class StreamParser(Protocol):
-    """Interprets one response body of a wire format, updating a RequestResult. A parser
-    that also reads the response's headers (a request id) defines ``on_headers(headers)``,
-    called once before the first chunk of a 200 answer."""
+    """Interprets one response body of a wire format, updating a RequestResult (the
+    response's request id header is read by ``measure_stream`` for every dialect)."""
 
     def feed(self, chunk: bytes, stamp: int) -> None:
         """Account for ``chunk``, whose bytes arrived at ``stamp``; raise RequestFailure
@@ -88,6 +88,8 @@ class StreamParser(Protocol):
 
 
 Prepare = Callable[[httpx.AsyncClient], Awaitable[HttpCall]]
+# A dialect's reading of the response head (e.g. TGI's timing headers), any status.
+OnHeaders = Callable[[RequestResult, httpx.Headers], None]
 
 
 async def measure_request(
@@ -98,17 +100,20 @@ async def measure_request(
     retry: RetryPolicy | None,
     intended_start: int,
     answer_chars: int = 0,
+    on_headers: OnHeaders | None = None,
 ) -> RequestResult:
     """One measured request of an adapter: a fixed call or a ``prepare`` step, its parser,
     and the provider's opt-in 429 retries; with ``answer_chars`` the parser keeps that
-    much of the answer's text (parsers that can)."""
+    much of the answer's text (parsers that can); ``on_headers`` reads the dialect's own
+    response headers."""
     prepare = _fixed(request) if isinstance(request, HttpCall) else request
 
     async def attempt() -> RequestResult:
         result = RequestResult(intended_start=intended_start)
         if answer_chars > 0:
             result.answer = AnswerText(answer_chars)
-        return await measure_stream(client, result, prepare, make_parser(result), limits)
+        parser = make_parser(result)
+        return await measure_stream(client, result, prepare, parser, limits, on_headers)
 
     return await measure_with_retry(retry, attempt)
 
@@ -119,10 +124,13 @@ async def measure_stream(
     prepare: Prepare,
     parser: StreamParser,
     limits: Limits,
+    on_headers: OnHeaders | None = None,
 ) -> RequestResult:
-    """Send the request ``prepare`` builds and feed its body to ``parser``."""
+    """Send the request ``prepare`` builds and feed its body to ``parser``; the
+    response's request id header and the connection phases are recorded too."""
     now = time.perf_counter_ns
     response: httpx.Response | None = None
+    phases = Phases()  # filled by the arrival transport; stays empty with any other
     try:
         async with asyncio.timeout(limits.timeout_s):
             result.sent = now()
@@ -133,7 +141,11 @@ async def measure_stream(
                 content=call.content,
                 headers=call.headers,
                 timeout=limits.http_timeout(),
+                extensions={PHASES_EXTENSION: phases},
             ) as response:
+                note_response(result, response.headers)
+                if on_headers is not None:
+                    on_headers(result, response.headers)
                 if response.status_code != 200:
                     body = await bounded_body(response)
                     result.end = now()
@@ -141,9 +153,6 @@ async def measure_stream(
                         response.status_code, response.headers, body, limits.secrets
                     )
                     return result
-                on_headers = getattr(parser, "on_headers", None)
-                if on_headers is not None:
-                    on_headers(response.headers)
                 arrival = arrival_of(response)
                 if arrival is not None:
                     # The direct path: chunks with their arrival stamps straight from the
@@ -176,7 +185,17 @@ async def measure_stream(
     finally:
         if response is not None:
             release(response)
+        record_phases(result, phases)
     return result
+
+
+def record_phases(result: RequestResult, phases: Phases) -> None:
+    """Copy the transport's connection phases into the result (docs/metrics.md)."""
+    result.dns_start, result.dns_end = phases.dns_start, phases.dns_end
+    result.connect_start, result.connect_end = phases.connect_start, phases.connect_end
+    result.tls_start, result.tls_end = phases.tls_start, phases.tls_end
+    result.request_written = phases.request_written
+    result.connection_new = phases.connection_new
 
 
 # What a closed response's body becomes: no reference back to the response.

@@ -9,6 +9,7 @@ from scenarios.security.redaction import redact
 from scenarios.wire.records import STAMPS
 from workers.client.request_ids import prompt_hash, request_id
 from workers.client.result import RequestResult
+from workers.client.server_ids import clean_id
 from workers.prompts.plan import PlannedRequest
 
 # One (wall, perf) pair read together at import: wall-clock instants are derived from
@@ -142,8 +143,8 @@ def _timing_columns(result: RequestResult) -> dict[str, object]:
     """Where the time went (docs/metrics.md): ids, the server's own timings, prefix
     cache usage and connection phases; a figure no column can hold is unknown."""
     return {
-        "response_id": _clip(result.response_id),
-        "server_request_id": _clip(result.server_request_id),
+        "response_id": clean_id(result.response_id),
+        "server_request_id": clean_id(result.server_request_id),
         "server_queue_ns": _within(result.server_queue_ns, _INT64_MAX),
         "server_ttft_ns": _within(result.server_ttft_ns, _INT64_MAX),
         "server_timing_source": result.server_timing_source,
@@ -155,14 +156,6 @@ def _timing_columns(result: RequestResult) -> dict[str, object]:
         "request_written_ns": _span(result.sent, result.request_written),
         "connection_new": result.connection_new,
     }
-
-
-# A server-sent id longer than this is cut: the id joins, it is not a payload.
-MAX_ID_CHARS = 200
-
-
-def _clip(value: str | None) -> str | None:
-    return None if value is None else value[:MAX_ID_CHARS]
 
 
 def record_row(

@@ -543,7 +543,7 @@ class ToolCallChunks:
 
 _STREAM_HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-    b"transfer-encoding: chunked\r\n\r\n"
+    b"x-request-id: chatcmpl-sim\r\ntransfer-encoding: chunked\r\n\r\n"  # the stream's id
 )
 _REASONS = {
     200: "OK",

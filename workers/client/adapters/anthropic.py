@@ -53,7 +53,6 @@ _ERROR_STATUS = {
     "timeout_error": 504,
     "overloaded_error": 529,
 }
-REQUEST_ID_HEADER = "request-id"
 
 
 class AnthropicParser:
@@ -62,14 +61,10 @@ class AnthropicParser:
     __slots__ = ("decoder", "input", "stream")
 
     def __init__(self, result: RequestResult) -> None:
-        self.stream = NativeStream(result, REQUEST_ID_HEADER)
+        self.stream = NativeStream(result)
         self.decoder = NamedSSEDecoder()
         # input_tokens and the two cache counts, latest seen (message_delta repeats them)
         self.input: dict[str, int] = {}
-
-    def on_headers(self, headers: Any) -> None:
-        """Keep the request-id header."""
-        self.stream.on_headers(headers)
 
     def feed(self, chunk: bytes, stamp: int) -> None:
         """Interpret the events completed by ``chunk``."""

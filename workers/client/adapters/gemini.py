@@ -48,7 +48,7 @@ class GeminiParser:
     __slots__ = ("calls", "decoder", "stream")
 
     def __init__(self, result: RequestResult) -> None:
-        self.stream = NativeStream(result, None)
+        self.stream = NativeStream(result)
         self.decoder = SSEDecoder()
         self.calls = 0  # functionCall parts seen (each is one whole call)
 

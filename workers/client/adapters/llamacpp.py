@@ -5,7 +5,11 @@ has ``"stop":true``, ``tokens_predicted``, ``tokens_evaluated`` and ``timings``
 (``prompt_n``, ``prompt_ms``, ``predicted_n``, ``predicted_ms``, ...). The server's own
 prompt and decode times are recorded beside the client's stamps (``server_prompt_ns``,
 ``server_decode_ns``): their difference from TTFT and decode time is the queueing and
-transport the server does not see. The final event says why the answer ended:
+transport the server does not see. The prompt time is also the server's time to first
+token (``server_ttft_ns``, source ``llamacpp``): llama-server samples the first token at
+the end of the prompt's evaluation, and counts from the moment a slot took the request,
+so a wait for a free slot is not in it (nor anywhere in ``timings``: the server queue
+stays unknown). ``/completion`` events carry no id. The final event says why the answer ended:
 ``stop_type`` (``eos``, ``word``, ``limit``; ``none`` when none of them) or, on servers
 before it, ``stopped_eos``/``stopped_word``/``stopped_limit``; a final event without a
 reason is an incomplete answer. A mid-stream error arrives as a non-standard
@@ -95,11 +99,11 @@ class LlamaCppParser:
             self.evaluated = message["tokens_evaluated"]
         timings = message.get("timings")
         if isinstance(timings, dict):
-            prompt_ms, predicted_ms = timings.get("prompt_ms"), timings.get("predicted_ms")
-            if isinstance(prompt_ms, int | float):
-                self.result.server_prompt_ns = round(prompt_ms * 1e6)
-            if isinstance(predicted_ms, int | float):
-                self.result.server_decode_ns = round(predicted_ms * 1e6)
+            prompt_ns = _duration_ns(timings.get("prompt_ms"))
+            if prompt_ns is not None:
+                self.result.server_prompt_ns = self.result.server_ttft_ns = prompt_ns
+                self.result.server_timing_source = "llamacpp"
+            self.result.server_decode_ns = _duration_ns(timings.get("predicted_ms"))
 
     def finish(self, stamp: int) -> None:
         """Interpret an unterminated last event, check the answer finished, settle counts."""
@@ -116,6 +120,18 @@ class LlamaCppParser:
             )
         self.result.finish_reason = self.reason
         settle_counts(self.result, self.evaluated, self.predicted, self.events)
+
+
+# A timing longer than a day is not a timing of one request.
+_MAX_MS = 86_400_000.0
+
+
+def _duration_ns(ms: Any) -> int | None:
+    """A number of milliseconds a request can take, as ns; None for anything else
+    (negative, huge, NaN, a string, or a bool, which JSON decoding makes an int)."""
+    if isinstance(ms, int | float) and not isinstance(ms, bool) and 0 <= ms <= _MAX_MS:
+        return round(ms * 1e6)
+    return None
 
 
 def llamacpp_error(error: Any) -> RequestFailure:

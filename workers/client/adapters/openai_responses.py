@@ -48,7 +48,6 @@ _ERROR_STATUS = {
     "invalid_request_error": 400,
     "context_length_exceeded": 400,
 }
-REQUEST_ID_HEADER = "x-request-id"
 _REASONING = ("response.reasoning_summary_text.delta", "response.reasoning_text.delta")
 _OUTPUT = ("response.output_text.delta", "response.refusal.delta")
 
@@ -59,12 +58,8 @@ class ResponsesParser:
     __slots__ = ("decoder", "stream")
 
     def __init__(self, result: RequestResult) -> None:
-        self.stream = NativeStream(result, REQUEST_ID_HEADER)
+        self.stream = NativeStream(result)
         self.decoder = NamedSSEDecoder()
-
-    def on_headers(self, headers: Any) -> None:
-        """Keep the x-request-id header."""
-        self.stream.on_headers(headers)
 
     def feed(self, chunk: bytes, stamp: int) -> None:
         """Interpret the events completed by ``chunk``."""

@@ -16,7 +16,7 @@ import httpx
 from scenarios.providers.base import RetryPolicy
 from workers.client.request_ids import REQUEST_ID_HEADER
 from workers.client.result import RequestResult
-from workers.client.streaming import HttpCall, Limits, StreamParser, measure_request
+from workers.client.streaming import HttpCall, Limits, OnHeaders, StreamParser, measure_request
 from workers.prompts.plan import PlannedRequest
 
 
@@ -32,6 +32,7 @@ class PostStreamAdapter:
     body: Callable[[PlannedRequest], bytes]
     parser: Callable[[RequestResult], StreamParser]
     model: str | None = None  # the model id the body names, where the dialect has one
+    on_headers: OnHeaders | None = None  # the dialect's own response headers (TGI's timings)
 
     async def measure(
         self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
@@ -49,4 +50,5 @@ class PostStreamAdapter:
             self.retry,
             intended_start,
             answer_chars=0 if request.session is None else request.session.answer_chars,
+            on_headers=self.on_headers,
         )

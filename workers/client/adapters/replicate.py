@@ -8,7 +8,8 @@ that URL is an SSE stream of named events: ``output`` (plain-text token pieces),
 The stream has no token counts; after it ends (outside the measured time) the
 prediction's ``metrics.input_token_count``/``output_token_count`` are read when present.
 Replicate never says why an answer ended: a ``done`` event ends it (without one it is
-incomplete) and the record's ``finish_reason`` stays NULL.
+incomplete) and the record's ``finish_reason`` stays NULL. The prediction's ``id`` is the
+record's response id.
 
 The stream and poll URLs come from the API's answer, so they are checked before the key
 follows them: each must be http(s) (https when the API base is), on a host the key
@@ -38,6 +39,7 @@ from workers.client.errors import (
 )
 from workers.client.result import RequestResult
 from workers.client.secrets import Secrets, host_of
+from workers.client.server_ids import note_response_id
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
 from workers.client.streaming import (
     HttpCall,
@@ -185,6 +187,7 @@ class ReplicateAdapter:
             self.retry,
             intended_start,
         )
+        note_response_id(result, prediction.get("id"))  # the prediction is the response
         if result.ok:
             await self._read_counts(http, prediction, result)
         return result

@@ -8,7 +8,10 @@ carry no text for the user and are not token events. The answer is finished when
 final event's ``details.finish_reason`` says why (``length``, ``eos_token``,
 ``stop_sequence``); a stream without it is incomplete, since ``details`` is asked for.
 Errors mid-stream are ``data:{"error":"...","error_type":"..."}``; error answers are JSON
-of the same shape (422 validation, 424 generation, 429 overloaded).
+of the same shape (422 validation, 424 generation, 429 overloaded). Stream events carry no
+id. TGI's timing headers (``x-queue-time`` and others, whole ms) come with the answer of
+the non-streamed ``/generate`` only; where a server or a proxy sends ``x-queue-time`` on
+the stream's answer too, it is the record's server queue (``workers/client/server_ids.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from workers.client.adapters.post_stream import PostStreamAdapter
 from workers.client.errors import IncompleteAnswer, RequestFailure, class_of_status, redact
 from workers.client.finish import TGI_REASONS, finish_reason
 from workers.client.result import RequestResult
+from workers.client.server_ids import note_tgi_timings
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import (
     Limits,
@@ -116,4 +120,5 @@ async def tgi_adapter(provider: TGIProvider, context: AdapterContext) -> PostStr
         retry=provider.retry,
         body=lambda request: generate_body(request.prompt, request.output_tokens),
         parser=TGIParser,
+        on_headers=note_tgi_timings,
     )

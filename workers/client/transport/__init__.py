@@ -27,6 +27,10 @@ machine's other load, where the aiohttp transport gave 23-50 / 119-205 ms (docs/
                           (llhttp: chunked decoding, lengths, keep-alive)
         ArrivalStream     the response body: (stamp, bytes) pairs, as httpx byte chunks
 
+A request that carries a :class:`Phases` in its extensions (``PHASES_EXTENSION``) gets
+its connection phases stamped: DNS, TCP connect and TLS when it opened its connection,
+the moment its last byte went to the kernel, and whether its connection was new.
+
 Errors are raised as httpx exceptions so ``workers.client.errors`` classifies them as it
 does any httpx transport's: refused/unresolvable/TLS failure → ``ConnectError``, connect
 deadline → ``ConnectTimeout``, server silent for the read timeout → ``ReadTimeout``,
@@ -47,6 +51,15 @@ does that, and worker clients are built with ``follow_redirects=False``).
 """
 
 from workers.client.transport.arrival import ARRIVAL_EXTENSION, ArrivalStream, arrival_of
+from workers.client.transport.phases import PHASES_EXTENSION, Phases
 from workers.client.transport.pool import ArrivalTransport, EgressRefused
 
-__all__ = ["ARRIVAL_EXTENSION", "ArrivalStream", "ArrivalTransport", "EgressRefused", "arrival_of"]
+__all__ = [
+    "ARRIVAL_EXTENSION",
+    "PHASES_EXTENSION",
+    "ArrivalStream",
+    "ArrivalTransport",
+    "EgressRefused",
+    "Phases",
+    "arrival_of",
+]

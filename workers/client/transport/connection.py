@@ -27,6 +27,7 @@ from workers.client.transport.arrival import (
     ArrivalStream,
     kernel_arrival,
 )
+from workers.client.transport.phases import Phases
 
 if TYPE_CHECKING:  # only the type is needed here
     from scenarios.security.egress import EgressGuard
@@ -118,15 +119,18 @@ class Connection:
         "_last_rx",
         "_out",
         "_parser",
+        "_phases",
         "_pool",
         "_read_timeout",
         "_reason",
+        "_send_at",
         "_sock",
         "_stream",
         "_timer",
         "_tls",
         "_waiter",
         "_writable",
+        "_written_on_flush",
         "closed",
         "fd",
         "idle_since",
@@ -146,6 +150,12 @@ class Connection:
         self._parser = httptools.HttpResponseParser(self)
         self._out = bytearray()  # bytes the socket did not take yet
         self._writable: asyncio.Future[None] | None = None
+        # The exchange's phases, and whether its request is written once _out empties.
+        self._phases: Phases | None = None
+        self._written_on_flush = False
+        # When the last send() began: the bytes it handed over reached the kernel after
+        # this, and any answer to them arrived after that (request written <= first byte).
+        self._send_at = 0
         self._last_rx = 0
         self._waiter: asyncio.Future[_Head] | None = None  # the response head, while due
         self._stream: ArrivalStream | None = None  # the body, while arriving
@@ -222,6 +232,7 @@ class Connection:
             self._out += data  # earlier bytes still queued: keep the order
             return
         try:
+            self._send_at = perf_counter_ns()
             sent = self._sock.send(data)
         except (BlockingIOError, InterruptedError):
             sent = 0
@@ -235,6 +246,7 @@ class Connection:
 
     def _on_writable(self) -> None:
         try:
+            self._send_at = perf_counter_ns()
             sent = self._sock.send(self._out)
         except (BlockingIOError, InterruptedError):
             return
@@ -244,6 +256,8 @@ class Connection:
         del self._out[:sent]
         if not self._out:
             self.loop.remove_writer(self.fd)
+            if self._written_on_flush:
+                self._stamp_written(self._send_at)
             self._wake_writer()
 
     def _wake_writer(self) -> None:
@@ -323,11 +337,14 @@ class Connection:
 
     # -- used by the transport and the stream --
 
-    def begin(self, head_only: bool) -> asyncio.Future[_Head]:
-        """Expect the answer to a request about to be written."""
+    def begin(self, head_only: bool, phases: Phases | None = None) -> asyncio.Future[_Head]:
+        """Expect the answer to a request about to be written (its ``phases`` get the
+        moment it was written)."""
         self._waiter = waiter = self.loop.create_future()
         self._head_only = head_only
         self._got_bytes = False
+        self._phases = phases
+        self._written_on_flush = False
         return waiter
 
     def write(self, data: bytes) -> None:
@@ -352,8 +369,14 @@ class Connection:
             raise httpx.WriteError("connection closed while sending")
 
     def sent(self, read_timeout: float | None) -> None:
-        """The request is written: from now on the server's silence is timed."""
+        """The request is written: from now on the server's silence is timed. Its last
+        byte went to the kernel in the last send (stamped as that call began), or goes
+        when the queued rest is sent."""
         self._last_rx = perf_counter_ns()
+        if self._out:
+            self._written_on_flush = True
+        else:
+            self._stamp_written(self._send_at)
         self._read_timeout = read_timeout
         if read_timeout is not None:
             self._timer = self.loop.call_later(read_timeout, self._check_silence)
@@ -413,9 +436,16 @@ class Connection:
         else:
             self._timer = self.loop.call_later(timeout - silent_s, self._check_silence)
 
+    def _stamp_written(self, stamp: int) -> None:
+        self._written_on_flush = False
+        if self._phases is not None:
+            self._phases.request_written = stamp
+
     def _done_exchange(self) -> None:
         self._waiter = None
         self._stream = None
+        self._phases = None
+        self._written_on_flush = False
         self.resume()
         if self._timer is not None:
             self._timer.cancel()
@@ -431,25 +461,44 @@ class Connection:
         self.close()
 
 
+def _literal_version(host: str) -> int | None:
+    """4 or 6 for an IP address, None for a name (which needs a lookup)."""
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return None
+
+
 async def open_socket(
-    loop: asyncio.AbstractEventLoop, host: str, port: int, guard: EgressGuard | None = None
+    loop: asyncio.AbstractEventLoop,
+    host: str,
+    port: int,
+    guard: EgressGuard | None = None,
+    phases: Phases | None = None,
 ) -> socket.socket:
     """A connected non-blocking TCP socket to the first address of ``host`` that answers.
 
     With a ``guard``, the name is resolved once by the guard, every address is checked
     against the egress policy (EgressDenied if one is refused, before any connect) and
     only those exact addresses are connected to: no second lookup can swap them.
+    ``phases`` gets the lookup (a name only: an IP address has none) and the connect,
+    from the first address tried to the one that answered.
     """
+    phases = phases if phases is not None else Phases()  # stamps nobody reads otherwise
     addresses: list[tuple[int, Any]]
+    version = _literal_version(host)
+    if version is None:
+        phases.dns_start = perf_counter_ns()
     if guard is not None:
         addresses = list(await guard.addresses(host, port))
+    elif version is not None:  # no lookup (nor thread) for literals
+        addresses = [(socket.AF_INET6 if version == 6 else socket.AF_INET, (host, port))]
     else:
-        try:
-            version = ipaddress.ip_address(host).version  # no lookup (nor thread) for literals
-            addresses = [(socket.AF_INET6 if version == 6 else socket.AF_INET, (host, port))]
-        except ValueError:
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            addresses = [(family, address) for family, _, _, _, address in infos]
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        addresses = [(family, address) for family, _, _, _, address in infos]
+    if version is None:
+        phases.dns_end = perf_counter_ns()
+    phases.connect_start = perf_counter_ns()
     error: OSError = OSError(f"no address for {host}")
     for family, address in addresses:
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -467,6 +516,7 @@ async def open_socket(
             sock.close()
             raise
         else:
+            phases.connect_end = perf_counter_ns()
             return sock
     raise error
 

@@ -23,6 +23,7 @@ from workers.client.transport.connection import (
     request_head,
     write_streamed,
 )
+from workers.client.transport.phases import PHASES_EXTENSION, Phases
 
 __all__ = ["ArrivalTransport", "EgressRefused"]
 
@@ -123,16 +124,23 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             body: bytes | None = request.content
         except httpx.RequestNotRead:
             body = None  # a streamed body: written piece by piece
+        phases = request.extensions.get(PHASES_EXTENSION)
+        if not isinstance(phases, Phases):
+            phases = None
         connection = self._idle_connection(origin)
         if connection is not None:
+            if phases is not None:
+                phases.connection_new = False
             if body is None:  # a streamed body cannot be sent twice: no second chance
-                return await self._exchange(connection, request, head, body, timeouts)
+                return await self._exchange(connection, request, head, body, timeouts, phases)
             try:
-                return await self._exchange(connection, request, head, body, timeouts)
+                return await self._exchange(connection, request, head, body, timeouts, phases)
             except StaleConnection:
                 pass  # the server closed it while idle and saw nothing: send again
-        connection = await self._connect(origin, timeouts.get("connect"))
-        return await self._exchange(connection, request, head, body, timeouts)
+        if phases is not None:
+            phases.connection_new = True
+        connection = await self._connect(origin, timeouts.get("connect"), phases)
+        return await self._exchange(connection, request, head, body, timeouts, phases)
 
     async def _exchange(
         self,
@@ -141,8 +149,9 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
         head: bytes,
         body: bytes | None,
         timeouts: dict[str, float | None],
+        phases: Phases | None,
     ) -> httpx.Response:
-        answer = connection.begin(request.method == "HEAD")
+        answer = connection.begin(request.method == "HEAD", phases)
         try:
             if body is not None:
                 connection.write(head + body)  # one write: one segment for small requests
@@ -225,18 +234,25 @@ class ArrivalTransport(httpx.AsyncBaseTransport):
             return connection
         return None
 
-    async def _connect(self, origin: Origin, connect_timeout_s: float | None) -> Connection:
+    async def _connect(
+        self, origin: Origin, connect_timeout_s: float | None, phases: Phases | None = None
+    ) -> Connection:
+        """A new connection to ``origin``; ``phases`` gets its DNS, connect and TLS."""
         scheme, host, port, server_name = origin
         loop = asyncio.get_running_loop()
         hostname = host.decode("ascii")
         try:
             async with asyncio.timeout(connect_timeout_s):
-                sock = await open_socket(loop, hostname, port, self._guard)
+                sock = await open_socket(loop, hostname, port, self._guard, phases)
                 try:
                     tls = None
                     if scheme == b"https":
                         tls = Tls(self._ssl_context(), server_name or hostname)
+                        if phases is not None:
+                            phases.tls_start = perf_counter_ns()
                         await tls.handshake(loop, sock)
+                        if phases is not None:
+                            phases.tls_end = perf_counter_ns()
                 except BaseException:
                     sock.close()
                     raise

@@ -7,21 +7,20 @@ import pytest
 
 from workers.client.errors import IncompleteAnswer
 from workers.client.native_stream import (
-    MAX_RESPONSE_ID_CHARS,
     MAX_TOOL_CALLS,
     NativeStream,
-    bounded_id,
     conversation,
     counted,
     event_failure,
 )
 from workers.client.result import AnswerText, RequestResult
+from workers.client.server_ids import MAX_ID_CHARS, clean_id
 from workers.prompts.plan import PlannedRequest
 
 
 def test_reasoning_then_output_text_and_the_answer_kept() -> None:
     result = RequestResult(intended_start=0, answer=AnswerText(100))
-    stream = NativeStream(result, "request-id")
+    stream = NativeStream(result)
     assert not stream.text(1, "", output=True)  # an empty piece is no token
     assert stream.text(2, "thinking...", output=False)
     assert stream.text(3, "Hello", output=True)
@@ -31,7 +30,7 @@ def test_reasoning_then_output_text_and_the_answer_kept() -> None:
 
 def test_tool_calls_are_counted_by_key_and_bounded() -> None:
     result = RequestResult(intended_start=0)
-    stream = NativeStream(result, None)
+    stream = NativeStream(result)
     stream.tool_call(5, "a")
     stream.tool_call(6, "a", '{"x":')
     assert not stream.tool_call(7, "a", "")  # an empty piece is nothing
@@ -43,7 +42,7 @@ def test_tool_calls_are_counted_by_key_and_bounded() -> None:
 
 def test_finish_needs_a_reason_and_keeps_unknown_prompt_counts_unknown() -> None:
     result = RequestResult(intended_start=0)
-    stream = NativeStream(result, None)
+    stream = NativeStream(result)
     stream.text(1, "a", output=True)
     with pytest.raises(IncompleteAnswer, match="without its end"):
         stream.finish("end")
@@ -58,13 +57,14 @@ def test_finish_needs_a_reason_and_keeps_unknown_prompt_counts_unknown() -> None
 
 def test_headers_ids_and_counts_are_bounded_server_text() -> None:
     result = RequestResult(intended_start=0)
-    stream = NativeStream(result, "request-id")
-    stream.on_headers({"request-id": "r" * 1000})
-    assert result.server_request_id == "r" * MAX_RESPONSE_ID_CHARS
+    stream = NativeStream(result)
+    stream.response_id("r" * 1000)
+    assert result.response_id == "r" * MAX_ID_CHARS
+    result.response_id = None
     stream.response_id("first")
     stream.response_id("second")
     assert result.response_id == "first"
-    assert bounded_id(42) is None and bounded_id("") is None
+    assert clean_id(42) is None and clean_id("") is None
     assert [counted(v) for v in (3, -1, True, "3", None)] == [3, None, None, None, None]
     stream.cache(-5, "x")
     assert (result.cached_tokens, result.cache_write_tokens) == (None, None)

@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.fakes.scripted_server import Script, ScriptedServer, ok, read_request
 from tests.fakes.tls import self_signed
 from workers.client.errors import ErrorClass, classify_exception
 from workers.client.sse import SSEDecoder
@@ -147,51 +148,6 @@ def test_malformed_response_is_a_protocol_error(run: Callable[[Awaitable[Any]], 
 
 # ------------------------------------------------------------------ scripted server
 
-Script = Callable[[socket.socket], None]
-
-
-class ScriptedServer:
-    """A loopback server in a thread: the n-th accepted connection runs ``scripts[n]``."""
-
-    def __init__(
-        self, *scripts: Script, tls: ssl.SSLContext | None = None, failing: bool = False
-    ) -> None:
-        self.failing = failing  # a script expected to fail (a refused TLS handshake)
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.accepted = 0
-        self.errors: list[BaseException] = []
-        self._scripts, self._tls = scripts, tls
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def url(self, path: str = "/") -> str:
-        scheme = "https" if self._tls else "http"
-        return f"{scheme}://{'localhost' if self._tls else '127.0.0.1'}:{self.port}{path}"
-
-    def _serve(self) -> None:
-        for script in self._scripts:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return  # closed by the test
-            self.accepted += 1
-            try:
-                with conn:  # closed even when the TLS handshake below is refused
-                    conn.settimeout(10)
-                    if self._tls is None:
-                        script(conn)
-                    else:
-                        with self._tls.wrap_socket(conn, server_side=True) as secure:
-                            script(secure)
-            except BaseException as exc:  # surfaced by close()
-                self.errors.append(exc)
-
-    def close(self) -> None:
-        self.listener.close()
-        self._thread.join(10)
-        assert self.failing or not self.errors, self.errors
-
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., ScriptedServer]]:
@@ -206,30 +162,6 @@ def serve() -> Iterator[Callable[..., ScriptedServer]]:
     yield start
     for server in servers:
         server.close()
-
-
-def read_request(conn: socket.socket) -> bytes:
-    """One request: head, then a Content-Length or chunked body."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += conn.recv(65536) or _eof()
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = re.search(rb"(?i)content-length: *(\d+)", head)
-    if length:
-        while len(body) < int(length.group(1)):
-            body += conn.recv(65536) or _eof()
-    elif re.search(rb"(?i)transfer-encoding: *chunked", head):
-        while not body.endswith(b"0\r\n\r\n"):
-            body += conn.recv(65536) or _eof()
-    return head + b"\r\n\r\n" + body
-
-
-def _eof() -> bytes:
-    raise EOFError("client closed")
-
-
-def ok(body: bytes = b"hello") -> bytes:
-    return b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
 
 
 def chunk(data: bytes) -> bytes:

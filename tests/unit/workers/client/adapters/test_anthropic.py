@@ -16,6 +16,7 @@ from workers.client.adapters.anthropic import (
 )
 from workers.client.errors import IncompleteAnswer, RequestFailure
 from workers.client.result import RequestResult
+from workers.client.server_ids import note_response
 from workers.prompts.plan import PlannedRequest, ToolSet
 
 
@@ -23,7 +24,7 @@ def run(name: str, size: int | None, headers: dict[str, str] | None = None) -> R
     body = (PROVIDER_DATA / "anthropic" / name).read_bytes()
     result = RequestResult(intended_start=0)
     parser = AnthropicParser(result)
-    parser.on_headers(headers or {})
+    note_response(result, headers or {})  # as measure_stream does for every dialect
     chunks = [body] if size is None else [body[i : i + size] for i in range(0, len(body), size)]
     for stamp, chunk in enumerate(chunks, start=1):
         parser.feed(chunk, stamp)

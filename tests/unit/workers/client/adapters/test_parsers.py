@@ -267,3 +267,52 @@ def test_bedrock_message_stop_without_a_reason_is_an_incomplete_answer() -> None
         run(BedrockParser, b"".join(frames), None)
     assert caught.value.error_class == "incomplete"
     assert "messageStop without a stopReason" in caught.value.message
+
+
+def test_llamacpp_prompt_time_is_also_the_server_ttft() -> None:
+    result = run(LlamaCppParser, (PROVIDER_DATA / "llamacpp/stream.sse").read_bytes(), None)
+    assert result.server_ttft_ns == result.server_prompt_ns == 12_500_000
+    assert result.server_timing_source == "llamacpp"
+    assert result.response_id is None  # /completion events carry no id
+
+
+@pytest.mark.parametrize(
+    "timings",
+    [
+        b'{"prompt_ms": -3.5, "predicted_ms": -1}',
+        b'{"prompt_ms": 1e300, "predicted_ms": 1e300}',
+        b'{"prompt_ms": "12.5", "predicted_ms": null}',
+        b'{"prompt_ms": true, "predicted_ms": false}',
+        b'"not an object"',
+    ],
+    ids=["negative", "huge", "string", "bool", "not-object"],
+)
+def test_llamacpp_hostile_timings_are_unknown(timings: bytes) -> None:
+    final = b'data: {"content":"","stop":true,"stop_type":"limit","tokens_predicted":1,' + (
+        b'"tokens_evaluated":2,"timings":' + timings + b"}\n\n"
+    )
+    result = run(LlamaCppParser, b'data: {"content":"a","stop":false}\n\n' + final, None)
+    assert result.finish_reason == "length"  # the request itself is fine
+    assert (result.server_prompt_ns, result.server_decode_ns, result.server_ttft_ns) == (
+        None,
+        None,
+        None,
+    )
+    assert result.server_timing_source is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "response_id"),
+    [
+        ("openai", "chatcmpl-9f8e"),
+        ("openai-completions", "cmpl-4c1d"),
+        ("azure-openai", "chatcmpl-AZ1x"),  # the first chunk's empty id is not one
+        ("tgi", None),
+        ("bedrock", None),
+        ("replicate", None),  # the prediction's id comes from its creation, not the stream
+    ],
+)
+def test_response_id_from_the_stream(kind: str, response_id: str | None) -> None:
+    factory, path, _ = CASES[kind]
+    result = run(factory, (PROVIDER_DATA / path).read_bytes(), 3)
+    assert result.response_id == response_id
