@@ -22,6 +22,7 @@ from scenarios.limits import (
 )
 from scenarios.tokenizers.ref import TokenizerRef
 from scenarios.workload.images import ImagesSpec
+from scenarios.workload.prefix_cache import PrefixCacheSpec
 from scenarios.workload.sessions import SessionsSpec
 from scenarios.workload.tools import ToolsSpec
 
@@ -217,6 +218,14 @@ class Workload(StrictModel):
         ),
     )
 
+    prefix_cache: PrefixCacheSpec | None = Field(
+        default=None,
+        description=(
+            "Prompts built so that target_hit_rate of each one's tokens repeats a prefix "
+            "the server has seen (a target prefix-cache hit rate; docs/workloads.md)."
+        ),
+    )
+
     @model_validator(mode="after")
     def _has_requests(self) -> Workload:
         if self.replay is None and self.dataset is None and not self.mix:
@@ -232,6 +241,16 @@ class Workload(StrictModel):
                 raise ValueError("give prompts (a JSONL file, cycled) or dataset, not both")
             if self.dataset.sample == "mix" and not self.mix:
                 raise ValueError("dataset.sample: mix follows workload.mix: give a mix")
+        if self.prefix_cache is not None:
+            if self.replay is not None or self.prompts is not None or self.dataset is not None:
+                raise ValueError(
+                    "prefix_cache: prompts are generated to hit the target: drop replay, "
+                    "prompts and dataset"
+                )
+            if self.shared_prefix_tokens:
+                raise ValueError(
+                    "prefix_cache: its repeated prefix replaces shared_prefix_tokens: drop it"
+                )
         if self.sessions is not None:
             if self.replay is not None:
                 raise ValueError(
