@@ -54,6 +54,7 @@ from workers.runtime.fd_budget import DESCRIPTORS, DescriptorBudgetExceeded
 from workers.shard.health import ShardHealth
 from workers.shard.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.shard.progress import Progress
+from workers.shard.cache_reset import reset_cache
 from workers.shard.publisher import ShardPublisher
 from workers.shard.rows import RowContext, record_row, tagged, wall_ns
 from workers.shard.telemetry import MetricsScraper
@@ -183,6 +184,8 @@ async def _run_shard(
     if prepared is None:
         return 0
     maker, load = prepared
+    # Before the stage clock: the stage's first requests find an empty prefix cache.
+    await reset_cache(spec, context, publisher, adapter_context.endpoint)
     progress = Progress()
     health = ShardHealth()
     calibration = maker if isinstance(maker, CalibratedPrompts) else None
