@@ -39,6 +39,7 @@ from analytics.report.stored import (
     use_histograms,
 )
 from analytics.report.token_truth import with_token_truth
+from analytics.report.prefix_cache import with_prefix_cache
 from analytics.report.tool_calls import with_tool_calls
 from analytics.report.top_errors import top_errors
 from analytics.sql.files import load_sql
@@ -239,6 +240,7 @@ def build_report(
     stages = with_roofline(with_client_health(stages, stage_health(con, run_id)), providers)
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
     stages = with_token_truth(con, run_id, stages)
+    stages = with_prefix_cache(con, run_id, stages)
     telemetry = server_metrics(con, run_id)
     if plots and telemetry["scrapes"]:
         charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}
