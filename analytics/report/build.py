@@ -25,6 +25,7 @@ from analytics.report.failover import run_failover
 from analytics.report.images import with_images
 from analytics.report.overlaps import shared_overlaps
 from analytics.report.plots import errors_over_time, plot_data
+from analytics.report.prefix_cache import with_prefix_cache
 from analytics.report.prompt_realism import with_prompt_realism
 from analytics.report.roofline_view import with_roofline
 from analytics.report.sessions import session_ends, session_turns
@@ -39,7 +40,6 @@ from analytics.report.stored import (
     use_histograms,
 )
 from analytics.report.token_truth import with_token_truth
-from analytics.report.prefix_cache import with_prefix_cache
 from analytics.report.tool_calls import with_tool_calls
 from analytics.report.top_errors import top_errors
 from analytics.sql.files import load_sql

@@ -43,11 +43,18 @@ def prefix_cache(report: RunReport, options: SectionOptions) -> list[Section]:
         return []
     rows = tuple(
         (
-            r["provider"], r["stage"], r["region"],
-            r.get("cache_reported"), r.get("cached_tokens"), r.get("cache_hit_pct"),
-            r.get(SERVER_FIELD), r.get("cache_target_pct"), r.get("cache_planned_pct"),
-            _gap(r), r.get("cache_reset"),
-        )  # fmt: skip
+            r["provider"],
+            r["stage"],
+            r["region"],
+            r.get("cache_reported"),
+            r.get("cached_tokens"),
+            r.get("cache_hit_pct"),
+            r.get(SERVER_FIELD),
+            r.get("cache_target_pct"),
+            r.get("cache_planned_pct"),
+            _gap(r),
+            r.get("cache_reset"),
+        )
         for r in report.stages
     )
     note = (

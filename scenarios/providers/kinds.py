@@ -25,9 +25,8 @@ from scenarios.providers.base import (
 )
 from scenarios.providers.cache_reset import CacheReset, cache_reset_url
 from scenarios.providers.presets import hosted_preset, preset_names, resolve_preset
-from scenarios.security.egress import EgressDenied, url_host
 from scenarios.providers.simulate import SimulateSpec
-
+from scenarios.security.egress import EgressDenied, url_host
 
 CacheResetField = Field(
     default=None,

@@ -227,6 +227,21 @@ class Workload(StrictModel):
     )
 
     @model_validator(mode="after")
+    def _generated_for_the_cache(self) -> Workload:
+        if self.prefix_cache is None:
+            return self
+        if self.replay is not None or self.prompts is not None or self.dataset is not None:
+            raise ValueError(
+                "prefix_cache: prompts are generated to hit the target: drop replay, "
+                "prompts and dataset"
+            )
+        if self.shared_prefix_tokens:
+            raise ValueError(
+                "prefix_cache: its repeated prefix replaces shared_prefix_tokens: drop it"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _has_requests(self) -> Workload:
         if self.replay is None and self.dataset is None and not self.mix:
             raise ValueError("give a length mix, a dataset or a replay log")
@@ -241,16 +256,6 @@ class Workload(StrictModel):
                 raise ValueError("give prompts (a JSONL file, cycled) or dataset, not both")
             if self.dataset.sample == "mix" and not self.mix:
                 raise ValueError("dataset.sample: mix follows workload.mix: give a mix")
-        if self.prefix_cache is not None:
-            if self.replay is not None or self.prompts is not None or self.dataset is not None:
-                raise ValueError(
-                    "prefix_cache: prompts are generated to hit the target: drop replay, "
-                    "prompts and dataset"
-                )
-            if self.shared_prefix_tokens:
-                raise ValueError(
-                    "prefix_cache: its repeated prefix replaces shared_prefix_tokens: drop it"
-                )
         if self.sessions is not None:
             if self.replay is not None:
                 raise ValueError(

@@ -91,20 +91,24 @@ def test_a_cache_reset_before_each_stage_empties_the_simulators_cache(
         "name": "cache-reset",
         "seed": 9,
         "providers": [
-            {"name": "reset", "kind": "simulated", "simulate": {**FAST, "seed": 1},
-             "cache_reset": "vllm"},
+            {
+                "name": "reset",
+                "kind": "simulated",
+                "simulate": {**FAST, "seed": 1},
+                "cache_reset": "vllm",
+            },
             {"name": "kept", "kind": "simulated", "simulate": {**FAST, "seed": 2}},
-        ],  # fmt: skip
+        ],
         "workload": {"mix": _mix(), "shared_prefix_tokens": 200},
         "load": {"concurrency": [1, 1], "requests_per_level": 6},
     }
     _, con = _run(tokenbench, tmp_path, scenario)
-    first = dict(
-        ((provider, stage), cached)
+    first = {
+        (provider, stage): cached
         for provider, stage, cached in con.execute(
             "SELECT provider, stage, cached_tokens FROM requests WHERE seq = 0"
         ).fetchall()
-    )
+    }
     # Stage 0 starts cold for both; stage 1's first request finds the prefix only where
     # the cache was not reset.
     assert first[("reset", 0)] == 0 and first[("kept", 0)] == 0

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from scenarios.datasets.files import FileEntry
 from scenarios.limits import MAX_SESSION_TURNS
+from scenarios.workload.prefix_cache import PrefixCacheSpec
 from scenarios.workload.sessions import (
     ExponentialSeconds,
     FixedSeconds,
@@ -39,7 +40,6 @@ from scenarios.workload.sessions import (
     UniformTurns,
 )
 from scenarios.workload.spec import Workload
-from scenarios.workload.prefix_cache import PrefixCacheSpec
 from workers.prompts.plan import PlannedRequest, PromptMaker, plan_from_entry, request_planner
 
 __all__ = [

@@ -51,10 +51,10 @@ from workers.prompts.plan import PlannedRequest, PromptMaker, request_planner
 from workers.runtime.context import WorkerContext
 from workers.runtime.event_loop import shutting_down
 from workers.runtime.fd_budget import DESCRIPTORS, DescriptorBudgetExceeded
+from workers.shard.cache_reset import reset_cache
 from workers.shard.health import ShardHealth
 from workers.shard.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.shard.progress import Progress
-from workers.shard.cache_reset import reset_cache
 from workers.shard.publisher import ShardPublisher
 from workers.shard.rows import RowContext, record_row, tagged, wall_ns
 from workers.shard.telemetry import MetricsScraper

@@ -30,8 +30,8 @@ from scenarios.security.host_rules import host_matches, parse_rule
 __all__ = [
     "Preset",
     "PriceTable",
-    "load_presets",
     "hosted_preset",
+    "load_presets",
     "preset_names",
     "preset_secret_hosts",
     "resolve_preset",

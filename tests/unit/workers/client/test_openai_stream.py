@@ -114,9 +114,17 @@ def test_cached_tokens_come_from_prompt_tokens_details_or_stay_unknown(
 def test_a_later_usage_chunk_without_details_keeps_the_cached_count(
     parser: type[OpenAIParser],
 ) -> None:
-    counted = {"prompt_tokens": 9, "completion_tokens": 1, "prompt_tokens_details": {"cached_tokens": 8}}
+    counted = {
+        "prompt_tokens": 9,
+        "completion_tokens": 1,
+        "prompt_tokens_details": {"cached_tokens": 8},
+    }
     bare = {"prompt_tokens": 9, "completion_tokens": 1}
     result = run(
-        parser, event(choice(parser, "stop", content="Hi")), usage_event(counted), usage_event(bare), DONE
+        parser,
+        event(choice(parser, "stop", content="Hi")),
+        usage_event(counted),
+        usage_event(bare),
+        DONE,
     )
     assert result.cached_tokens == 8

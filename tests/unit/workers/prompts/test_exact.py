@@ -11,10 +11,10 @@ from tokenizers import Tokenizer
 
 from scenarios.datasets.files import parse_entries
 from scenarios.tokenizers.files import TokenizerUnavailable
+from scenarios.workload.prefix_cache import PrefixCacheSpec
 from scenarios.workload.spec import FixedLength, MixClass, UniformLength, Workload
 from tests.support.tiny_tokenizer import train_bpe, train_word_level
 from workers.prompts.exact import ExactPrompts, encoding_errors
-from scenarios.workload.prefix_cache import PrefixCacheSpec
 from workers.prompts.plan import WORDS, RepeatedText, repeated_share, request_planner
 
 LENGTHS = (1, 2, 3, 7, 64, 333, 2048)

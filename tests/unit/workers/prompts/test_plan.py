@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from scenarios.datasets.files import WorkloadFileError, parse_entries
+from scenarios.workload.prefix_cache import PrefixCacheSpec
 from scenarios.workload.spec import (
     FixedLength,
     LognormalLength,
@@ -16,7 +17,6 @@ from scenarios.workload.spec import (
     UniformLength,
     Workload,
 )
-from scenarios.workload.prefix_cache import PrefixCacheSpec
 from workers.prompts.plan import (
     RepeatedText,
     plan_request,
@@ -173,13 +173,17 @@ def test_a_target_hit_rate_repeats_that_share_of_each_prompt(target: float) -> N
 def test_each_stage_has_its_own_repeated_text_and_no_target_plans_nothing() -> None:
     first, second = (request_planner(_cache_workload(0.5), 7, stage)(1) for stage in (0, 1))
     assert first.prompt.split()[:100] != second.prompt.split()[:100]
-    assert plan_request(Workload(mix=_cache_workload(0.5).mix), 7, 0, 1).cached_prefix_tokens is None
+    assert (
+        plan_request(Workload(mix=_cache_workload(0.5).mix), 7, 0, 1).cached_prefix_tokens is None
+    )
 
 
 def test_a_target_refuses_text_it_cannot_shape() -> None:
     mix = _cache_workload(0.5).mix
     with pytest.raises(ValueError, match="shared_prefix_tokens"):
-        Workload(mix=mix, shared_prefix_tokens=10, prefix_cache=PrefixCacheSpec(target_hit_rate=0.5))
+        Workload(
+            mix=mix, shared_prefix_tokens=10, prefix_cache=PrefixCacheSpec(target_hit_rate=0.5)
+        )
     with pytest.raises(ValueError, match="target_hit_rate"):
         PrefixCacheSpec(target_hit_rate=1.0)
 
