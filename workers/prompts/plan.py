@@ -282,7 +282,9 @@ def _request_planner(
     prompts_id = None if workload.prompts is None else workload.prompts.dataset
     target = None if workload.prefix_cache is None else workload.prefix_cache.target_hit_rate
     # The stage's own text: its first request seeds it (a stage starts cold).
-    repeated = RepeatedText(maker.vocabulary, f"{seed}/{stage}/prefix-cache")
+    repeated = (
+        None if target is None else RepeatedText(maker.vocabulary, f"{seed}/{stage}/prefix-cache")
+    )
 
     def plan(seq: int) -> PlannedRequest:
         rng = random.Random(f"{seed}/{stage}/{seq}")  # str seeds hash with SHA-512: stable
@@ -301,7 +303,7 @@ def _request_planner(
                 entry.max_tokens or output_tokens,
                 prompts_id,
             )
-        if target is not None:
+        if target is not None and repeated is not None:
             return _repeating(seq, prompt_tokens, output_tokens, target, maker, rng, repeated)
         prefix = maker.prefix(prefix_tokens, seed) if prefix_tokens else ""
         # A unique tail after a shared prefix, so requests stay distinct.
