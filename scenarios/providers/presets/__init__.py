@@ -110,10 +110,20 @@ def preset_secret_hosts() -> dict[str, tuple[str, ...]]:
 
 
 def hosted_preset(host: str) -> str | None:
-    """The preset whose hosts include ``host`` (a hosted API), or None."""
+    """The preset whose hosts include ``host``, or whose API host's domain does
+    (``x.groq.com`` beside ``api.groq.com``): a hosted API. None otherwise."""
+    name = host.lower().rstrip(".")
     for preset_id, preset in load_presets().items():
-        if any(host_matches(host, parse_rule(rule).host) for rule in preset.hosts):
-            return preset_id
+        for rule in preset.hosts:
+            pattern = parse_rule(rule).host
+            labels = pattern.split(".")
+            domain = ".".join(labels[1:])
+            if host_matches(name, pattern) or (
+                len(labels) >= 3
+                and not any(c in domain for c in "*{")
+                and (name == domain or name.endswith("." + domain))
+            ):
+                return preset_id
     return None
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from analytics.report.build import build_report
+from analytics.report.prefix_cache import FIELDS, SERVER_FIELD
 from analytics.report.stored import ExactLimits
 from analytics.store.db import connect
 from analytics.store.runs import CacheReset, RunStore
@@ -54,6 +55,7 @@ def test_cached_tokens_are_priced_at_the_cached_input_price(
     assert row["cache_hit_pct"] == pytest.approx(40.0)
     assert row["cache_target_pct"] == pytest.approx(50.0)
     assert row["cached_tokens"] == N * 20 and row["cache_reported"] == N
+    assert {*FIELDS, SERVER_FIELD} <= set(row) and row[SERVER_FIELD] is None
 
 
 def test_without_a_cached_price_or_a_count_every_prompt_token_costs_the_input_price(

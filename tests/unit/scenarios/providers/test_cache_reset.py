@@ -58,8 +58,11 @@ def test_a_reset_url_off_the_providers_origin_is_refused(url: str) -> None:
 def test_a_hosted_api_is_never_reset() -> None:
     with pytest.raises(ValidationError, match="hosted API"):
         PROVIDER.validate_python({"preset": "groq", "model": "x", "cache_reset": "vllm"})
-    with pytest.raises(ValidationError, match="hosted API"):
-        _provider(base_url="https://api.groq.com/openai/v1", cache_reset="vllm")
+    for base_url in ("https://api.groq.com/openai/v1", "https://eu.groq.com/v1"):
+        with pytest.raises(ValidationError, match="hosted API"):
+            _provider(base_url=base_url, cache_reset="vllm")
+    # A server of one's own whose name merely resembles a provider's is not hosted.
+    assert _provider(base_url="http://groq.internal:8000/v1", cache_reset="vllm").cache_reset
     with pytest.raises(ValidationError, match="hosted API"):
         _provider(
             kind="openai-completions",
