@@ -5,9 +5,12 @@ recorded and empties the simulator's cache (docs/workloads.md, docs/providers.md
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,10 @@ import duckdb
 import pytest
 import yaml
 
+from scenarios.providers.simulate import SimulateSpec
 from tests.conftest import CliResult
+from workers.runtime.event_loop import new_loop
+from workers.simulator.server import SimulatorApp, start_server
 
 pytestmark = pytest.mark.integration
 
@@ -122,3 +128,67 @@ def test_a_cache_reset_before_each_stage_empties_the_simulators_cache(
         (0, "reset", "local", "ok", 200, True, True),
         (1, "reset", "local", "ok", 200, True, True),
     ]
+
+
+@contextmanager
+def served_simulator() -> Iterator[tuple[str, SimulatorApp]]:
+    """A simulator with its prefix cache on loopback, in a thread of the test: a
+    self-hosted server the run's `openai` provider reaches at its base URL."""
+    app = SimulatorApp(SimulateSpec.model_validate(FAST))
+    loop = new_loop()
+    ready = threading.Event()
+    ports: list[int] = []
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        server = loop.run_until_complete(start_server(app))
+        ports.append(server.sockets[0].getsockname()[1])
+        ready.set()
+        loop.run_forever()
+        server.close()
+        loop.run_until_complete(server.wait_closed())
+        loop.close()
+
+    thread = threading.Thread(target=serve, name="simulator", daemon=True)
+    thread.start()
+    assert ready.wait(30)
+    try:
+        yield f"http://127.0.0.1:{ports[0]}/v1", app
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+
+
+def test_a_reset_the_server_refuses_is_recorded_and_the_stage_runs(
+    tmp_path: Path, tokenbench: Callable[..., CliResult]
+) -> None:
+    # Two self-hosted servers (simulators) spoken to as `openai`: one takes vLLM's reset,
+    # the other has no SGLang route (404), so that reset fails and the stage runs anyway.
+    with served_simulator() as (vllm_url, vllm), served_simulator() as (sglang_url, sglang):
+        scenario = {
+            "name": "cache-reset-servers",
+            "seed": 4,
+            "providers": [
+                {"name": name, "kind": "openai", "model": "m", "base_url": url, "cache_reset": name}
+                for name, url in (("vllm", vllm_url), ("sglang", sglang_url))
+            ],
+            "workload": {"mix": _mix(64), "prefix_cache": {"target_hit_rate": 0.5}},
+            "load": {"concurrency": [1], "requests_per_level": 8},
+        }
+        report, con = _run(tokenbench, tmp_path, scenario)
+        assert vllm.cache is not None and sglang.cache is not None
+        assert (vllm.cache.resets, sglang.cache.resets) == (1, 0)
+    resets = con.execute(
+        "SELECT provider, status, http_status FROM cache_resets ORDER BY provider"
+    ).fetchall()
+    assert resets == [("sglang", "failed", 404), ("vllm", "ok", 200)]
+    rows = {row["provider"]: row for row in report["stages"]}
+    assert rows["sglang"]["cache_reset"] == "failed (404)" and rows["vllm"]["cache_reset"] == "ok"
+    # The openai adapter read the servers' cached tokens: later requests found the text.
+    for provider in ("vllm", "sglang"):
+        cached = [
+            c for (c,) in con.execute(
+                "SELECT cached_tokens FROM requests WHERE provider = ? ORDER BY seq", [provider]
+            ).fetchall()
+        ]  # fmt: skip
+        assert len(cached) == 8 and cached[0] == 0 and all(c > 0 for c in cached[1:])
