@@ -26,6 +26,7 @@ from analytics.report.failover import run_failover
 from analytics.report.images import with_images
 from analytics.report.overlaps import shared_overlaps
 from analytics.report.plots import errors_over_time, plot_data
+from analytics.report.prefix_cache import with_prefix_cache, with_server_hit_rate
 from analytics.report.prompt_realism import with_prompt_realism
 from analytics.report.roofline_view import with_roofline
 from analytics.report.sessions import session_ends, session_turns
@@ -243,7 +244,9 @@ def build_report(
     stages = with_tool_calls(con, run_id, with_prompt_realism(con, run_id, stages))
     stages = with_token_truth(con, run_id, stages)
     stages = with_connections(con, run_id, stages)
+    stages = with_prefix_cache(con, run_id, stages)
     telemetry = server_metrics(con, run_id)
+    stages = with_server_hit_rate(stages, telemetry["stages"])
     if plots and telemetry["scrapes"]:
         charts = {**charts, "server_timeline": telemetry_timeline(con, run_id)}
     stages = with_images(con, run_id, stages)

@@ -73,6 +73,20 @@ CREATE OR REPLACE MACRO cost_basis(input_per_mtok, gpu_hour_usd, gpus) AS
 -- H: what a self-hosted deployment costs per hour (USD).
 CREATE OR REPLACE MACRO deployment_usd_per_hour(gpu_hour_usd, gpus) AS gpu_hour_usd * gpus;
 
+-- The list price of a stage's prompt tokens (USD per 1M) once the share the provider
+-- read from its prompt cache is billed at its cached-input price (docs/analytics.md,
+-- "Cost"): NULL without an input price; the input price when the provider lists no
+-- cached price or the stage's cached or prompt tokens are unknown.
+CREATE OR REPLACE MACRO effective_input_per_mtok(
+    input_per_mtok, cached_input_per_mtok, input_tokens, cached_tokens
+) AS
+    CASE WHEN input_per_mtok IS NULL THEN NULL
+         WHEN cached_input_per_mtok IS NULL OR cached_tokens IS NULL
+              OR coalesce(input_tokens, 0) <= 0 THEN input_per_mtok
+         ELSE (input_per_mtok * (input_tokens - least(cached_tokens, input_tokens))
+               + cached_input_per_mtok * least(cached_tokens, input_tokens))
+              / input_tokens END;
+
 -- What tokens cost at list prices (USD per 1M tokens).
 CREATE OR REPLACE MACRO list_cost_usd(input_tokens, output_tokens, input_per_mtok, output_per_mtok) AS
     (input_tokens * input_per_mtok + output_tokens * output_per_mtok) / 1e6;

@@ -24,3 +24,28 @@ ALTER TABLE request_records ADD COLUMN IF NOT EXISTS connect_ns BIGINT;
 ALTER TABLE request_records ADD COLUMN IF NOT EXISTS tls_ns BIGINT;
 ALTER TABLE request_records ADD COLUMN IF NOT EXISTS request_written_ns BIGINT;
 ALTER TABLE request_records ADD COLUMN IF NOT EXISTS connection_new BOOLEAN;
+
+-- Prefix cache: cache resets (docs/providers.md, "Cache reset"). One row per reset a
+-- worker sent before a stage's load (one part of each provider, region and stage):
+-- when it started, its outcome (ok: the server emptied its cache; failed: it answered
+-- an error status; error: no answer, or refused before sending) and the HTTP status.
+CREATE TABLE IF NOT EXISTS cache_resets (
+    run_id VARCHAR NOT NULL,
+    stage INTEGER NOT NULL,
+    provider VARCHAR NOT NULL,
+    region VARCHAR NOT NULL,
+    worker VARCHAR,
+    shard_id VARCHAR NOT NULL,
+    attempt INTEGER NOT NULL,
+    started_at TIMESTAMPTZ,
+    status VARCHAR NOT NULL,
+    http_status INTEGER,
+    message VARCHAR
+);
+
+-- Prefix cache: prices and pre-aggregates. The list price of prompt tokens read from the
+-- provider's prompt cache (USD per 1M; NULL: they cost input_per_mtok), and the cached
+-- prompt tokens of a shard's successful requests (NULL when no request reported any),
+-- so that a stage's cost reflects its cache hits in the stored summaries as in the view.
+ALTER TABLE providers ADD COLUMN IF NOT EXISTS cached_input_per_mtok DOUBLE;
+ALTER TABLE shard_summaries ADD COLUMN IF NOT EXISTS cached_tokens HUGEINT;

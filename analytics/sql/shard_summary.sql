@@ -55,6 +55,8 @@ SELECT
          THEN sum(q.prompt_tokens) FILTER (q.status = 'ok'
                                            AND in_window(q.end_us, w.w_start, w.w_end)) END,
     sum(q.completion_tokens) FILTER (q.status = 'ok' AND in_window(q.end_us, w.w_start, w.w_end)),
-    sum(busy_in_window_us(q.sent_us, q.end_us, w.w_start, w.w_end))
+    sum(busy_in_window_us(q.sent_us, q.end_us, w.w_start, w.w_end)),
+    -- schema v20: the prompt tokens successful requests read from the server's cache.
+    sum(q.cached_tokens) FILTER (q.status = 'ok')
 FROM req AS q, w
 HAVING count(*) > 0

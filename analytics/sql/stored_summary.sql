@@ -29,6 +29,7 @@ g AS (
         CASE WHEN NOT bool_or(coalesce(ok, 0) > 0 AND input_tokens IS NULL)
              THEN sum(input_tokens) END                         AS input_tokens,
         sum(output_tokens)                                      AS output_tokens,
+        sum(cached_tokens)                                      AS cached_tokens,
         bool_or(has_slo)                                        AS has_slo,
         sum(met_slo)                                            AS met_slo,
         bool_and(steady)                                        AS steady_window,
@@ -64,7 +65,9 @@ SELECT
     g.input_tokens, g.output_tokens, g.input_tok_s, g.output_tok_s,
     goodput_rps(g.has_slo, g.goodput_rps)                          AS goodput_rps,
     slo_attainment_pct(g.has_slo, g.met_slo, g.requests)           AS slo_attainment_pct,
-    unnest(stage_costs(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
+    unnest(stage_costs(effective_input_per_mtok(p.input_per_mtok, p.cached_input_per_mtok,
+                                                g.input_tokens, g.cached_tokens),
+                       p.output_per_mtok, p.gpu_hour_usd, p.gpus,
                        g.input_tokens, g.output_tokens, g.ok, g.ok_request_rate,
                        g.input_tok_s, g.output_tok_s, g.span_s))
 FROM g

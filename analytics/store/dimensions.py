@@ -52,10 +52,11 @@ def write_dimensions(con: duckdb.DuckDBPyConnection, run_id: str, scenario: Scen
                 None if deployment is None else deployment.model,
                 price,
                 source,
+                None if pricing is None else pricing.cached_input_per_mtok,
             ]
         )
     con.executemany(
-        "INSERT OR REPLACE INTO providers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+        "INSERT OR REPLACE INTO providers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
     )
     con.executemany(
         "INSERT OR REPLACE INTO regions VALUES (?, ?)", [[run_id, r] for r in scenario.regions]

@@ -81,6 +81,23 @@ class ShardRecovery:
     ingested: list[tuple[int, int]]
 
 
+@dataclass(frozen=True, slots=True)
+class CacheReset:
+    """One cache reset's outcome, as a worker reported it."""
+
+    run_id: str
+    stage: int
+    provider: str
+    region: str
+    worker: str | None
+    shard_id: str
+    attempt: int
+    started_at: float | None  # epoch seconds
+    status: str
+    http_status: int | None
+    message: str | None
+
+
 class RunStore:
     """Writes the lifecycle of runs; one writer connection per database file."""
 
@@ -189,6 +206,29 @@ class RunStore:
                 run_id,
                 shard_id,
                 attempt,
+            ],
+        )
+
+    def cache_reset(self, reset: CacheReset) -> None:
+        """A cache reset a worker sent before a stage's load, with its outcome
+        (docs/providers.md, "Cache reset")."""
+        started = dt.datetime.fromtimestamp(reset.started_at, dt.UTC) if reset.started_at else None
+        self.con.execute(
+            "INSERT INTO cache_resets (run_id, stage, provider, region, worker, shard_id, "
+            "attempt, started_at, status, http_status, message) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                reset.run_id,
+                reset.stage,
+                reset.provider,
+                reset.region,
+                reset.worker,
+                reset.shard_id,
+                reset.attempt,
+                started,
+                reset.status,
+                reset.http_status,
+                reset.message,
             ],
         )
 

@@ -17,12 +17,13 @@ until it is stopped.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from analytics.sql.results import first_row
-from analytics.store.runs import RunStore
+from analytics.store.runs import CacheReset, RunStore
 from api.control.planner import Stage
 from scenarios.model import Scenario
 from scenarios.settings import env_name
@@ -259,6 +260,8 @@ class Coordinator:
                 None,
                 health,
             )
+        elif kind == EventType.CACHE_RESET:
+            self.store.cache_reset(_cache_reset(self.run_id, shard, attempt, event))
         elif kind == EventType.FAILED:
             message = event.get("message", "shard failed")
             self.store.attempt_ended(
@@ -379,3 +382,32 @@ def run_of(exc: BaseException) -> str | None:
     """The run an error was raised on, when it happened inside :func:`about_run`."""
     run_id = getattr(exc, _RUN_ATTRIBUTE, None)
     return run_id if isinstance(run_id, str) else None
+
+
+def _cache_reset(
+    run_id: str, shard: ShardProgress, attempt: int, event: dict[str, str]
+) -> CacheReset:
+    """The stored form of a worker's cache-reset event (bad numbers are unknown)."""
+    spec = shard.spec
+
+    def number(name: str) -> float | None:
+        try:
+            value = float(event.get(name, ""))
+        except ValueError:
+            return None
+        return value if math.isfinite(value) and value >= 0 else None
+
+    http_status = number("http_status")
+    return CacheReset(
+        run_id=run_id,
+        stage=spec.stage,
+        provider=spec.provider.name,
+        region=event.get("region") or spec.region,
+        worker=event.get("worker") or shard.worker,
+        shard_id=spec.shard_id,
+        attempt=attempt,
+        started_at=number("started_at"),
+        status=event.get("status", "error")[:16],
+        http_status=None if http_status is None else int(http_status),
+        message=event.get("message", "")[:200] or None,
+    )

@@ -165,6 +165,9 @@ def cost_plan(
             output = None if units is None or tokens is None else units * tokens[1]
             cost = None
             if pricing is not None and prompt is not None and output is not None:
+                # Every prompt token at the full input price, never the cached-input price:
+                # a cache hit is not promised (even with workload.prefix_cache), and an
+                # upper bound must stay one.
                 cost = _usd(prompt, output, pricing.input_per_mtok, pricing.output_per_mtok)
             rows.append(
                 ProviderRegionPlan(

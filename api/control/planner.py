@@ -402,6 +402,16 @@ def scrapes_metrics(provider: Provider, part: int) -> bool:
     return part == 0 or provider.kind == "simulated"
 
 
+def resets_cache(provider: Provider, part: int) -> bool:
+    """Whether part ``part`` of a stage empties the provider's prefix cache before its
+    load: one part per provider, region and stage (the parts share the server; the
+    reset runs before that part's stage clock), but every part of a simulated provider,
+    whose endpoints are per worker process."""
+    if getattr(provider, "cache_reset", None) is None:
+        return False
+    return part == 0 or provider.kind == "simulated"
+
+
 def _shard(
     run_id: str,
     scenario: Scenario,
@@ -415,6 +425,7 @@ def _shard(
     return ShardSpec(
         run_id=run_id,
         scrape_metrics=scrapes_metrics(provider, part),
+        reset_cache=resets_cache(provider, part),
         shard_id=f"s{index}.{provider.name}.{region}" + (f".{part}" if parts > 1 else ""),
         stage=index,
         region=region,

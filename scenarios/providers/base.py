@@ -83,6 +83,15 @@ class Pricing(StrictModel):
     output_per_mtok: float = Field(
         ge=0, le=MAX_PRICE_PER_MTOK_USD, description="USD per 1M completion tokens."
     )
+    cached_input_per_mtok: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_PRICE_PER_MTOK_USD,
+        description=(
+            "USD per 1M prompt tokens read from the provider's prompt cache (usage's "
+            "cached tokens); unset: cached tokens cost input_per_mtok (docs/analytics.md)."
+        ),
+    )
 
 
 class Deployment(StrictModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from scenarios.base import EnvVar, Name, StrictModel, Url
 from scenarios.limits import MAX_ID_CHARS, MAX_INPUT_KEYS, MAX_URL_CHARS
@@ -23,11 +23,45 @@ from scenarios.providers.base import (
     ServerEndpoint,
     bounded_json,
 )
-from scenarios.providers.presets import preset_names, resolve_preset
+from scenarios.providers.cache_reset import CacheReset, cache_reset_url
+from scenarios.providers.presets import hosted_preset, preset_names, resolve_preset
 from scenarios.providers.simulate import SimulateSpec
+from scenarios.security.egress import EgressDenied, url_host
+
+CacheResetField = Field(
+    default=None,
+    description=(
+        "Empty the server's prefix cache before each stage: vllm (POST "
+        "/reset_prefix_cache), sglang (POST /flush_cache) or {url: ...} on the base_url's "
+        "origin; self-hosted servers only (docs/providers.md, cache reset)."
+    ),
+)
 
 
-class OpenAIProvider(ServerEndpoint):
+class SelfHostedCache(ServerEndpoint):
+    """A server whose prefix cache tokenbench may empty before each stage."""
+
+    cache_reset: CacheReset | None = CacheResetField
+
+    @model_validator(mode="after")
+    def _reset_own_server(self) -> SelfHostedCache:
+        if self.cache_reset is None:
+            return self
+        try:
+            host = url_host(self.base_url)[1]
+        except EgressDenied as exc:
+            raise ValueError(f"cache_reset: {exc}") from None
+        hosted = hosted_preset(host)
+        if hosted is not None:
+            raise ValueError(
+                f"cache_reset: {host} is a hosted API (preset {hosted!r}): its cache is not "
+                "ours to reset"
+            )
+        cache_reset_url(self.cache_reset, self.base_url)  # ValueError off the origin
+        return self
+
+
+class OpenAIProvider(SelfHostedCache):
     """Any OpenAI-compatible ``/v1/chat/completions`` endpoint (vLLM, SGLang, hosted APIs)."""
 
     kind: Literal["openai"] = Field(description="Provider adapter.")
@@ -56,9 +90,16 @@ class SimulatedProvider(ProviderBase):
         ),
     )
     metrics_interval_s: MetricsInterval = 1.0
+    cache_reset: Literal["vllm"] | None = Field(
+        default=None,
+        description=(
+            "vllm: empty the simulator's prefix cache before each stage (it serves vLLM's "
+            "POST /reset_prefix_cache; docs/providers.md, cache reset)."
+        ),
+    )
 
 
-class OpenAICompletionsProvider(ServerEndpoint):
+class OpenAICompletionsProvider(SelfHostedCache):
     """An OpenAI-compatible legacy ``/v1/completions`` endpoint (plain prompt, no chat template)."""
 
     kind: Literal["openai-completions"] = Field(description="Provider adapter.")

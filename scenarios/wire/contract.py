@@ -211,6 +211,14 @@ class ShardFields(BaseModel):
             "endpoints are per worker process)."
         ),
     )
+    reset_cache: bool = Field(
+        default=False,
+        description=(
+            "Empty the provider's prefix cache (its cache_reset) before the stage's load: "
+            "one part of each provider, region and stage; every part of a simulated "
+            "provider (docs/providers.md, cache reset)."
+        ),
+    )
     warmup_s: float = Field(default=0.0, ge=0, description="Not steady state: stage start.")
     cooldown_s: float = Field(default=0.0, ge=0, description="Not steady state: stage end.")
     tag_requests: bool = Field(
@@ -278,6 +286,8 @@ class EventType(StrEnum):
     PROGRESS = "shard_progress"
     FINISHED = "shard_finished"
     FAILED = "shard_failed"
+    # The outcome of the provider's cache reset before the stage (docs/providers.md).
+    CACHE_RESET = "shard_cache_reset"
 
 
 # ---------------------------------------------------------------- stream entries

@@ -22,6 +22,7 @@ from scenarios.limits import (
 )
 from scenarios.tokenizers.ref import TokenizerRef
 from scenarios.workload.images import ImagesSpec
+from scenarios.workload.prefix_cache import PrefixCacheSpec
 from scenarios.workload.sessions import SessionsSpec
 from scenarios.workload.tools import ToolsSpec
 
@@ -216,6 +217,29 @@ class Workload(StrictModel):
             "parts (chat dialects only; docs/workloads.md)."
         ),
     )
+
+    prefix_cache: PrefixCacheSpec | None = Field(
+        default=None,
+        description=(
+            "Prompts built so that target_hit_rate of each one's tokens repeats a prefix "
+            "the server has seen (a target prefix-cache hit rate; docs/workloads.md)."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _generated_for_the_cache(self) -> Workload:
+        if self.prefix_cache is None:
+            return self
+        if self.replay is not None or self.prompts is not None or self.dataset is not None:
+            raise ValueError(
+                "prefix_cache: prompts are generated to hit the target: drop replay, "
+                "prompts and dataset"
+            )
+        if self.shared_prefix_tokens:
+            raise ValueError(
+                "prefix_cache: its repeated prefix replaces shared_prefix_tokens: drop it"
+            )
+        return self
 
     @model_validator(mode="after")
     def _has_requests(self) -> Workload:

@@ -80,7 +80,12 @@ class OpenAIStream:
         raise NotImplementedError
 
     def _on_usage(self, usage: dict[str, Any]) -> bool:
-        """Keep the server's counts; whether it gave both."""
+        """Keep the server's counts; whether it gave both. Prompt tokens read from the
+        server's prefix cache (``prompt_tokens_details.cached_tokens``, OpenAI and vLLM)
+        are kept when reported, else left unknown (None, never zero)."""
+        cached = cached_tokens(usage)
+        if cached is not None:  # a later usage chunk without details does not unsay it
+            self.result.cached_tokens = cached
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
         if isinstance(prompt, int) and isinstance(completion, int):
             self.prompt, self.completion = prompt, completion
@@ -96,6 +101,16 @@ class OpenAIStream:
             )
         self.result.finish_reason = self.finished
         settle_counts(self.result, self.prompt, self.completion, self.token_events)
+
+
+def cached_tokens(usage: dict[str, Any]) -> int | None:
+    """``usage.prompt_tokens_details.cached_tokens`` when it is a count (OpenAI, vLLM
+    with prefix caching, SGLang); None when the server did not say (docs/metrics.md)."""
+    details = usage.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
 
 
 class OpenAIParser:

@@ -57,9 +57,11 @@ class Conversation:
         # The last turn's answer is never sent back: no need to keep its text.
         keep = 0 if last else planned.output_tokens * MAX_ANSWER_CHARS_PER_TOKEN
         place = SessionTurn(session.session_id, index + 1, session.turns, self.context_tokens, keep)
+        cached = planned.cached_prefix_tokens  # a target hit rate: the context repeats
         return replace(
             planned,
             prompt_tokens=self.context_tokens + planned.prompt_tokens,
+            cached_prefix_tokens=None if cached is None else cached + self.context_tokens,
             messages=(*self._history, ("user", planned.prompt)),
             session=place,
         )

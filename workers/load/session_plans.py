@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from scenarios.datasets.files import FileEntry
 from scenarios.limits import MAX_SESSION_TURNS
+from scenarios.workload.prefix_cache import PrefixCacheSpec
 from scenarios.workload.sessions import (
     ExponentialSeconds,
     FixedSeconds,
@@ -81,10 +82,13 @@ def session_planner(
     spec = workload.sessions
     assert spec is not None, "a session plan needs workload.sessions"
     first = request_planner(workload, seed, stage, None, maker)
-    # Later turns are new user messages: the shared prefix is already at the front.
-    later = request_planner(
-        workload.model_copy(update={"shared_prefix_tokens": 0}), seed, stage, None, maker
-    )
+    # Later turns are new user messages: the shared prefix is already at the front, and
+    # with a target hit rate what they repeat is the conversation itself (none of their
+    # own words; the conversation adds its context to their planned cached tokens).
+    update: dict[str, object] = {"shared_prefix_tokens": 0}
+    if workload.prefix_cache is not None:
+        update["prefix_cache"] = PrefixCacheSpec(target_hit_rate=0)
+    later = request_planner(workload.model_copy(update=update), seed, stage, None, maker)
 
     def plan(session: int) -> PlannedSession:
         rng = random.Random(f"{seed}/{stage}/session/{session}")  # stable (SHA-512 seed)

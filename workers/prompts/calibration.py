@@ -22,7 +22,7 @@ import orjson
 from redis.asyncio import Redis
 
 from scenarios.wire.contract import calibration_key
-from workers.prompts.plan import PlannedRequest, PromptText, make_prompt
+from workers.prompts.plan import WORDS, PlannedRequest, PromptText, RepeatedText, make_prompt
 
 __all__ = ["MIN_SAMPLES", "Answer", "CalibratedPrompts", "LengthFit", "load_fit", "save_fit"]
 
@@ -99,6 +99,8 @@ class LengthFit:
 class CalibratedPrompts:
     """Generated prompts sized by the server's measured tokens per word."""
 
+    vocabulary = tuple(WORDS)
+
     def __init__(self, fit: LengthFit | None = None) -> None:
         self.fit = fit or LengthFit()
         self._line = self.fit.line()
@@ -141,6 +143,11 @@ class CalibratedPrompts:
     def count(self, text: str) -> int | None:
         """Unknown: no tokenizer."""
         return None
+
+    def repeated(self, tokens: int, text: RepeatedText) -> str:
+        """``tokens`` tokens of the repeated text at the measured tokens per word (no
+        template: the text is inside the prompt, after it)."""
+        return text.text(tokens if self._line is None else max(1, round(tokens / self._line[0])))
 
     def prompt(self, tokens: int, rng: random.Random, prefix: str = "") -> PromptText:
         """A prompt planned as ``tokens`` tokens (``prefix`` counted in them)."""

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from scenarios.tokenizers.files import TokenizerUnavailable
 from scenarios.tokenizers.probe import count_in_child
-from workers.prompts.plan import PromptText
+from workers.prompts.plan import PromptText, RepeatedText
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -48,6 +48,25 @@ class ExactPrompts:
             )
         self._prefixes: dict[tuple[int, int], str] = {}
         self._prefix_tokens: dict[str, int] = {}  # so a long prefix is encoded once
+
+    @property
+    def vocabulary(self) -> tuple[str, ...]:
+        """The one-token words prompts are made of."""
+        return self.pieces
+
+    def repeated(self, tokens: int, text: RepeatedText) -> str:
+        """The start of the repeated ``text`` that is exactly ``tokens`` tokens (its
+        words are one token each, so the first guess is nearly always right)."""
+        words = max(tokens, 1)
+        for _ in range(_ROUNDS):
+            cut = text.text(words)
+            found = self.count(cut)
+            if found == tokens:
+                return cut
+            words = max(words + tokens - found, 1)
+        raise TokenizerUnavailable(
+            f"could not cut a repeated prefix of exactly {tokens} tokens with this tokenizer"
+        )
 
     def count(self, text: str) -> int:
         """Tokens of ``text`` alone (no special tokens, no chat template)."""

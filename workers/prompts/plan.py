@@ -119,8 +119,34 @@ class PromptText:
     template_tokens: float | None = None
 
 
+class RepeatedText:
+    """A stage's repeated text (``workload.prefix_cache``): an endless seeded sequence of
+    one vocabulary's words, made as far as asked. Its first n words are the same for
+    every request, worker and region of the stage, so a prompt that starts with them
+    repeats what the stage's earlier requests sent, and a longer cut extends a shorter."""
+
+    __slots__ = ("_rng", "_vocabulary", "_words")
+
+    def __init__(self, vocabulary: tuple[str, ...], key: str) -> None:
+        self._vocabulary = vocabulary
+        self._rng = random.Random(key)  # str seeds hash with SHA-512: stable
+        self._words: list[str] = []
+
+    def text(self, words: int) -> str:
+        """The first ``words`` words (at least one). Successive ``choices`` draws are one
+        sequence, so extending never changes the words already made."""
+        words = max(words, 1)
+        if words > len(self._words):
+            self._words += self._rng.choices(self._vocabulary, k=words - len(self._words))
+        return " ".join(self._words[:words])
+
+
 class PromptMaker(Protocol):
     """How generated prompts are sized, and file prompts counted."""
+
+    @property
+    def vocabulary(self) -> tuple[str, ...]:
+        """The words generated prompts are made of."""
 
     def prompt(self, tokens: int, rng: random.Random, prefix: str = "") -> PromptText:
         """A prompt planned as ``tokens`` tokens that starts with ``prefix``."""
@@ -131,9 +157,14 @@ class PromptMaker(Protocol):
     def count(self, text: str) -> int | None:
         """Exact tokens of a file's text, or None when only an estimate is possible."""
 
+    def repeated(self, tokens: int, text: RepeatedText) -> str:
+        """The start of the stage's repeated ``text`` planned as ``tokens`` tokens."""
+
 
 class WordPrompts:
     """One common word per planned token (no tokenizer, no calibration)."""
+
+    vocabulary = tuple(WORDS)
 
     def prompt(self, tokens: int, rng: random.Random, prefix: str = "") -> PromptText:
         """Words: the prefix's and ``tokens`` minus those (at least one)."""
@@ -147,6 +178,10 @@ class WordPrompts:
     def count(self, text: str) -> int | None:
         """Unknown: file text is estimated."""
         return None
+
+    def repeated(self, tokens: int, text: RepeatedText) -> str:
+        """One word per token."""
+        return text.text(tokens)
 
 
 def plan_request(
@@ -245,6 +280,11 @@ def _request_planner(
         )
     prompts = entries if workload.prompts is not None else None
     prompts_id = None if workload.prompts is None else workload.prompts.dataset
+    target = None if workload.prefix_cache is None else workload.prefix_cache.target_hit_rate
+    # The stage's own text: its first request seeds it (a stage starts cold).
+    repeated = (
+        None if target is None else RepeatedText(maker.vocabulary, f"{seed}/{stage}/prefix-cache")
+    )
 
     def plan(seq: int) -> PlannedRequest:
         rng = random.Random(f"{seed}/{stage}/{seq}")  # str seeds hash with SHA-512: stable
@@ -263,6 +303,8 @@ def _request_planner(
                 entry.max_tokens or output_tokens,
                 prompts_id,
             )
+        if target is not None and repeated is not None:
+            return _repeating(seq, prompt_tokens, output_tokens, target, maker, rng, repeated)
         prefix = maker.prefix(prefix_tokens, seed) if prefix_tokens else ""
         # A unique tail after a shared prefix, so requests stay distinct.
         tokens = max(prompt_tokens, prefix_tokens + 1) if prefix else prompt_tokens
@@ -278,6 +320,39 @@ def _request_planner(
         )
 
     return plan
+
+
+def repeated_share(prompt_tokens: int, target: float) -> int:
+    """Tokens of a prompt of ``prompt_tokens`` that repeat the stage's text for a target
+    hit rate ``target``: the nearest whole token, leaving at least one token its own."""
+    return max(min(round(target * prompt_tokens), prompt_tokens - 1), 0)
+
+
+def _repeating(
+    seq: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    target: float,
+    maker: PromptMaker,
+    rng: random.Random,
+    repeated: RepeatedText,
+) -> PlannedRequest:
+    """A generated prompt whose first :func:`repeated_share` tokens are the stage's
+    repeated text and the rest its own words. Planned as cached: that share, except for
+    the stage's first request, which seeds the text (a miss)."""
+    share = repeated_share(prompt_tokens, target)
+    prefix = maker.repeated(share, repeated) if share else ""
+    made = maker.prompt(prompt_tokens, rng, prefix)
+    return PlannedRequest(
+        seq,
+        made.tokens,
+        output_tokens,
+        made.text,
+        prompt_source=made.source,
+        tokens_per_word=made.tokens_per_word,
+        template_tokens=made.template_tokens,
+        cached_prefix_tokens=0 if seq == 0 else share,
+    )
 
 
 def estimate_tokens(text: str) -> int:

@@ -51,6 +51,7 @@ from workers.prompts.plan import PlannedRequest, PromptMaker, request_planner
 from workers.runtime.context import WorkerContext
 from workers.runtime.event_loop import shutting_down
 from workers.runtime.fd_budget import DESCRIPTORS, DescriptorBudgetExceeded
+from workers.shard.cache_reset import reset_cache
 from workers.shard.health import ShardHealth
 from workers.shard.ownership import TRANSIENT_ERRORS, Claim, ClaimLost, RedisUnavailable, retrying
 from workers.shard.progress import Progress
@@ -183,6 +184,8 @@ async def _run_shard(
     if prepared is None:
         return 0
     maker, load = prepared
+    # Before the stage clock: the stage's first requests find an empty prefix cache.
+    await reset_cache(spec, context, publisher, adapter_context.endpoint)
     progress = Progress()
     health = ShardHealth()
     calibration = maker if isinstance(maker, CalibratedPrompts) else None

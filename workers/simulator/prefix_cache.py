@@ -67,6 +67,7 @@ class PrefixCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.hits = 0  # requests that found part of their prompt cached
+        self.resets = 0  # times the cache was emptied (POST /reset_prefix_cache)
         self.cached_words = 0  # prompt words served from the cache, over all requests
         self._blocks: OrderedDict[bytes, None] = OrderedDict()
 
@@ -96,6 +97,12 @@ class PrefixCache:
         while len(self._blocks) * BLOCK_WORDS > self.capacity:
             self._blocks.popitem(last=False)
 
+    def reset(self) -> None:
+        """Forget every block, as vLLM's ``POST /reset_prefix_cache`` does (the counters
+        of what was served stay: they are totals)."""
+        self._blocks.clear()
+        self.resets += 1
+
     def stats(self) -> dict[str, int]:
         """What the cache holds and has served."""
         return {
@@ -104,4 +111,5 @@ class PrefixCache:
             "capacity_words": self.capacity,
             "hits": self.hits,
             "cached_words": self.cached_words,
+            "resets": self.resets,
         }

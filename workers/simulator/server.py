@@ -3,8 +3,9 @@
 It serves ``POST /v1/chat/completions`` (streaming with usage, and non-streaming), ``GET
 /v1/models``, ``GET /health``, ``GET /v1/simulator/stats`` (the latency model's own
 timing drift), ``GET /metrics`` (its state in vLLM's Prometheus names,
-``workers/simulator/metrics.py``) and ``GET /tokenbench/requests?after=N`` (the log of
-the chat requests it answered: ``request_log.py``). HTTP parsing is httptools (uvicorn's
+``workers/simulator/metrics.py``), ``POST /reset_prefix_cache`` (vLLM's route: empties
+the prefix cache) and ``GET /tokenbench/requests?after=N`` (the log of the chat requests
+it answered: ``request_log.py``). HTTP parsing is httptools (uvicorn's
 parser); responses are pre-encoded bytes written straight to the transport, because a
 simulator that spends milliseconds per event would itself become the latency it reports.
 Faults (error statuses, 429 bursts, resets, stalls, streams cut short, answers that end
@@ -335,6 +336,10 @@ class _Connection(asyncio.Protocol):
             after = _query_int(request.query, "after")
             limit = _query_int(request.query, "limit") or MAX_REQUEST_LOG_PAGE
             self._write_simple(200, self.app.log.page_json(after, limit))
+        elif request.method == "POST" and request.path == "/reset_prefix_cache":
+            if self.app.cache is not None:  # vLLM's route: an empty cache, answered 200
+                self.app.cache.reset()
+            self._write_simple(200, b'{"status":"ok"}')
         elif request.method == "POST" and request.path == "/v1/chat/completions":
             await self._chat(request)
         elif (dialect := dialect_of(request.method, request.path)) is not None:

@@ -115,7 +115,8 @@ lat AS (
         avg(decode_tok_s) FILTER (status = 'ok')                                AS decode_tok_s_mean,
         CASE WHEN count(*) FILTER (status = 'ok' AND prompt_tokens IS NULL) = 0
              THEN sum(prompt_tokens) FILTER (status = 'ok') END                 AS input_tokens,
-        sum(completion_tokens) FILTER (status = 'ok')                           AS output_tokens
+        sum(completion_tokens) FILTER (status = 'ok')                           AS output_tokens,
+        sum(cached_tokens) FILTER (status = 'ok')                               AS cached_tokens
     FROM req
     GROUP BY run_id, stage, provider, region
 ),
@@ -175,7 +176,9 @@ SELECT
     l.input_tokens, l.output_tokens, r.input_tok_s, r.output_tok_s,
     goodput_rps(a.has_slo, r.goodput_rps)                          AS goodput_rps,
     slo_attainment_pct(a.has_slo, a.met_slo, l.requests)           AS slo_attainment_pct,
-    unnest(stage_costs(p.input_per_mtok, p.output_per_mtok, p.gpu_hour_usd, p.gpus,
+    unnest(stage_costs(effective_input_per_mtok(p.input_per_mtok, p.cached_input_per_mtok,
+                                                l.input_tokens, l.cached_tokens),
+                       p.output_per_mtok, p.gpu_hour_usd, p.gpus,
                        l.input_tokens, l.output_tokens, l.ok, r.ok_request_rate,
                        r.input_tok_s, r.output_tok_s, r.span_s))
 FROM lat AS l

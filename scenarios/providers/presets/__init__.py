@@ -25,11 +25,12 @@ from pydantic import Field, field_validator
 
 from scenarios.base import StrictModel
 from scenarios.providers.base import Pricing
-from scenarios.security.host_rules import parse_rule
+from scenarios.security.host_rules import host_matches, parse_rule
 
 __all__ = [
     "Preset",
     "PriceTable",
+    "hosted_preset",
     "load_presets",
     "preset_names",
     "preset_secret_hosts",
@@ -108,6 +109,24 @@ def preset_secret_hosts() -> dict[str, tuple[str, ...]]:
     return {variable: hosts for variable, hosts in bindings.items() if hosts}
 
 
+def hosted_preset(host: str) -> str | None:
+    """The preset whose hosts include ``host``, or whose API host's domain does
+    (``x.groq.com`` beside ``api.groq.com``): a hosted API. None otherwise."""
+    name = host.lower().rstrip(".")
+    for preset_id, preset in load_presets().items():
+        for rule in preset.hosts:
+            pattern = parse_rule(rule).host
+            labels = pattern.split(".")
+            domain = ".".join(labels[1:])
+            if host_matches(name, pattern) or (
+                len(labels) >= 3
+                and not any(c in domain for c in "*{")
+                and (name == domain or name.endswith("." + domain))
+            ):
+                return preset_id
+    return None
+
+
 def preset_names() -> list[str]:
     """Ids of the shipped presets, in catalog order."""
     return list(load_presets())
@@ -129,6 +148,11 @@ def resolve_preset(value: Any) -> Any:
         raise ValueError(f"unknown preset {preset_id!r}; known presets: {', '.join(presets)}")
     if given.get("kind", preset.kind) != preset.kind:
         raise ValueError(f"preset {preset_id!r} is of kind {preset.kind!r}, not {given['kind']!r}")
+    if given.get("cache_reset") is not None:
+        raise ValueError(
+            f"cache_reset: preset {preset_id!r} is a hosted API: its cache is not ours to "
+            "reset (docs/providers.md, cache reset)"
+        )
     resolved: dict[str, Any] = {"kind": preset.kind, "name": preset_id, **preset.defaults}
     price = preset.prices.models.get(str(given.get("model")))
     if price is not None:

@@ -196,3 +196,30 @@ def test_stream_usage_off_streams_no_usage_even_when_asked() -> None:
     assert len(tokens) == 3 and done == "[DONE]"
     assert finish["choices"][0]["finish_reason"] == "length"
     assert all("usage" not in event for event in [role, *tokens, finish])
+
+
+def test_reset_prefix_cache_empties_the_cache_over_http() -> None:
+    long_chat = {
+        "model": "x",
+        "max_tokens": 2,
+        "messages": [{"role": "user", "content": " ".join(f"w{i}" for i in range(64))}],
+    }
+
+    async def go() -> tuple[list[Any], dict[str, Any], int]:
+        app = SimulatorApp(spec(prefix_cache=True), latency=FixedLatency(2, 1))
+        cached = []
+        async with serving(app) as client:
+            for path in ("", "", "/reset_prefix_cache", ""):
+                if path:
+                    reset = await client.post(path)
+                    continue
+                answer = await client.post("/v1/chat/completions", json=long_chat)
+                cached.append(answer.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+            stats = orjson.loads((await client.get("/v1/simulator/stats")).content)
+        return cached, stats["prefix_cache"], reset.status_code
+
+    cached, stats, status = run(go())
+    # Cold, then found (whole blocks of the 64 words after the role marker), then cold again.
+    assert status == 200
+    assert cached[0] == 0 and cached[1] > 0 and cached[2] == 0
+    assert stats["resets"] == 1 and stats["blocks"] > 0  # the last request stored again

@@ -178,3 +178,17 @@ def test_budget_cap_in_plan() -> None:
     )
     assert plan.max_cost_usd == 0.5
     assert plan.to_json()["max_cost_usd"] == 0.5
+
+
+def test_a_cached_input_price_and_a_target_hit_rate_never_lower_the_bound() -> None:
+    load = {"concurrency": [2], "requests_per_level": 10}
+    plain = cost_plan(scenario(load))
+    cached = scenario(load)
+    data = cached.model_dump(mode="json", exclude_none=True)
+    data["providers"][0]["pricing"]["cached_input_per_mtok"] = 0.1
+    data["workload"]["prefix_cache"] = {"target_hit_rate": 0.9}
+    with_cache = cost_plan(Scenario.model_validate(data))
+    # No hit is promised: every prompt token at the full input price, as without a cache.
+    assert with_cache.cost_bound_usd == plain.cost_bound_usd
+    paid = next(r for r in with_cache.rows if r.provider == "paid")
+    assert paid.cost_bound_usd == pytest.approx((10 * PROMPT * 1.0 + 10 * OUTPUT * 2.0) / 1e6)

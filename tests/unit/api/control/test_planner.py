@@ -8,7 +8,13 @@ import pytest
 
 from analytics.store.db import connect
 from analytics.store.runs import RunStore
-from api.control.planner import plan_run, planned_shards, scrapes_metrics, stored_stages
+from api.control.planner import (
+    plan_run,
+    planned_shards,
+    resets_cache,
+    scrapes_metrics,
+    stored_stages,
+)
 from api.control.run_coordinator import RunCoordinator
 from api.control.run_views import stored_view
 from scenarios.limits import MAX_SHARDS_PER_RUN
@@ -228,6 +234,26 @@ def test_one_part_scrapes_a_server_but_every_simulated_part_its_own() -> None:
     assert all(v for (name, _), v in marked.items() if name == "sim-fast")
     plain = parse_scenario(VALID_SCENARIO)
     assert not any(scrapes_metrics(p, 0) for p in plain.providers)
+
+
+def test_one_part_resets_a_servers_cache_but_every_simulated_part_its_own() -> None:
+    scenario = parse_scenario(
+        VALID_SCENARIO.replace("concurrency: [1, 8]", "concurrency: [600]")
+        .replace("requests_per_level: 50", "requests_per_level: 600")
+        .replace("api_key_env: MY_KEY", "api_key_env: MY_KEY\n    cache_reset: vllm")
+        .replace("simulate: {ttft_ms: 100, itl_ms: 10}", "simulate: {ttft_ms: 100, itl_ms: 10}\n"
+                 "    cache_reset: vllm")
+    )  # fmt: skip
+    (stage,) = plan_run("r", scenario, max_streams_per_shard=200)
+    marked = {(s.provider.name, s.shard_id): s.reset_cache for s in stage.shards}
+    assert [v for (name, _), v in sorted(marked.items()) if name == "my-vllm"] == [
+        True,
+        False,
+        False,
+    ]
+    assert all(v for (name, _), v in marked.items() if name == "sim-fast")
+    plain = parse_scenario(VALID_SCENARIO)
+    assert not any(resets_cache(p, 0) for p in plain.providers)
 
 
 # --------------------------------------------------------------------------- bounded shards

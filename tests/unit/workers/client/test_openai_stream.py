@@ -80,3 +80,51 @@ def test_choices_must_be_a_list_of_objects(parser: type[OpenAIParser]) -> None:
         run(parser, b'data: {"choices":{"x":1}}\n\n')
     with pytest.raises(ProtocolFailure, match="choice"):
         run(parser, b'data: {"choices":[1]}\n\n')
+
+
+def usage_event(usage: dict[str, object]) -> bytes:
+    return b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+@pytest.mark.parametrize(
+    ("details", "expected"),
+    [
+        ({"cached_tokens": 96}, 96),  # OpenAI and vLLM with prefix caching
+        ({"cached_tokens": 0}, 0),  # reported: nothing was cached
+        ({"audio_tokens": 0}, None),  # details without the count: unknown
+        (None, None),  # no details at all: unknown, never zero
+        ({"cached_tokens": -3}, None),  # nonsense is not a count
+        ({"cached_tokens": True}, None),
+        ({"cached_tokens": "96"}, None),
+    ],
+)
+def test_cached_tokens_come_from_prompt_tokens_details_or_stay_unknown(
+    parser: type[OpenAIParser], details: dict[str, object] | None, expected: int | None
+) -> None:
+    usage: dict[str, object] = {"prompt_tokens": 128, "completion_tokens": 1}
+    if details is not None:
+        usage["prompt_tokens_details"] = details
+    result = run(parser, event(choice(parser, "length", content="Hi")), usage_event(usage), DONE)
+    assert result.cached_tokens == expected
+    assert result.prompt_tokens == 128
+
+
+@pytest.mark.parametrize("parser", PARSERS)
+def test_a_later_usage_chunk_without_details_keeps_the_cached_count(
+    parser: type[OpenAIParser],
+) -> None:
+    counted = {
+        "prompt_tokens": 9,
+        "completion_tokens": 1,
+        "prompt_tokens_details": {"cached_tokens": 8},
+    }
+    bare = {"prompt_tokens": 9, "completion_tokens": 1}
+    result = run(
+        parser,
+        event(choice(parser, "stop", content="Hi")),
+        usage_event(counted),
+        usage_event(bare),
+        DONE,
+    )
+    assert result.cached_tokens == 8

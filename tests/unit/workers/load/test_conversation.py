@@ -3,6 +3,8 @@ the cap, and a replayed session sent as captured."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scenarios.limits import MAX_ANSWER_CHARS_PER_TOKEN
 from workers.client.result import AnswerText, RequestResult
 from workers.load.conversation import Conversation
@@ -109,3 +111,16 @@ def test_a_replayed_turn_is_sent_as_captured() -> None:
     assert second.messages == captured[1].messages and second.session.answer_chars == 0
     # "user: q0\n\nassistant: captured answer here" at 4 characters a token.
     assert second.session.context_tokens == 10
+
+
+def test_with_a_target_hit_rate_a_later_turn_plans_its_context_as_cached() -> None:
+    planned = [replace(t, cached_prefix_tokens=4 if t.seq == 0 else 0) for t in TURNS]
+    conversation = Conversation(_session(planned), 1000, WordPrompts())
+    first = conversation.turn(0)
+    assert first is not None and first.cached_prefix_tokens == 4  # its share of the stage text
+    assert conversation.answered(first, _answer("first answer", completion=5))
+    second = conversation.turn(1)
+    assert second is not None and second.cached_prefix_tokens == 10 + 5  # the conversation
+    # Without a target nothing is planned, whatever the context.
+    plain = Conversation(_session(), 1000, WordPrompts())
+    assert (turn := plain.turn(0)) is not None and turn.cached_prefix_tokens is None

@@ -122,3 +122,23 @@ def test_a_replayed_log_groups_its_lines_into_sessions_in_turn_order() -> None:
     assert sessions[2].gaps_ns == (0,)
     # A record's seq is its line's index in timestamp order.
     assert [sessions[1].plan_turn(t).seq for t in range(3)] == [2, 4, 5]
+
+
+def test_with_a_target_first_turns_repeat_the_stage_text_and_later_turns_add_none() -> None:
+    workload = Workload.model_validate(
+        {
+            "mix": [{"prompt_tokens": {"dist": "fixed", "value": 40},
+                     "output_tokens": {"dist": "fixed", "value": 4}}],
+            "sessions": {"turns": 3},
+            "prefix_cache": {"target_hit_rate": 0.5},
+        }
+    )  # fmt: skip
+    plan = session_planner(workload, 3, 0, WordPrompts())
+    seed, other = plan(0), plan(1)
+    assert seed.plan_turn(0).cached_prefix_tokens == 0  # the stage's first request seeds it
+    first = other.plan_turn(0)
+    assert first.cached_prefix_tokens == 20
+    assert first.prompt.split()[:20] == seed.plan_turn(0).prompt.split()[:20]
+    later = other.plan_turn(1)
+    assert later.cached_prefix_tokens == 0  # the conversation adds its context when sent
+    assert later.prompt.split()[:20] != first.prompt.split()[:20]

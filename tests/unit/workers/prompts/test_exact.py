@@ -11,10 +11,11 @@ from tokenizers import Tokenizer
 
 from scenarios.datasets.files import parse_entries
 from scenarios.tokenizers.files import TokenizerUnavailable
+from scenarios.workload.prefix_cache import PrefixCacheSpec
 from scenarios.workload.spec import FixedLength, MixClass, UniformLength, Workload
 from tests.support.tiny_tokenizer import train_bpe, train_word_level
 from workers.prompts.exact import ExactPrompts, encoding_errors
-from workers.prompts.plan import WORDS, request_planner
+from workers.prompts.plan import WORDS, RepeatedText, repeated_share, request_planner
 
 LENGTHS = (1, 2, 3, 7, 64, 333, 2048)
 
@@ -106,3 +107,34 @@ def test_a_panic_while_encoding_is_a_tokenizer_error_not_an_escape() -> None:
         raise ValueError("bad input")
     with pytest.raises(KeyboardInterrupt), encoding_errors():
         raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("target", [0.5, 0.9])
+def test_a_target_hit_rate_repeats_exactly_that_many_tokens(
+    exact: ExactPrompts, target: float
+) -> None:
+    workload = Workload(
+        mix=[
+            MixClass(
+                prompt_tokens=UniformLength(dist="uniform", min=40, max=700),
+                output_tokens=FixedLength(dist="fixed", value=4),
+            )
+        ],
+        prefix_cache=PrefixCacheSpec(target_hit_rate=target),
+    )
+    plan = request_planner(workload, 5, 1, maker=exact)
+    longest: list[int] = []
+    for seq in range(30):
+        request = plan(seq)
+        share = repeated_share(request.prompt_tokens, target)
+        ids = exact.tokenizer.encode(request.prompt, add_special_tokens=False).ids
+        assert len(ids) == request.prompt_tokens  # the whole prompt: exact
+        assert request.cached_prefix_tokens == (0 if seq == 0 else share)
+        # Its first `share` tokens are the stage's text cut at exactly `share` tokens,
+        # token for token, and what every earlier prompt sent first.
+        cut = exact.repeated(share, RepeatedText(exact.vocabulary, "5/1/prefix-cache"))
+        assert exact.tokenizer.encode(cut, add_special_tokens=False).ids == ids[:share]
+        common = min(share, len(longest))
+        assert ids[:common] == longest[:common]
+        if share > len(longest):
+            longest = ids[:share]

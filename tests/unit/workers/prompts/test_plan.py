@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from scenarios.datasets.files import WorkloadFileError, parse_entries
+from scenarios.workload.prefix_cache import PrefixCacheSpec
 from scenarios.workload.spec import (
     FixedLength,
     LognormalLength,
@@ -16,7 +17,13 @@ from scenarios.workload.spec import (
     UniformLength,
     Workload,
 )
-from workers.prompts.plan import plan_request, sample_length
+from workers.prompts.plan import (
+    RepeatedText,
+    plan_request,
+    repeated_share,
+    request_planner,
+    sample_length,
+)
 
 
 def test_plans_are_deterministic_per_seed_stage_and_seq() -> None:
@@ -129,3 +136,60 @@ def test_a_workload_with_a_dataset_needs_its_entries() -> None:
     workload = Workload.model_validate({"replay": {"dataset": DATASET}})
     with pytest.raises(WorkloadFileError, match="not loaded"):
         plan_request(workload, 0, 0, 0)
+
+
+def _cache_workload(target: float, prompt: int = 200, low: int | None = None) -> Workload:
+    tokens = (
+        FixedLength(dist="fixed", value=prompt)
+        if low is None
+        else UniformLength(dist="uniform", min=low, max=prompt)
+    )
+    return Workload(
+        mix=[MixClass(prompt_tokens=tokens, output_tokens=FixedLength(dist="fixed", value=8))],
+        prefix_cache=PrefixCacheSpec(target_hit_rate=target),
+    )
+
+
+@pytest.mark.parametrize("target", [0.0, 0.5, 0.9])
+def test_a_target_hit_rate_repeats_that_share_of_each_prompt(target: float) -> None:
+    plan = request_planner(_cache_workload(target, low=50), 7, 2)
+    requests = [plan(seq) for seq in range(40)]
+    longest = max(requests, key=lambda r: r.prompt_tokens).prompt.split()
+    for request in requests:
+        share = repeated_share(request.prompt_tokens, target)
+        words = request.prompt.split()
+        assert len(words) == request.prompt_tokens  # one word a token, as planned
+        # Its first `share` words are the stage's text: a prefix of every longer cut.
+        assert words[:share] == longest[:share]
+        assert request.cached_prefix_tokens == (0 if request.seq == 0 else share)
+        assert share == min(round(target * request.prompt_tokens), request.prompt_tokens - 1)
+    planned = sum(r.cached_prefix_tokens or 0 for r in requests[1:])
+    assert planned / sum(r.prompt_tokens for r in requests[1:]) == pytest.approx(target, abs=0.01)
+    if target:
+        # Prompts stay distinct: each keeps words of its own after the repeated text.
+        assert len({r.prompt for r in requests}) == len(requests)
+
+
+def test_each_stage_has_its_own_repeated_text_and_no_target_plans_nothing() -> None:
+    first, second = (request_planner(_cache_workload(0.5), 7, stage)(1) for stage in (0, 1))
+    assert first.prompt.split()[:100] != second.prompt.split()[:100]
+    assert (
+        plan_request(Workload(mix=_cache_workload(0.5).mix), 7, 0, 1).cached_prefix_tokens is None
+    )
+
+
+def test_a_target_refuses_text_it_cannot_shape() -> None:
+    mix = _cache_workload(0.5).mix
+    with pytest.raises(ValueError, match="shared_prefix_tokens"):
+        Workload(
+            mix=mix, shared_prefix_tokens=10, prefix_cache=PrefixCacheSpec(target_hit_rate=0.5)
+        )
+    with pytest.raises(ValueError, match="target_hit_rate"):
+        PrefixCacheSpec(target_hit_rate=1.0)
+
+
+def test_repeated_text_extends_without_changing_what_was_made() -> None:
+    text = RepeatedText(("a", "b", "c", "d"), "7/0/prefix-cache")
+    short = text.text(5)
+    assert text.text(50).startswith(short + " ")
+    assert RepeatedText(("a", "b", "c", "d"), "7/0/prefix-cache").text(50) == text.text(50)

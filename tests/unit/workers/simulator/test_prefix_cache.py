@@ -79,3 +79,14 @@ def test_latency_models_skip_cached_tokens() -> None:
     seq = batching.submit(1000, 10, 0.0, cached_tokens=900)
     assert seq.prefilled == 900
     assert batching.submit(1000, 10, 0.0, cached_tokens=5000).prefilled == 999  # one is left
+
+
+def test_a_reset_empties_the_cache_and_keeps_the_totals() -> None:
+    cache = PrefixCache(capacity=10_000)
+    conversation = blocks([("user", _words(63))])
+    cache.store(conversation)
+    assert cache.cached_share(conversation) == 1.0
+    cache.reset()
+    assert cache.cached_share(conversation) == 0.0
+    stats = cache.stats()
+    assert stats["blocks"] == 0 and stats["resets"] == 1 and stats["hits"] == 1
