@@ -66,7 +66,6 @@ def with_server_hit_rate(
     out = []
     for row in stages:
         rate = rates.get((row["provider"], row["stage"], row["region"]))
-        if "cache_reported" in row and rate is not None:
-            row = {**row, SERVER_FIELD: 100.0 * float(rate)}
-        out.append(row)
+        known = "cache_reported" in row and rate is not None
+        out.append({**row, SERVER_FIELD: 100.0 * float(rate)} if known else row)
     return out
