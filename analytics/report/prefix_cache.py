@@ -66,6 +66,8 @@ def with_server_hit_rate(
     out = []
     for row in stages:
         rate = rates.get((row["provider"], row["stage"], row["region"]))
-        known = "cache_reported" in row and rate is not None
-        out.append({**row, SERVER_FIELD: 100.0 * float(rate)} if known else row)
+        if "cache_reported" in row and rate is not None:
+            out.append({**row, SERVER_FIELD: 100.0 * float(rate)})
+        else:
+            out.append(row)
     return out
