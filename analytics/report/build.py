@@ -38,6 +38,7 @@ from analytics.report.stored import (
     stored_summary_rows,
     use_histograms,
 )
+from analytics.report.server_timings import server_timings
 from analytics.report.token_truth import with_token_truth
 from analytics.report.tool_calls import with_tool_calls
 from analytics.report.top_errors import top_errors
@@ -88,6 +89,9 @@ class RunReport:
     # Other runs that measured an endpoint this run measured ``shared: true``, while it
     # ran (analytics/report/overlaps.py).
     shared_overlaps: list[dict[str, Any]] = field(default_factory=list)
+    # TTFT decomposition per stage and provider: server queue, server prefill, network +
+    # client (analytics/report/server_timings.py); empty for a run with no records.
+    server_timings: list[dict[str, Any]] = field(default_factory=list)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -121,6 +125,7 @@ class RunReport:
             "dataset": self.dataset,
             "spend": self.spend,
             "shared_overlaps": self.shared_overlaps,
+            "server_timings": self.server_timings,
         }
 
     def with_provider_comparison(self, provider_a: str, provider_b: str) -> RunReport:
@@ -267,6 +272,7 @@ def build_report(
         answers=build_answers(con, run_id, stages),
         spend=run_spend(con, run_id),
         shared_overlaps=shared_overlaps(con, run_id),
+        server_timings=server_timings(con, run_id),
         replicates=replicates,
     )
 

@@ -48,6 +48,10 @@ class OpenAIStream:
         message = json_object(payload)
         if "error" in message:
             raise stream_error(message["error"])
+        if self.result.response_id is None:  # the stream's own id: server timings join on it
+            response_id = message.get("id")
+            if isinstance(response_id, str) and response_id:
+                self.result.response_id = response_id
         choices = message.get("choices")
         if choices:
             self._on_choices(choices, stamp)
