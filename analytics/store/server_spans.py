@@ -84,8 +84,11 @@ def store_spans(
         )  # fmt: skip
         for name, value in zip(_SPAN_SCHEMA.names, values, strict=True):
             columns[name].append(value)
-    table = pa.table(columns, schema=_SPAN_SCHEMA)  # noqa: F841 - read by name below
-    con.execute("INSERT INTO server_spans SELECT * FROM table")
+    con.register("incoming_server_spans", pa.table(columns, schema=_SPAN_SCHEMA))
+    try:
+        con.execute("INSERT INTO server_spans SELECT * FROM incoming_server_spans")
+    finally:
+        con.unregister("incoming_server_spans")
 
 
 @dataclass(frozen=True, slots=True)

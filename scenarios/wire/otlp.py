@@ -90,8 +90,9 @@ def server_span(raw: RawSpan) -> ServerSpan | str:
     provider = provider or _text(raw.resource.get(SERVICE_NAME))
     if provider is None:
         return "no provider"
-    run_id = raw.attributes.get(RUN_ID, raw.resource.get(RUN_ID))
-    if run_id is not None and (not isinstance(run_id, str) or len(run_id) > MAX_ID_CHARS):
+    named_run = raw.attributes.get(RUN_ID, raw.resource.get(RUN_ID))
+    run_id = _text(named_run)
+    if named_run is not None and run_id is None:
         return "bad run id"
     durations: list[int | None] = []
     for name in _DURATIONS:
