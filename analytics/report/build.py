@@ -27,6 +27,7 @@ from analytics.report.overlaps import shared_overlaps
 from analytics.report.plots import errors_over_time, plot_data
 from analytics.report.prompt_realism import with_prompt_realism
 from analytics.report.roofline_view import with_roofline
+from analytics.report.server_timings import server_timings
 from analytics.report.sessions import session_ends, session_turns
 from analytics.report.spend import run_spend
 from analytics.report.stored import (
@@ -38,7 +39,6 @@ from analytics.report.stored import (
     stored_summary_rows,
     use_histograms,
 )
-from analytics.report.server_timings import server_timings
 from analytics.report.token_truth import with_token_truth
 from analytics.report.tool_calls import with_tool_calls
 from analytics.report.top_errors import top_errors

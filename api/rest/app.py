@@ -31,8 +31,8 @@ from api.rest.offload import HeavyWork
 from api.rest.rate_limit import RateLimiter
 from api.rest.routes import answers as answers_routes
 from api.rest.routes import audit as audit_routes
-from api.rest.routes import otlp as otlp_routes
 from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
+from api.rest.routes import otlp as otlp_routes
 from api.rest.routes import spend as spend_routes
 from api.rest.routes import teams as teams_routes
 from api.rest.routes import tokens as tokens_routes

@@ -32,7 +32,6 @@ from scenarios.providers.faults import Fault
 from scenarios.roofline import memory_fit, resolve_deployment
 from scenarios.tokenizers.ref import TokenizerRef
 
-
 # http(s) to a loopback host: the simulator's span export reaches nothing beyond its machine.
 _LOOPBACK_URL = r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$"
 

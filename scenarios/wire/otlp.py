@@ -224,7 +224,8 @@ def _fields(data: memoryview) -> list[tuple[int, int, int | memoryview]]:
             width = 8 if wire == _I64 else 4
             if position + width > end:
                 raise OtlpError("truncated fixed-width field")
-            fields.append((number, wire, int.from_bytes(data[position : position + width], "little")))
+            value = int.from_bytes(data[position : position + width], "little")
+            fields.append((number, wire, value))
             position += width
         elif wire == _LEN:
             length, position = _varint(data, position)

@@ -205,7 +205,8 @@ def _json_of(provider: str, *spans: EncodedSpan) -> dict[str, Any]:
                                 "traceId": span.trace_id.hex(),
                                 "name": span.name,
                                 "attributes": [
-                                    {"key": k, "value": value(v)} for k, v in span.attributes.items()
+                                    {"key": k, "value": value(v)}
+                                    for k, v in span.attributes.items()
                                 ],
                             }
                             for span in spans

@@ -103,7 +103,8 @@ class SimulatorApp:
         if self.latency is None:
             self.latency = latency_for(self.spec)  # batching when spec.model is set
         model = orjson.dumps(self.model).decode()
-        head = f'{{"id":"{RESPONSE_ID_PLACEHOLDER}","object":"chat.completion.chunk","created":0,"model":'
+        head = f'{{"id":"{RESPONSE_ID_PLACEHOLDER}","object":"chat.completion.chunk",'
+        head += '"created":0,"model":'
         self._prefix = f'data: {head}{model},"choices":[{{"index":0,"delta":'
         self._role = _chunk(
             f'{self._prefix}{{"role":"assistant","content":""}},"finish_reason":null}}]}}\n\n'

@@ -319,5 +319,7 @@ def test_ttft_decomposition_stacks_the_three_parts_per_stage() -> None:
         "server prefill (p50)",
         "network + client (p50)",
     ]
-    assert all(list(trace.y) == [1.0] for trace in fig.data)  # the stage with nothing joined: no bar
+    assert all(
+        list(trace.y) == [1.0] for trace in fig.data
+    )  # the stage with nothing joined: no bar
     assert ttft_decomposition_figure(sample_report(server_timings=[row(0, 0, None)])) is None

@@ -80,7 +80,9 @@ def test_protobuf_bytes_as_the_wire_format_defines_them() -> None:
     scope = b"\x12" + bytes([len(span)]) + span
     resource_attr = b"\x0a\x0cservice.name\x12\x03\x0a\x01p"
     resource = b"\x0a" + bytes([len(resource_attr)]) + resource_attr
-    resource_spans = b"\x0a" + bytes([len(resource)]) + resource + b"\x12" + bytes([len(scope)]) + scope
+    resource_spans = (
+        b"\x0a" + bytes([len(resource)]) + resource + b"\x12" + bytes([len(scope)]) + scope
+    )
     body = b"\x0a" + bytes([len(resource_spans)]) + resource_spans
     (raw,) = otlp.decode_protobuf(body)
     span_figures = otlp.server_span(raw)
@@ -155,7 +157,9 @@ def test_provider_attribute_wins_over_service_name() -> None:
         ({otlp.REQUEST_ID: "r", otlp.TIME_IN_QUEUE: otlp.INVALID}, "not a number"),
     ],
 )
-def test_hostile_spans_are_dropped_with_a_reason(attributes: dict[str, object], reason: str) -> None:
+def test_hostile_spans_are_dropped_with_a_reason(
+    attributes: dict[str, object], reason: str
+) -> None:
     answer = otlp.server_span(RawSpan(attributes=attributes, resource={"service.name": "p"}))
     assert isinstance(answer, str) and reason in answer
 
