@@ -76,7 +76,7 @@ def test_spans_join_and_queue_time_grows_with_load(stack: tuple[str, httpx.Clien
     base, client = stack
     created = client.post("/v1/runs", json={"scenario": _scenario(base)})
     assert created.status_code == 201, created.text
-    run_id = created.json()["run_id"]
+    run_id = created.json()["id"]
     assert wait_for_run(client, run_id)["state"] == "finished"
 
     def report() -> dict[str, Any]:
