@@ -23,6 +23,7 @@ from analytics.store.db import connect
 from analytics.store.runs import PlannedShard, RunStore
 from api.local.redis_server import RedisServer
 from api.rest.app import create_app
+from api.rest.routes.otlp import TRACES_PATH
 from scenarios.limits import MAX_OTLP_BODY_BYTES, MAX_OTLP_SPANS
 from scenarios.model import Scenario
 from scenarios.settings import ApiSettings, DuckDBSettings, RedisSettings, Settings
@@ -32,7 +33,7 @@ from tests.conftest import API_TOKEN
 from tests.support.served_app import served
 from tests.support.teams import mint_team_tokens
 
-PATH = "/v1/otlp/v1/traces"
+PATH = TRACES_PATH
 PROTOBUF = {"content-type": "application/x-protobuf"}
 JSON = {"content-type": "application/json"}
 # run id -> (team, provider, finished how long ago; None: running)
