@@ -111,3 +111,5 @@ def test_spans_join_and_queue_time_grows_with_load(stack: tuple[str, httpx.Clien
     # The report's section and chart show it.
     markdown = client.get(f"/v1/runs/{run_id}/report", params={"format": "markdown"})
     assert "Where the first token's time goes" in markdown.text
+    html = client.get(f"/v1/runs/{run_id}/report", params={"format": "html"})
+    assert html.status_code == 200 and 'id="chart-ttft-decomposition"' in html.text

@@ -13,7 +13,6 @@ dropped; both are counted in the answer's ``partial_success`` and in
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import zlib
 from collections import Counter
@@ -22,7 +21,7 @@ import orjson
 from fastapi import APIRouter, Request, Response
 
 from analytics.store.server_spans import Receipt, record_receipt, store_spans, writable_runs
-from api.rest.deps import SubmitterDep, WriterDep
+from api.rest.deps import HeavyDep, SubmitterDep, WriterDep
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_OTLP_BODY_BYTES, MAX_OTLP_SPANS
 from scenarios.wire.otlp import (
@@ -63,7 +62,9 @@ class BodyTooLarge(BadInput):
 
 
 @router.post("/v1/traces", status_code=200)
-async def export_traces(request: Request, caller: SubmitterDep, writer: WriterDep) -> Response:
+async def export_traces(
+    request: Request, caller: SubmitterDep, writer: WriterDep, heavy: HeavyDep
+) -> Response:
     """Receive an OTLP trace export. The answer is an ``ExportTraceServiceResponse`` in
     the request's encoding; ``partial_success.rejected_spans`` counts the spans not
     stored (refused or dropped) and its message says why."""
@@ -74,7 +75,9 @@ async def export_traces(request: Request, caller: SubmitterDep, writer: WriterDe
     if request.headers.get("content-encoding", "").strip().lower() == "gzip":
         body = _gunzip(body)
     try:
-        raws = await asyncio.to_thread(_decode, media, body)
+        # Off the event loop, a bounded number at once (503 with Retry-After when busy,
+        # which an OTLP exporter retries).
+        raws = await heavy.run("an OTLP export", _decode, media, body)
     except OtlpError as exc:
         raise NotOtlp(f"body: not an OTLP trace export ({exc})") from None
     received_at = dt.datetime.now(dt.UTC)
