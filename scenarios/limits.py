@@ -307,6 +307,15 @@ MAX_GATEWAY_FALLBACKS: Final = 8
 # Entries one GET /tokenbench/requests answer holds (a page; ?after= reads the next).
 MAX_REQUEST_LOG_PAGE: Final = 10_000
 
+# --------------------------------------------------------------------------- OTLP traces
+
+# One OTLP export body (after gzip): vLLM's batch processor sends <= 512 spans of ~1 kB.
+MAX_OTLP_BODY_BYTES: Final = 4 * 1024 * 1024
+# Spans stored from one export request (the rest are counted and dropped): 4x a batch.
+MAX_OTLP_SPANS: Final = 2048
+# Seconds after its end that a run still takes spans: exporters batch for ~5 s, retry later.
+OTLP_GRACE_S: Final = 120.0
+
 # --------------------------------------------------------------------------- bounded values
 
 # Each a value with both of its bounds, for every input that takes it (pydantic fields;

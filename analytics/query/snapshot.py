@@ -88,6 +88,8 @@ NAMED_RULES: dict[str, TableRule] = {
     "dataset_users": TableRule(Rows.DROP),
     "spend_ledger": TableRule(Rows.TEAM),
     "run_queue": TableRule(Rows.TEAM),
+    # Who sent OTLP spans, and what became of them (docs/traces.md): the team's own.
+    "server_span_receipts": TableRule(Rows.TEAM),
     "api_scenarios": TableRule(Rows.OBJECT, "scenario", "scenario_id"),
     "datasets": TableRule(Rows.OBJECT, "dataset", "dataset_id"),
     # A schedule's fires and webhooks name runs too: they follow their schedule.

@@ -35,6 +35,7 @@ from analytics.render.chart_style import (
 )
 from analytics.render.telemetry_chart import telemetry_figure
 from analytics.report.build import RunReport
+from analytics.report.server_timings import PARTS, any_joined
 from scenarios.stages import stage_label
 
 # Markers on a CDF only where a reader looks: the median and the tail.
@@ -569,6 +570,44 @@ def server_telemetry_figure(report: RunReport) -> go.Figure | None:
     return fig
 
 
+def ttft_decomposition_figure(report: RunReport) -> go.Figure | None:
+    """Median TTFT split into server queue, server prefill and network + client: one
+    stacked bar per stage, grouped by provider (docs/metrics.md, "Server timings").
+    Only requests with joined server timings count; a stage with none has no bar."""
+    rows = [r for r in report.server_timings if r["joined"]]
+    if not rows or not any_joined(rows):
+        return None
+    colours = ("#8c6bb1", "#2b8cbe", "#bdbdbd")  # queue, prefill, network + client
+    fig = go.Figure()
+    x = [[str(r["provider"]) for r in rows], [f"stage {int(r['stage'])}" for r in rows]]
+    for (part, label), colour in zip(PARTS, colours, strict=True):
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=[r[f"{part}_p50_ms"] for r in rows],
+                name=f"{label} (p50)",
+                marker_color=colour,
+                customdata=[[r[f"{part}_p99_ms"], r["joined_share"]] for r in rows],
+                hovertemplate=(
+                    f"{label}: p50 %{{y:,.1f}} ms · p99 %{{customdata[0]:,.1f}} ms"
+                    "<br>joined %{customdata[1]:.0%} of requests<extra></extra>"
+                ),
+            )
+        )
+    fig.update_layout(
+        base_layout(
+            "Where the first token's time goes · p50 per stage",
+            440,
+            "Server queue and prefill as the server reported them (OTLP spans or the "
+            "response itself); network + client is the client's TTFT minus the server's. "
+            "Medians of each part: their sum is near, not equal to, the median TTFT.",
+        ),
+        barmode="stack",
+    )
+    fig.update_yaxes(axis("ms (p50 of each part)", MS_TICKS, rangemode="tozero"))
+    return fig
+
+
 # (anchor id, heading, builder): the report's charts in page order.
 CHARTS = (
     ("ttft-cdf", "TTFT distribution", ttft_cdf_figure),
@@ -581,6 +620,7 @@ CHARTS = (
 # Charts of data only some runs have, drawn after the others when they have it.
 OPTIONAL_CHARTS = (
     ("server-telemetry", "Server queue and KV cache vs TTFT", server_telemetry_figure),
+    ("ttft-decomposition", "Where the first token's time goes", ttft_decomposition_figure),
 )
 
 

@@ -29,6 +29,7 @@ from analytics.report.plots import errors_over_time, plot_data
 from analytics.report.prefix_cache import with_prefix_cache, with_server_hit_rate
 from analytics.report.prompt_realism import with_prompt_realism
 from analytics.report.roofline_view import with_roofline
+from analytics.report.server_timings import server_timings
 from analytics.report.sessions import session_ends, session_turns
 from analytics.report.spend import run_spend
 from analytics.report.stored import (
@@ -92,6 +93,9 @@ class RunReport:
     # Other runs that measured an endpoint this run measured ``shared: true``, while it
     # ran (analytics/report/overlaps.py).
     shared_overlaps: list[dict[str, Any]] = field(default_factory=list)
+    # TTFT decomposition per stage and provider: server queue, server prefill, network +
+    # client (analytics/report/server_timings.py); empty for a run with no records.
+    server_timings: list[dict[str, Any]] = field(default_factory=list)
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -125,6 +129,7 @@ class RunReport:
             "dataset": self.dataset,
             "spend": self.spend,
             "shared_overlaps": self.shared_overlaps,
+            "server_timings": self.server_timings,
         }
 
     def with_provider_comparison(self, provider_a: str, provider_b: str) -> RunReport:
@@ -274,6 +279,7 @@ def build_report(
         answers=build_answers(con, run_id, stages),
         spend=run_spend(con, run_id),
         shared_overlaps=shared_overlaps(con, run_id),
+        server_timings=server_timings(con, run_id),
         replicates=replicates,
     )
 

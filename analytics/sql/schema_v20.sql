@@ -49,3 +49,35 @@ CREATE TABLE IF NOT EXISTS cache_resets (
 -- so that a stage's cost reflects its cache hits in the stored summaries as in the view.
 ALTER TABLE providers ADD COLUMN IF NOT EXISTS cached_input_per_mtok DOUBLE;
 ALTER TABLE shard_summaries ADD COLUMN IF NOT EXISTS cached_tokens HUGEINT;
+
+-- Server timings from OTLP traces (docs/traces.md): one row per span a server exported
+-- to POST /v1/otlp/v1/traces, stored for each running run of the sender's team that
+-- names the span's provider. A span never changes a record: the view
+-- `request_server_timings` joins it on the record's response or server request id.
+-- Durations in ns, NULL where the span did not say.
+CREATE TABLE IF NOT EXISTS server_spans (
+    run_id       VARCHAR NOT NULL,
+    provider     VARCHAR NOT NULL,
+    request_id   VARCHAR NOT NULL,   -- gen_ai.request.id (vLLM: the response id chatcmpl-...)
+    queue_ns     BIGINT,             -- gen_ai.latency.time_in_queue
+    ttft_ns      BIGINT,             -- gen_ai.latency.time_to_first_token
+    prefill_ns   BIGINT,             -- gen_ai.latency.time_in_model_prefill
+    decode_ns    BIGINT,             -- gen_ai.latency.time_in_model_decode
+    e2e_ns       BIGINT,             -- gen_ai.latency.e2e
+    trace_id     VARCHAR,
+    span_name    VARCHAR,
+    received_at  TIMESTAMPTZ NOT NULL
+);
+-- One row per export request received: who sent it and what became of its spans
+-- (stored: kept for at least one run; refused: no run the sender may write names its
+-- provider; dropped: malformed, hostile, or beyond the per-request bound).
+CREATE TABLE IF NOT EXISTS server_span_receipts (
+    received_at  TIMESTAMPTZ NOT NULL,
+    team         VARCHAR NOT NULL,
+    token_id     VARCHAR NOT NULL,
+    encoding     VARCHAR NOT NULL,   -- protobuf | json
+    spans        INTEGER NOT NULL,
+    stored       INTEGER NOT NULL,
+    refused      INTEGER NOT NULL,
+    dropped      INTEGER NOT NULL
+);

@@ -32,6 +32,7 @@ from api.rest.rate_limit import RateLimiter
 from api.rest.routes import answers as answers_routes
 from api.rest.routes import audit as audit_routes
 from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
+from api.rest.routes import otlp as otlp_routes
 from api.rest.routes import spend as spend_routes
 from api.rest.routes import teams as teams_routes
 from api.rest.routes import tokens as tokens_routes
@@ -39,6 +40,7 @@ from api.rest.run_start import RunStarter
 from api.rest.scenario_store import ScenarioStore
 from api.schedules.service import ScheduleService
 from api.schemas import RunCreate
+from scenarios.limits import MAX_OTLP_BODY_BYTES
 from scenarios.settings import Settings, env_name
 from scenarios.wire.contract import REDIS_CLIENT_OPTIONS
 
@@ -131,9 +133,16 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         BodyLimitMiddleware,
         max_bytes=settings.api.max_body_bytes,
         # Dataset uploads are whole JSONL files: their own, larger cap.
-        route_max_bytes={("POST", "/v1/datasets"): settings.api.max_dataset_bytes},
+        route_max_bytes={
+            ("POST", "/v1/datasets"): settings.api.max_dataset_bytes,
+            # OTLP exports (docs/traces.md): a bound of their own (scenarios/limits.py).
+            ("POST", otlp_routes.TRACES_PATH): MAX_OTLP_BODY_BYTES,
+        },
         setting=env_name("api.max_body_bytes"),
-        route_settings={("POST", "/v1/datasets"): env_name("api.max_dataset_bytes")},
+        route_settings={
+            ("POST", "/v1/datasets"): env_name("api.max_dataset_bytes"),
+            ("POST", otlp_routes.TRACES_PATH): "MAX_OTLP_BODY_BYTES, fixed",
+        },
     )
     install_error_handlers(app)
     for routes in (
@@ -150,6 +159,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         audit_routes,
         spend_routes,
         answers_routes,
+        otlp_routes,
     ):
         app.include_router(routes.router)
     # The web console at / (docs/console.md): the same routes' functions, in pages.

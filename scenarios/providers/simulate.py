@@ -34,6 +34,9 @@ from scenarios.providers.faults import Fault
 from scenarios.roofline import memory_fit, resolve_deployment
 from scenarios.tokenizers.ref import TokenizerRef
 
+# http(s) to a loopback host: the simulator's span export reaches nothing beyond its machine.
+_LOOPBACK_URL = r"^https?://(127\.0\.0\.1|localhost|\[::1\])(:[0-9]{1,5})?(/[A-Za-z0-9._~/-]*)?$"
+
 
 class SimulateSpec(StrictModel):
     """Behaviour of the built-in simulated endpoint, plus optional faults.
@@ -264,6 +267,34 @@ class SimulateSpec(StrictModel):
         description=(
             "Chat requests kept in the endpoint's log (GET /tokenbench/requests: id, "
             "prompt hash, outcome, time); the oldest are dropped beyond it, and counted."
+        ),
+    )
+
+    otlp_traces_url: str | None = Field(
+        default=None,
+        max_length=MAX_ID_CHARS,
+        pattern=_LOOPBACK_URL,
+        description=(
+            "Export an OTLP span per streamed answer (vLLM's attribute names, its request "
+            "id the stream's id) to this OTLP/HTTP traces URL, e.g. a control plane's "
+            "/v1/otlp/v1/traces on the same machine: loopback only (docs/traces.md)."
+        ),
+    )
+    otlp_token_env: str | None = Field(
+        default=None,
+        pattern=r"^TOKENBENCH_OTLP_[A-Z0-9_]{0,64}$",
+        description=(
+            "Environment variable of the simulator's process holding the bearer token the "
+            "span export sends; only names starting TOKENBENCH_OTLP_, so no other secret "
+            "of a worker can be sent with it."
+        ),
+    )
+    otlp_service_name: str | None = Field(
+        default=None,
+        max_length=MAX_ID_CHARS,
+        description=(
+            "The spans' service.name: the name of the provider they are for (the receiver "
+            "stores a span only for runs naming that provider)."
         ),
     )
 

@@ -437,6 +437,13 @@ UNOWNED_ROUTES = [
         ),
         ok=201,
     ),
+    # Spans name a provider, not an object: another team's runs refuse them inside a 200
+    # (tests/security/test_otlp_receiver.py); a viewer may send none.
+    Route(
+        "POST /v1/otlp/v1/traces",
+        "create",
+        lambda c, o: c.post("/v1/otlp/v1/traces", json={"resourceSpans": []}),
+    ),
 ]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from scenarios.providers.simulate import SimulateSpec
 from workers.simulator.latency import FixedLatency, LatencyModel, sleep_until
 from workers.simulator.scheduler import BatchScheduler, Sequence, Step
+from workers.simulator.spans import current_timing
 
 _US = 1e6
 
@@ -90,6 +91,9 @@ class BatchingLatency:
             self._engine = loop.create_task(self._run())
         seq = self.scheduler.submit(prompt_tokens, max_tokens, time.perf_counter(), cached_tokens)
         self._arrived.set()
+        timing = current_timing()  # the span being timed, if the endpoint exports spans
+        if timing is not None:
+            timing.queued = seq.arrival
         yielded = 0
         try:
             while yielded < seq.limit:
@@ -97,6 +101,8 @@ class BatchingLatency:
                 while len(seq.dues) < count:
                     seq.waiter = loop.create_future()
                     await seq.waiter
+                if timing is not None and seq.scheduled is not None:
+                    timing.scheduled = seq.scheduled  # admitted by the step that made it
                 for _ in range(count - 1):
                     seq.dues.popleft()
                 self.emit_lateness.record(time.perf_counter() - seq.dues.popleft())

@@ -40,6 +40,8 @@ class Sequence:
     limit: int
     """Output tokens it will produce: max_tokens, cut so prompt + output fits the context."""
     arrival: float
+    scheduled: float | None = None
+    """Model time it left the waiting queue for the running batch (its queue time ends)."""
     prefilled: int = 0
     generated: int = 0
     finished: bool = False
@@ -169,6 +171,7 @@ class BatchScheduler:
         while waiting and len(running) < self.capacity and waiting[0].arrival <= now:
             seq = waiting.popleft()
             if not seq.cancelled:
+                seq.scheduled = now
                 running.append(seq)
         self.running = running
         self.max_running = max(self.max_running, len(running))

@@ -46,12 +46,14 @@ from workers.simulator.latency import LatencyModel
 from workers.simulator.metrics import CONTENT_TYPE, ServedCounters, metrics_text
 from workers.simulator.prefix_cache import Blocks, PrefixCache, blocks
 from workers.simulator.request_log import RequestLog
+from workers.simulator.spans import RESPONSE_ID_PLACEHOLDER, SpanExporter, new_response_id
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 _WORD = " tok"
 _ID_HEADER = REQUEST_ID_HEADER.encode()
+_PLACEHOLDER = RESPONSE_ID_PLACEHOLDER.encode()
 
 
 log = logging.getLogger("tokenbench.simulator")
@@ -92,12 +94,15 @@ class SimulatorApp:
     counters: ServedCounters = field(init=False, default_factory=ServedCounters)
     log: RequestLog = field(init=False)
     _plan: FaultPlan = field(init=False)
+    exporter: SpanExporter | None = field(init=False, default=None)  # spans (spans.py)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.spec.seed)
         self._plan = FaultPlan(self.spec, self._rng)
         self.log = RequestLog(self.spec.request_log)
         self.counters = ServedCounters.for_spec(self.spec)  # and the optional /metrics figures
+
+        self.exporter = SpanExporter.from_spec(self.spec)
         if self.spec.prefix_cache:
             self.cache = PrefixCache(self.spec.prefix_cache_words)
         tokenizer_ref = self.spec.prompt_tokenizer
@@ -105,7 +110,8 @@ class SimulatorApp:
         if self.latency is None:
             self.latency = latency_for(self.spec)  # batching when spec.model is set
         model = orjson.dumps(self.model).decode()
-        head = '{"id":"chatcmpl-sim","object":"chat.completion.chunk","created":0,"model":'
+        head = f'{{"id":"{RESPONSE_ID_PLACEHOLDER}","object":"chat.completion.chunk",'
+        head += '"created":0,"model":'
         self._prefix = f'data: {head}{model},"choices":[{{"index":0,"delta":'
         self._role = _chunk(
             f'{self._prefix}{{"role":"assistant","content":""}},"finish_reason":null}}]}}\n\n'
@@ -266,6 +272,7 @@ class _Connection(asyncio.Protocol):
         self.body = bytearray()
         self.request_id: str | None = None
         self.worker: asyncio.Task[None] | None = None
+        self.response_id = _PLACEHOLDER  # the answer's own id, written for the placeholder
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -412,6 +419,9 @@ class _Connection(asyncio.Protocol):
     ) -> None:
         app, write = self.app, self._write
         assert app.latency is not None
+        rid = new_response_id()
+        self.response_id = rid.encode()
+        timing = None if app.exporter is None else app.exporter.begin()
         write(_STREAM_HEAD + app.role_chunk())
         calls = None if tool is None else app.tool_call_chunks(tool)
         produced = 0
@@ -422,6 +432,8 @@ class _Connection(asyncio.Protocol):
             else:
                 write(calls.delta(count, last=produced + count >= max_tokens))
             produced += count
+            if timing is not None:
+                timing.token()
             if faults.cut and produced * 2 >= max_tokens:
                 self._close()  # mid-stream cut: no terminal chunk, no [DONE]
                 return
@@ -434,9 +446,12 @@ class _Connection(asyncio.Protocol):
         else:
             finish = app.finish_event(calls.finish_delta(), "tool_calls")
             write(app.closing_chunks(prompt, produced, usage, finish))
+        if timing is not None and app.exporter is not None:
+            app.exporter.finish(rid, timing)
 
     async def _complete(self, prompt: _Prompt, max_tokens: int, tool: str | None) -> None:
         assert self.app.latency is not None
+        self.response_id = new_response_id().encode()
         produced = 0
         emissions = self.app.latency.emissions(prompt.tokens, max_tokens, prompt.cached)
         async for count in self.app.counters.counted(prompt.tokens, emissions):
@@ -457,7 +472,7 @@ class _Connection(asyncio.Protocol):
                 ],
             }
         answer = {
-            "id": "chatcmpl-sim",
+            "id": RESPONSE_ID_PLACEHOLDER,
             "object": "chat.completion",
             "created": 0,
             "model": self.app.model,
@@ -474,7 +489,7 @@ class _Connection(asyncio.Protocol):
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+            self.transport.write(data.replace(_PLACEHOLDER, self.response_id))
 
     def _write_simple(
         self,
@@ -548,8 +563,8 @@ class ToolCallChunks:
 
 _STREAM_HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-    b"x-request-id: chatcmpl-sim\r\ntransfer-encoding: chunked\r\n\r\n"  # the stream's id
-)
+    b"x-request-id: " + _PLACEHOLDER + b"\r\ntransfer-encoding: chunked\r\n\r\n"
+)  # x-request-id: the stream's own id, swapped in by _write as in the chunks
 _REASONS = {
     200: "OK",
     400: "Bad Request",

@@ -300,3 +300,26 @@ def test_the_page_has_a_card_per_provider_and_every_chart(
     assert html.count('class="kpi"') == len(PROVIDERS)
     assert html.count('class="plotly-graph-div"') == len(CHARTS)
     assert html.index('class="kpis"') < html.index('<h2 id="summary">Summary</h2>')
+
+
+def test_ttft_decomposition_stacks_the_three_parts_per_stage() -> None:
+    from analytics.render.charts import ttft_decomposition_figure
+    from tests.support.sample_report import report as sample_report
+
+    def row(stage: int, joined: int, queue: float | None) -> dict[str, Any]:
+        figures = {f"{part}_{q}_ms": queue for part in ("queue", "prefill", "network_client")
+                   for q in ("p50", "p99")}  # fmt: skip
+        return {"provider": "vllm", "stage": stage, "requests": 4, "joined": joined,
+                "joined_share": joined / 4, "client_ttft_p50_ms": 9.0, **figures}  # fmt: skip
+
+    fig = ttft_decomposition_figure(sample_report(server_timings=[row(0, 4, 1.0), row(1, 0, None)]))
+    assert fig is not None and fig.layout.barmode == "stack"
+    assert [trace.name for trace in fig.data] == [
+        "server queue (p50)",
+        "server prefill (p50)",
+        "network + client (p50)",
+    ]
+    assert all(
+        list(trace.y) == [1.0] for trace in fig.data
+    )  # the stage with nothing joined: no bar
+    assert ttft_decomposition_figure(sample_report(server_timings=[row(0, 0, None)])) is None
