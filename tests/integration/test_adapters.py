@@ -406,17 +406,22 @@ def test_ids_and_connection_phases_per_kind(fake: FakeProviders, kind: str) -> N
     assert result.failure is None, result.failure and result.failure.message
     response_id, request_id = IDS[kind]
     assert (result.response_id, result.server_request_id) == (response_id, request_id)
-    assert result.dns_start is None and result.tls_start is None  # loopback IP, http
-    assert result.sent <= result.request_written <= result.first_byte  # type: ignore[operator]
+    assert result.phases.dns_start is None and result.phases.tls_start is None  # loopback IP, http
+    assert result.sent <= result.phases.request_written <= result.first_byte  # type: ignore[operator]
     if kind == "replicate":
         # The stream's GET reuses the connection the prediction's POST opened (one host
         # here): the phases recorded are the stream's, and it opened nothing.
-        assert result.connection_new is False and result.connect_start is None
+        assert result.phases.connection_new is False and result.phases.connect_start is None
         return
     # A fresh client: the request opened its connection.
-    assert result.connection_new is True
-    assert result.connect_start is not None and result.connect_end is not None
-    assert result.sent <= result.connect_start <= result.connect_end <= result.request_written
+    assert result.phases.connection_new is True
+    assert result.phases.connect_start is not None and result.phases.connect_end is not None
+    assert (
+        result.sent
+        <= result.phases.connect_start
+        <= result.phases.connect_end
+        <= result.phases.request_written
+    )
 
 
 def test_tgi_queue_time_header_is_the_server_queue(fake: FakeProviders) -> None:

@@ -196,16 +196,27 @@ def test_phases_and_ids_new_connections_only_for_each_first_request(
     by_send = sorted(results, key=lambda r: r.sent)
     # Every virtual user's first request opened a connection (all four were sent before
     # any answer ended); every later one reused a connection and had no phases.
-    assert [r.connection_new for r in by_send] == [True] * 4 + [False] * 16
+    assert [r.phases.connection_new for r in by_send] == [True] * 4 + [False] * 16
     for r in by_send[:4]:
-        assert r.dns_start is None and r.tls_start is None  # 127.0.0.1 over http
-        assert r.connect_start is not None and r.connect_end is not None
-        assert r.request_written is not None and r.first_byte is not None
-        assert r.sent <= r.connect_start <= r.connect_end <= r.request_written <= r.first_byte
+        assert r.phases.dns_start is None and r.phases.tls_start is None  # 127.0.0.1 over http
+        assert r.phases.connect_start is not None and r.phases.connect_end is not None
+        assert r.phases.request_written is not None and r.first_byte is not None
+        assert (
+            r.sent
+            <= r.phases.connect_start
+            <= r.phases.connect_end
+            <= r.phases.request_written
+            <= r.first_byte
+        )
     for r in by_send[4:]:
-        assert (r.dns_start, r.connect_start, r.connect_end, r.tls_start) == (None,) * 4
-        assert r.request_written is not None and r.first_byte is not None
-        assert r.sent <= r.request_written <= r.first_byte
+        assert (
+            r.phases.dns_start,
+            r.phases.connect_start,
+            r.phases.connect_end,
+            r.phases.tls_start,
+        ) == (None,) * 4
+        assert r.phases.request_written is not None and r.first_byte is not None
+        assert r.sent <= r.phases.request_written <= r.first_byte
     # Each answer's own stream id, in its chunks and its x-request-id header alike.
     ids = [r.response_id for r in results]
     assert all(r.server_request_id == r.response_id for r in results)

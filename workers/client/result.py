@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from workers.client.errors import RequestFailure
+from workers.client.transport.phases import Phases
 
 
 @dataclass(slots=True)
@@ -72,15 +73,9 @@ class RequestResult:
     # Prefix cache, as usage reported it: prompt tokens read from and written to it.
     cached_tokens: int | None = None
     cache_write_tokens: int | None = None
-    # Connection phases (perf_counter_ns stamps): None on a reused connection.
-    dns_start: int | None = None
-    dns_end: int | None = None
-    connect_start: int | None = None
-    connect_end: int | None = None
-    tls_start: int | None = None
-    tls_end: int | None = None
-    request_written: int | None = None
-    connection_new: bool | None = None
+    # Connection phases, filled by the arrival transport as the request goes (stamps
+    # None on a reused connection, and everything None with another transport).
+    phases: Phases = field(default_factory=Phases)
     retries: int = 0
     retry_wait_ns: int = 0
     failure: RequestFailure | None = None

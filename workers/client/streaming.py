@@ -33,7 +33,7 @@ from workers.client.errors import (
 from workers.client.result import AnswerText, RequestResult
 from workers.client.retry import measure_with_retry, status_failure
 from workers.client.server_ids import note_response
-from workers.client.transport import PHASES_EXTENSION, Phases, arrival_of
+from workers.client.transport import PHASES_EXTENSION, arrival_of
 
 MAX_ERROR_BODY = 4096
 
@@ -130,7 +130,6 @@ async def measure_stream(
     response's request id header and the connection phases are recorded too."""
     now = time.perf_counter_ns
     response: httpx.Response | None = None
-    phases = Phases()  # filled by the arrival transport; stays empty with any other
     try:
         async with asyncio.timeout(limits.timeout_s):
             result.sent = now()
@@ -141,7 +140,7 @@ async def measure_stream(
                 content=call.content,
                 headers=call.headers,
                 timeout=limits.http_timeout(),
-                extensions={PHASES_EXTENSION: phases},
+                extensions={PHASES_EXTENSION: result.phases},
             ) as response:
                 note_response(result, response.headers)
                 if on_headers is not None:
@@ -185,17 +184,7 @@ async def measure_stream(
     finally:
         if response is not None:
             release(response)
-        record_phases(result, phases)
     return result
-
-
-def record_phases(result: RequestResult, phases: Phases) -> None:
-    """Copy the transport's connection phases into the result (docs/metrics.md)."""
-    result.dns_start, result.dns_end = phases.dns_start, phases.dns_end
-    result.connect_start, result.connect_end = phases.connect_start, phases.connect_end
-    result.tls_start, result.tls_end = phases.tls_start, phases.tls_end
-    result.request_written = phases.request_written
-    result.connection_new = phases.connection_new
 
 
 # What a closed response's body becomes: no reference back to the response.

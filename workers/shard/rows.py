@@ -142,6 +142,7 @@ def _span(start: int | None, end: int | None) -> int | None:
 def _timing_columns(result: RequestResult) -> dict[str, object]:
     """Where the time went (docs/metrics.md): ids, the server's own timings, prefix
     cache usage and connection phases; a figure no column can hold is unknown."""
+    phases = result.phases
     return {
         "response_id": clean_id(result.response_id),
         "server_request_id": clean_id(result.server_request_id),
@@ -150,11 +151,11 @@ def _timing_columns(result: RequestResult) -> dict[str, object]:
         "server_timing_source": result.server_timing_source,
         "cached_tokens": _within(result.cached_tokens, _INT32_MAX),
         "cache_write_tokens": _within(result.cache_write_tokens, _INT32_MAX),
-        "dns_ns": _span(result.dns_start, result.dns_end),
-        "connect_ns": _span(result.connect_start, result.connect_end),
-        "tls_ns": _span(result.tls_start, result.tls_end),
-        "request_written_ns": _span(result.sent, result.request_written),
-        "connection_new": result.connection_new,
+        "dns_ns": _span(phases.dns_start, phases.dns_end),
+        "connect_ns": _span(phases.connect_start, phases.connect_end),
+        "tls_ns": _span(phases.tls_start, phases.tls_end),
+        "request_written_ns": _span(result.sent, phases.request_written),
+        "connection_new": phases.connection_new,
     }
 
 

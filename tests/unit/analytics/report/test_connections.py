@@ -24,18 +24,21 @@ PROVIDERS = [{"name": name, "kind": "simulated", "model": "m"} for name in ("tls
 def _opened(result: RequestResult, dns: float, connect: float, tls: float) -> RequestResult:
     """``result`` as the first request on a connection it opened: phases in ms after sent."""
     at = result.sent
-    result.dns_start, result.dns_end = at, at + round(dns * MS)
-    result.connect_start = result.dns_end
-    result.connect_end = result.connect_start + round(connect * MS)
-    result.tls_start, result.tls_end = result.connect_end, result.connect_end + round(tls * MS)
-    result.request_written = result.tls_end
-    result.connection_new = True
+    result.phases.dns_start, result.phases.dns_end = at, at + round(dns * MS)
+    result.phases.connect_start = result.phases.dns_end
+    result.phases.connect_end = result.phases.connect_start + round(connect * MS)
+    result.phases.tls_start, result.phases.tls_end = (
+        result.phases.connect_end,
+        result.phases.connect_end + round(tls * MS),
+    )
+    result.phases.request_written = result.phases.tls_end
+    result.phases.connection_new = True
     return result
 
 
 def _reused(result: RequestResult) -> RequestResult:
-    result.request_written = result.sent + MS // 10
-    result.connection_new = False
+    result.phases.request_written = result.sent + MS // 10
+    result.phases.connection_new = False
     return result
 
 
@@ -54,8 +57,8 @@ def _tls_results() -> list[RequestResult]:
         _reused(ok_result(2 * S + i * 100 * MS, t, [5.0])) for i, t in enumerate(REUSED_TTFT)
     ]
     refused = failed_result(4 * S, ErrorClass.CONNECT)
-    refused.connection_new = True
-    refused.connect_start = refused.sent  # no end: the connect failed
+    refused.phases.connection_new = True
+    refused.phases.connect_start = refused.sent  # no end: the connect failed
     results.append(refused)
     for i, result in enumerate(results[:-1]):
         result.response_id = f"chatcmpl-{i}"
