@@ -49,9 +49,11 @@ def test_healthz_answers_all_along_while_clients_view_a_10000_shard_run(
     # while every client's first view is worked on (one may slip in before the work
     # starts), and about two per view fit in the gaps between views. Off the loop,
     # /healthz is answered all along. (Measured: on the loop 2 and ~2.5 per view; off
-    # it 17 and ~9 per view, at a load average of 5 on 2 cores.)
+    # it 17 and ~9 per view at a load average of 5 on 2 cores, and 2 and ~14 per view on
+    # a quiet machine, where a view is built in a few /healthz round trips: so more than
+    # one, not a count that holds only while views are slow.)
     before = seen.healthz_before_any_view()
     during = seen.healthz_during_views()
-    assert before >= 5, (before, during, len(seen.views))
+    assert before >= 2, (before, during, len(seen.views))
     assert during >= 4 * len(seen.views), (before, during, len(seen.views))
     assert proc.process.poll() is None

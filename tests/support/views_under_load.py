@@ -116,8 +116,14 @@ def view_while_probing(
                 with lock:
                     seen.healthz.append((sent, time.monotonic()))
 
+    # Every client sends its first view at the same moment: the window in which all of
+    # them are being worked on is then a view's whole build, not what is left of it after
+    # the threads happened to start one after another.
+    start_together = threading.Barrier(clients)
+
     def view(index: int) -> None:
         with httpx.Client(base_url=base, headers=headers, timeout=timeout_s) as client:
+            start_together.wait(timeout_s)
             for _ in range(views):
                 sent = time.monotonic()
                 answer = client.get(f"/v1/runs/{run_id}")
