@@ -16,7 +16,16 @@ from __future__ import annotations
 
 import duckdb
 
-__all__ = ["BUNDLE_TABLES", "EXCLUDED", "GROUP_KEYED", "table_columns"]
+from analytics.store.db import connect
+
+__all__ = [
+    "BUNDLE_TABLES",
+    "EXCLUDED",
+    "GROUP_KEYED",
+    "main",
+    "markdown_tables",
+    "table_columns",
+]
 
 # Table -> key columns, in the order an import inserts them (the run first).
 BUNDLE_TABLES: dict[str, tuple[str, ...]] = {
@@ -77,3 +86,33 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str,
         [table],
     ).fetchall()
     return [(str(name), str(kind)) for name, kind in rows]
+
+
+def markdown_tables(con: duckdb.DuckDBPyConnection) -> str:
+    """The member tables of a bundle as docs/results-schema.md lists them (generated, and
+    held to the page by a test): each table's key and its columns with their types, read
+    from ``con`` at the current schema."""
+    out: list[str] = []
+    for table, key in BUNDLE_TABLES.items():
+        kind = "group key" if table in GROUP_KEYED else "key"
+        out.append(f"#### `{table}.parquet`\n")
+        out.append(f"Table `{table}`, {kind} ({', '.join(f'`{k}`' for k in key)}).\n")
+        out.append("| column | type |\n| --- | --- |")
+        out.extend(f"| `{name}` | {kind_} |" for name, kind_ in table_columns(con, table))
+        out.append("")
+    out.append("#### Tables with a `run_id` a bundle leaves out\n")
+    out.append("| table | why |\n| --- | --- |")
+    out.extend(f"| `{table}` | {why} |" for table, why in EXCLUDED.items())
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    """Print :func:`markdown_tables` of a fresh database (``python -m
+    analytics.store.bundle_tables``), to paste into docs/results-schema.md."""
+    con = connect(":memory:")
+    print(markdown_tables(con), end="")
+    con.close()
+
+
+if __name__ == "__main__":
+    main()

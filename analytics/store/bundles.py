@@ -115,10 +115,8 @@ def export_run(
     tables: dict[str, bytes] = {}
     for table, key in BUNDLE_TABLES.items():
         order = ", ".join(key)
-        rows = con.execute(
-            f"SELECT * FROM {table} WHERE run_id = ? ORDER BY {order}",  # noqa: S608
-            [run_id],
-        ).fetch_arrow_table()
+        query = f"SELECT * FROM {table} WHERE run_id = ? ORDER BY {order}"  # noqa: S608
+        rows = con.sql(query, params=[run_id]).to_arrow_table()
         data = _parquet(rows)
         name = f"{table}.parquet"
         tables[name] = data
@@ -300,7 +298,7 @@ def import_bundle(con: duckdb.DuckDBPyConnection, loaded: LoadedBundle) -> Impor
         try:
             for table, key in BUNDLE_TABLES.items():
                 select = f"SELECT * FROM {table}"  # noqa: S608
-                rows = loaded.scratch.execute(select).fetch_arrow_table()
+                rows = loaded.scratch.sql(select).to_arrow_table()
                 if rows.num_rows == 0:
                     continue
                 match = " AND ".join(f"d.{k} IS NOT DISTINCT FROM b.{k}" for k in key)

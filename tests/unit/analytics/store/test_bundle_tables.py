@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from analytics.shadow.capture import ensure_shadow_schema
-from analytics.store.bundle_tables import BUNDLE_TABLES, EXCLUDED, GROUP_KEYED, table_columns
+from analytics.store.bundle_manifest import Manifest, Member
+from analytics.store.bundle_tables import (
+    BUNDLE_TABLES,
+    EXCLUDED,
+    GROUP_KEYED,
+    markdown_tables,
+    table_columns,
+)
 from analytics.store.db import connect
 
 
@@ -27,3 +34,18 @@ def test_every_run_keyed_table_is_bundled_or_excluded(tmp_path: Path) -> None:
         assert not columns & {"team", "token_id"}, table
     assert set(BUNDLE_TABLES) >= GROUP_KEYED
     con.close()
+
+
+def test_the_documented_tables_are_the_generated_ones(tmp_path: Path) -> None:
+    page = (Path(__file__).parents[4] / "docs" / "results-schema.md").read_text()
+    documented = page.split("<!-- bundle-tables:begin -->\n")[1].split("<!-- bundle-tables:end")[0]
+    con = connect(tmp_path / "t.duckdb")
+    generated = markdown_tables(con)
+    con.close()
+    assert documented == generated, "regenerate: python -m analytics.store.bundle_tables"
+
+
+def test_every_manifest_field_is_documented() -> None:
+    page = (Path(__file__).parents[4] / "docs" / "results-schema.md").read_text()
+    for name in [*Manifest.model_fields, *Member.model_fields]:
+        assert f"`{name}`" in page, name
