@@ -33,6 +33,7 @@ from analytics.store.views import code_sha256, create_views, stored_sha256
 __all__ = [
     "SCHEMA_VERSION",
     "connect",
+    "create_at_version",
     "is_current",
     "load_sql",
     "migrate",
@@ -122,12 +123,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     views_stale = current < SCHEMA_VERSION or stored_sha256(con) != code_sha256()
     con.execute("BEGIN TRANSACTION")
     try:
-        for version in range(current + 1, SCHEMA_VERSION + 1):
-            if version == 1:
-                con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-                con.execute(request_records_sql())
-            con.execute(load_sql(f"schema_v{version}"))
-            con.execute("INSERT INTO schema_version VALUES (?)", [version])
+        _apply_tables(con, current, SCHEMA_VERSION)
         # Recreating binds every view again (≈ 100 ms for the summary views): done when the
         # schema moved or this version's view SQL differs from the file's, not on each open.
         if views_stale:
@@ -143,3 +139,24 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         con.execute("ROLLBACK")
         raise
     return SCHEMA_VERSION
+
+
+def _apply_tables(con: duckdb.DuckDBPyConnection, current: int, target: int) -> None:
+    """The table migrations above ``current`` up to ``target`` (no views, no back-fills)."""
+    for version in range(current + 1, target + 1):
+        if version == 1:
+            con.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+            con.execute(request_records_sql())
+        con.execute(load_sql(f"schema_v{version}"))
+        con.execute("INSERT INTO schema_version VALUES (?)", [version])
+
+
+def create_at_version(con: duckdb.DuckDBPyConnection, version: int) -> None:
+    """Give the empty database ``con`` the tables of schema ``version`` (1..current), as
+    a file written by that version had them: no views. A later :func:`migrate` brings it
+    to the current schema as it would that file (run bundles of older versions are loaded
+    into such a scratch database first, analytics/store/bundles.py). ``request_records``
+    is created from the current record schema, as every file's v1 is (record_table.py)."""
+    if not 1 <= version <= SCHEMA_VERSION:
+        raise ValueError(f"no schema v{version} (1..{SCHEMA_VERSION})")
+    _apply_tables(con, 0, version)

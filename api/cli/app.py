@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("api.cli.commands.plan", "plan"),
     "report": ("api.cli.commands.report", "report"),
     "sql": ("api.cli.commands.report", "sql"),
+    "export": ("api.cli.commands.export", "export"),
+    "import": ("api.cli.commands.imports", "import_command"),
     "trend": ("api.cli.commands.trend", "trend"),
     "spend": ("api.cli.commands.spend", "spend"),
     "gateway": ("api.cli.commands.gateway", "gateway"),

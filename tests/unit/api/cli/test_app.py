@@ -10,7 +10,7 @@ from api.cli import app as cli_app
 
 COMMANDS = {
     "run", "demo", "serve", "submit", "validate", "schema", "worker", "plan", "report",
-    "sql", "trend", "spend", "gateway", "simulate", "whoami", "audit",
+    "sql", "export", "import", "trend", "spend", "gateway", "simulate", "whoami", "audit",
 }  # fmt: skip
 GROUPS = {"shadow", "providers", "schedule", "tokens", "teams"}
 
