@@ -58,12 +58,14 @@ install_vllm() {
         "model-hosting-container-standards<1.0.0,>=0.1.14" "mcp<3.0.0,>=2.0.0"
 }
 
+mkdir -p "$OUT"
 # The endpoint every tool measures: the project's own simulator.
 "$ROOT/.venv/bin/tokenbench" simulate --port "$PORT" --ttft-ms 50 --itl-ms 10 \
     --prompt-tokenizer "$TOK/tokenizer.json" > "$OUT/simulator.log" 2>&1 &
 SIM=$!
 trap 'kill $SIM' EXIT
 for _ in $(seq 50); do curl -sf "$URL/v1/models" > /dev/null && break; sleep 0.2; done
+curl -sf "$URL/v1/models" > /dev/null || { cat "$OUT/simulator.log" >&2; exit 1; }
 
 for tool in "${TOOLS[@]}"; do
 case "$tool" in
@@ -84,7 +86,7 @@ guidellm)
     install_guidellm
     for c in 1 4; do
         mkdir -p "$OUT/guidellm/c$c"
-        sed "s#OUT/#$OUT/#; s#TOKDIR#$TOK#" "$HERE/guidellm/0.8.1/c$c/scenario.json" \
+        sed "s#OUT/#$OUT/#; s#TOKDIR#$TOK#; s#http://127.0.0.1:8765#$URL#" "$HERE/guidellm/0.8.1/c$c/scenario.json" \
             > "$OUT/guidellm/c$c/scenario.json"
         HF_HUB_OFFLINE=1 "$VENVS/guidellm/bin/guidellm" run --scenario "$OUT/guidellm/c$c/scenario.json" \
             --disable-console-interactive | tee "$OUT/guidellm/c$c/console.txt"
