@@ -39,6 +39,37 @@ _SPAN_SCHEMA = pa.schema(
 )
 
 
+class WritableRuns:
+    """The runs spans may be stored for, read once per export request (one query, however
+    many providers its spans name): live (or ended within the grace) and of ``team``
+    (None: an admin, any team), newest first, per provider they name."""
+
+    def __init__(
+        self, con: duckdb.DuckDBPyConnection, team: str | None, now: dt.datetime | None = None
+    ) -> None:
+        since = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(seconds=OTLP_GRACE_S)
+        rows = con.execute(
+            "SELECT p.provider, r.run_id FROM runs AS r "
+            "JOIN providers AS p ON p.run_id = r.run_id "
+            "LEFT JOIN object_owners AS o "
+            "ON o.object_id = r.run_id AND o.kind IN ('run', 'session') "
+            "WHERE (r.state = 'running' OR r.finished_at >= $since) "
+            "AND ($team IS NULL OR coalesce(o.team, 'default') = $team) "
+            "ORDER BY r.created_at DESC",
+            {"since": since, "team": team},
+        ).fetchall()
+        self._by_provider: dict[str, list[str]] = {}
+        for provider, run in rows:
+            self._by_provider.setdefault(str(provider), []).append(str(run))
+
+    def of(self, provider: str, run_id: str | None = None) -> list[str]:
+        """Runs a span for ``provider`` may be stored for (``run_id`` only, if given)."""
+        runs = self._by_provider.get(provider, [])
+        if run_id is not None:
+            runs = [run for run in runs if run == run_id]
+        return runs[:MAX_RUNS_PER_SPAN]
+
+
 def writable_runs(
     con: duckdb.DuckDBPyConnection,
     provider: str,
@@ -48,24 +79,7 @@ def writable_runs(
 ) -> list[str]:
     """Runs a span for ``provider`` may be stored for: live (or within the grace), naming
     that provider, of ``team`` (None: an admin, any team), and ``run_id`` if given."""
-    since = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(seconds=OTLP_GRACE_S)
-    rows = con.execute(
-        "SELECT r.run_id FROM runs AS r "
-        "JOIN providers AS p ON p.run_id = r.run_id AND p.provider = $provider "
-        "LEFT JOIN object_owners AS o ON o.object_id = r.run_id AND o.kind IN ('run', 'session') "
-        "WHERE (r.state = 'running' OR r.finished_at >= $since) "
-        "AND ($team IS NULL OR coalesce(o.team, 'default') = $team) "
-        "AND ($run_id IS NULL OR r.run_id = $run_id) "
-        "ORDER BY r.created_at DESC LIMIT $limit",
-        {
-            "provider": provider,
-            "since": since,
-            "team": team,
-            "run_id": run_id,
-            "limit": MAX_RUNS_PER_SPAN,
-        },
-    ).fetchall()
-    return [str(row[0]) for row in rows]
+    return WritableRuns(con, team, now).of(provider, run_id)
 
 
 def store_spans(

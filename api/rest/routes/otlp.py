@@ -20,7 +20,7 @@ from collections import Counter
 import orjson
 from fastapi import APIRouter, Request, Response
 
-from analytics.store.server_spans import Receipt, record_receipt, store_spans, writable_runs
+from analytics.store.server_spans import Receipt, WritableRuns, record_receipt, store_spans
 from api.rest.deps import HeavyDep, SubmitterDep, WriterDep
 from scenarios.errors import BadInput
 from scenarios.limits import MAX_OTLP_BODY_BYTES, MAX_OTLP_SPANS
@@ -85,7 +85,9 @@ async def export_traces(
     if len(raws) > MAX_OTLP_SPANS:
         reasons[f"more than {MAX_OTLP_SPANS} spans"] = len(raws) - MAX_OTLP_SPANS
     team = None if caller.is_admin else caller.team
-    runs_of: dict[tuple[str, str | None], list[str]] = {}
+    # One query for the request, whatever it names: a span per provider name must not
+    # become a query per span on the event loop.
+    writable = WritableRuns(writer, team, received_at)
     rows: list[tuple[str, ServerSpan]] = []
     stored = refused = 0
     for raw in raws[:MAX_OTLP_SPANS]:
@@ -93,10 +95,7 @@ async def export_traces(
         if isinstance(span, str):
             reasons[span] += 1
             continue
-        key = (span.provider, span.run_id)
-        if key not in runs_of:
-            runs_of[key] = writable_runs(writer, span.provider, team, span.run_id, received_at)
-        runs = runs_of[key]
+        runs = writable.of(span.provider, span.run_id)
         if not runs:
             refused += 1
             continue

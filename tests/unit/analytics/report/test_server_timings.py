@@ -11,7 +11,7 @@ import duckdb
 
 from analytics.report.server_timings import server_timings
 from analytics.store.db import connect
-from analytics.store.server_spans import store_spans, writable_runs
+from analytics.store.server_spans import WritableRuns, store_spans, writable_runs
 from scenarios.wire.otlp import ServerSpan
 from tests.support.builders import MS, ok_result, store_run
 from tests.support.builders import REPORT_SCENARIO as SCENARIO
@@ -71,3 +71,26 @@ def test_spans_join_and_split_ttft() -> None:
     stage1 = rows[1]
     assert stage1["joined"] == 0 and stage1["queue_p50_ms"] is None
     assert stage1["network_client_p50_ms"] is None
+
+
+class _CountingConnection:
+    """A DuckDB connection that counts the statements run through it."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con, self.statements = con, 0
+
+    def execute(self, *args: object) -> duckdb.DuckDBPyConnection:
+        self.statements += 1
+        return self.con.execute(*args)  # type: ignore[arg-type]
+
+
+def test_the_runs_spans_may_join_are_read_once_whatever_an_export_names() -> None:
+    con = connect(":memory:")
+    _run(con)
+    counting = _CountingConnection(con)
+    writable = WritableRuns(counting, None)  # type: ignore[arg-type]
+    # An export naming 2,048 providers (hostile or not) costs one query, not one each.
+    answers = [writable.of(f"p{i}") for i in range(2048)]
+    assert counting.statements == 1 and not any(answers)
+    assert writable.of("api") == ["run-st"]
+    assert writable.of("api", "run-st") == ["run-st"] and writable.of("api", "other") == []
