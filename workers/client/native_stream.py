@@ -100,11 +100,6 @@ class NativeStream:
         settle_counts(self.result, self.prompt, self.completion, self.events)
 
 
-def counted(value: object) -> int | None:
-    """A token count from usage: a non-negative int, else unknown (None)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
 def event_failure(status: int, kind: object, message: object) -> RequestFailure:
     """Failure of an error event sent mid-stream with HTTP 200: classified as the status
     its kind stands for."""

@@ -20,7 +20,13 @@ from workers.client.finish import OPENAI_REASONS, finish_reason
 from workers.client.result import RequestResult
 from workers.client.server_ids import note_response_id
 from workers.client.sse import SSEDecoder
-from workers.client.streaming import json_object, settle_counts, stream_error, token_event
+from workers.client.streaming import (
+    counted,
+    json_object,
+    settle_counts,
+    stream_error,
+    token_event,
+)
 
 _DONE = b"[DONE]"
 REASONING_KEYS = ("reasoning_content", "reasoning")
@@ -107,10 +113,7 @@ def cached_tokens(usage: dict[str, Any]) -> int | None:
     """``usage.prompt_tokens_details.cached_tokens`` when it is a count (OpenAI, vLLM
     with prefix caching, SGLang); None when the server did not say (docs/metrics.md)."""
     details = usage.get("prompt_tokens_details")
-    value = details.get("cached_tokens") if isinstance(details, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return None
-    return value
+    return counted(details.get("cached_tokens")) if isinstance(details, dict) else None
 
 
 class OpenAIParser:

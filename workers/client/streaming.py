@@ -301,6 +301,11 @@ def settle_counts(
         result.token_count_source = "events"
 
 
+def counted(value: object) -> int | None:
+    """A token count from a server's usage: a non-negative int, else unknown (None)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def json_headers(
     bearer_key: str | None = None, accept: str = "text/event-stream"
 ) -> dict[str, str]:

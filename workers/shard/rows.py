@@ -9,7 +9,6 @@ from scenarios.security.redaction import redact
 from scenarios.wire.records import STAMPS
 from workers.client.request_ids import prompt_hash, request_id
 from workers.client.result import RequestResult
-from workers.client.server_ids import clean_id
 from workers.prompts.plan import PlannedRequest
 
 # One (wall, perf) pair read together at import: wall-clock instants are derived from
@@ -144,8 +143,9 @@ def _timing_columns(result: RequestResult) -> dict[str, object]:
     cache usage and connection phases; a figure no column can hold is unknown."""
     phases = result.phases
     return {
-        "response_id": clean_id(result.response_id),
-        "server_request_id": clean_id(result.server_request_id),
+        # Already cut and checked where they were read (workers/client/server_ids.py).
+        "response_id": result.response_id,
+        "server_request_id": result.server_request_id,
         "server_queue_ns": _within(result.server_queue_ns, _INT64_MAX),
         "server_ttft_ns": _within(result.server_ttft_ns, _INT64_MAX),
         "server_timing_source": result.server_timing_source,

@@ -30,14 +30,13 @@ from workers.client.finish import ANTHROPIC_REASONS, finish_reason
 from workers.client.native_stream import (
     NativeStream,
     conversation,
-    counted,
     event_failure,
     forced_tool,
     function_tools,
 )
 from workers.client.result import RequestResult
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
-from workers.client.streaming import Limits, json_headers, json_object
+from workers.client.streaming import Limits, counted, json_headers, json_object
 from workers.prompts.plan import PlannedRequest
 
 # The HTTP status each error type of the Messages API stands for (its errors page).

@@ -29,14 +29,13 @@ from workers.client.finish import RESPONSES_INCOMPLETE_REASONS, finish_reason
 from workers.client.native_stream import (
     NativeStream,
     conversation,
-    counted,
     event_failure,
     forced_tool,
     function_tools,
 )
 from workers.client.result import RequestResult
 from workers.client.sse_events import NamedSSEDecoder, SSEEvent
-from workers.client.streaming import Limits, json_headers, json_object
+from workers.client.streaming import Limits, counted, json_headers, json_object
 from workers.prompts.plan import PlannedRequest
 
 # The HTTP status an error code of a failed response stands for.

@@ -10,11 +10,11 @@ from workers.client.native_stream import (
     MAX_TOOL_CALLS,
     NativeStream,
     conversation,
-    counted,
     event_failure,
 )
 from workers.client.result import AnswerText, RequestResult
 from workers.client.server_ids import MAX_ID_CHARS, clean_id
+from workers.client.streaming import counted
 from workers.prompts.plan import PlannedRequest
 
 
