@@ -207,6 +207,24 @@ TOKENIZER_PROBE_TIMEOUT_S: Final = 20.0
 MIN_COUNT_CHARS_PER_S: Final = 100_000
 # Address space of that process (RLIMIT_DATA): a large vocabulary and its merges.
 TOKENIZER_PROBE_DATA_BYTES: Final = 2048 * 1024 * 1024
+# --------------------------------------------------------------------------- imports
+
+# Bytes of one imported set of result files (docs/import.md): a 100,000-request AIPerf
+# export with its ITL lists is ~60 MB; GuideLLM and vLLM bench files are smaller.
+MAX_IMPORT_BYTES: Final = 256 * 1024 * 1024
+# Files of one imported set (a tool's result folder holds a handful).
+MAX_IMPORT_FILES: Final = 64
+# Requests of one imported run, over all its stages: what one shard may record.
+MAX_IMPORT_REQUESTS: Final = 1_000_000
+# Stages (load levels, benchmarks of a sweep) of one imported run.
+MAX_IMPORT_STAGES: Final = 256
+# Nesting of a JSON document: the tools' files are 6-8 levels deep.
+MAX_IMPORT_JSON_DEPTH: Final = 64
+# Characters of one text field kept from an imported file (an error message, a label).
+MAX_IMPORT_TEXT_CHARS: Final = 4096
+# Seconds the child that parses an imported set may take before it is killed.
+IMPORT_PARSE_TIMEOUT_S: Final = 300.0
+
 # --------------------------------------------------------------------------- server telemetry
 
 # Seconds between scrapes of a provider's metrics_url: faster than 4 Hz the scrapes
