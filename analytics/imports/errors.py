@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ImportFormatError"]
+__all__ = ["ImportFormatError", "NotRecognised"]
 
 
 class ImportFormatError(ValueError):
@@ -14,3 +14,8 @@ class ImportFormatError(ValueError):
         super().__init__(f"{where}: {reason}" if where else reason)
         self.reason = reason
         self.where = where
+
+
+class NotRecognised(ImportFormatError):
+    """No file of the set is a result of the tool asked for (or of any tool, for
+    ``--tool auto``): a folder of other files is skipped, not refused."""

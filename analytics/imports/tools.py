@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from enum import StrEnum
 from types import ModuleType
 
 from analytics.imports import aiperf, guidellm, inference_perf, llmd, vllm_bench
-from analytics.imports.errors import ImportFormatError
+from analytics.imports.errors import ImportFormatError, NotRecognised
 from analytics.imports.model import ImportedFile, ImportedRun
 from scenarios.limits import (
     MAX_IMPORT_BYTES,
@@ -23,12 +24,23 @@ from scenarios.limits import (
     MAX_IMPORT_STAGES,
 )
 
-__all__ = ["IMPORTERS", "TOOLS", "described", "detect", "runs_in"]
+__all__ = ["IMPORTERS", "TOOLS", "ToolChoice", "described", "detect", "runs_in"]
 
 IMPORTERS: dict[str, ModuleType] = {
     module.TOOL: module for module in (aiperf, guidellm, vllm_bench, inference_perf, llmd)
 }
 TOOLS: tuple[str, ...] = tuple(IMPORTERS)
+
+
+class ToolChoice(StrEnum):
+    """``--tool`` and ``?tool=``: a tool's name, or ``auto`` (recognised from the files)."""
+
+    auto = "auto"
+    aiperf = "aiperf"
+    guidellm = "guidellm"
+    vllm_bench = "vllm-bench"
+    inference_perf = "inference-perf"
+    llmd = "llmd"
 
 
 def described(name: str, data: bytes) -> ImportedFile:
@@ -45,7 +57,7 @@ def detect(files: Mapping[str, bytes]) -> str:
     found = [tool for tool, module in IMPORTERS.items() if module.recognises(files)]
     if not found:
         names = ", ".join(sorted(files)[:8]) or "no files"
-        raise ImportFormatError(
+        raise NotRecognised(
             f"not a result file of a tool tokenbench imports ({names}); expected one of "
             f"{_expected()}"
         )
@@ -65,6 +77,10 @@ def runs_in(files: Mapping[str, bytes], tool: str = "auto") -> list[ImportedRun]
     module = IMPORTERS.get(tool)
     if module is None:
         raise ImportFormatError(f"unknown tool {tool!r}; expected one of {', '.join(TOOLS)}")
+    if not module.recognises(files):
+        raise NotRecognised(
+            f"no {tool} result in these files; expected {', '.join(module.FORMATS)}"
+        )
     runs: list[ImportedRun] = module.runs_in(files)
     if not runs:
         raise ImportFormatError(

@@ -45,9 +45,7 @@ class NotABundleError(BundleError):
     """A file that is not a tokenbench bundle at all."""
 
     def __init__(self, why: str) -> None:
-        super().__init__(
-            f"not a tokenbench bundle ({why}); importing other tools' files is not supported yet"
-        )
+        super().__init__(f"not a tokenbench bundle ({why})")
 
 
 class Member(BaseModel):

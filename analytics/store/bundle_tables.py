@@ -52,6 +52,9 @@ BUNDLE_TABLES: dict[str, tuple[str, ...]] = {
     "stage_outcomes": ("run_id", "stage", "provider"),
     "stage_verdicts": ("run_id", "stage", "provider"),
     "capacity_results": ("run_id", "provider"),
+    "run_imports": ("run_id",),
+    "import_notes": ("run_id",),
+    "import_summaries": ("run_id", "stage", "provider", "figure", "stat"),
 }
 
 # Tables whose key names a group of rows rather than one row (see the module's doc).
@@ -63,6 +66,7 @@ GROUP_KEYED = frozenset(
         "server_metrics",
         "cache_resets",
         "server_spans",
+        "import_notes",
     }
 )
 

@@ -41,7 +41,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 WRITER_CHECKPOINT_THRESHOLD = "256MB"
 
 

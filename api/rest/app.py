@@ -32,6 +32,7 @@ from api.rest.rate_limit import RateLimiter
 from api.rest.routes import answers as answers_routes
 from api.rest.routes import audit as audit_routes
 from api.rest.routes import datasets, health, runs, scenarios, schedules, shadow, sql, trends
+from api.rest.routes import imports as imports_routes
 from api.rest.routes import otlp as otlp_routes
 from api.rest.routes import spend as spend_routes
 from api.rest.routes import teams as teams_routes
@@ -135,12 +136,15 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         # Dataset uploads are whole JSONL files: their own, larger cap.
         route_max_bytes={
             ("POST", "/v1/datasets"): settings.api.max_dataset_bytes,
+            # Imported result files (docs/import.md): uploaded files too.
+            ("POST", "/v1/imports"): settings.api.max_dataset_bytes,
             # OTLP exports (docs/traces.md): a bound of their own (scenarios/limits.py).
             ("POST", otlp_routes.TRACES_PATH): MAX_OTLP_BODY_BYTES,
         },
         setting=env_name("api.max_body_bytes"),
         route_settings={
             ("POST", "/v1/datasets"): env_name("api.max_dataset_bytes"),
+            ("POST", "/v1/imports"): env_name("api.max_dataset_bytes"),
             ("POST", otlp_routes.TRACES_PATH): "MAX_OTLP_BODY_BYTES, fixed",
         },
     )
@@ -160,6 +164,7 @@ def create_app(settings: Settings, celery: Celery) -> FastAPI:
         spend_routes,
         answers_routes,
         otlp_routes,
+        imports_routes,
     ):
         app.include_router(routes.router)
     # The web console at / (docs/console.md): the same routes' functions, in pages.

@@ -53,7 +53,7 @@ def test_table_columns_mirror_the_arrow_schema(tmp_path: Path) -> None:
 
 def test_migration_is_idempotent(tmp_path: Path) -> None:
     con = connect(tmp_path / "v.duckdb")
-    assert migrate(con) == schema_version(con) == SCHEMA_VERSION == 20
+    assert migrate(con) == schema_version(con) == SCHEMA_VERSION == 21
 
 
 def test_v1_database_gets_its_run_dimensions_back_filled(tmp_path: Path) -> None:

@@ -1,0 +1,162 @@
+"""``POST /v1/imports``: other tools' result files, imported as runs (docs/import.md).
+
+The body is one result file, or a tar archive (plain or gzip) of a result folder, sent
+as ``application/octet-stream``; capped in bytes like a dataset upload
+(``TOKENBENCH__API__MAX_DATASET_BYTES``). The files are untrusted: they are read in a
+child process of bounded memory and time (``analytics.imports.child``), no name in them
+is used as a path, and a malformed file gets a 422 naming the file and the line or field
+with nothing stored. Each run found is stored in one transaction with its owner (the
+caller's team and token) and is then a run like any other: listed, reported, compared
+and queried under the same visibility rules (docs/teams.md). The same files imported by
+the same team give the same run (200 instead of 201).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import duckdb
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from analytics.imports.child import Parsed, parse_in_child
+from analytics.imports.errors import ImportFormatError
+from analytics.imports.sets import is_tar, tar_entries
+from analytics.imports.tools import ToolChoice
+from analytics.store.imported_runs import StoredImport, store_imported
+from api.access.audit import audit
+from api.access.caller import Caller
+from api.access.ownership import Kind, Visibility, record_owner
+from api.rest.deps import Authenticated, HeavyDep, SubmitterDep, WriterDep
+from api.rest.errors import BodyProblems, UnsupportedMediaType
+from scenarios.datasets.spec import COLUMN_NAME_PATTERN
+from scenarios.errors import Timeout
+from scenarios.limits import MAX_ID_CHARS
+
+router = APIRouter(prefix="/v1/imports", tags=["imports"], dependencies=[Authenticated])
+
+MEDIA_TYPES = (
+    "application/octet-stream",
+    "application/json",
+    "application/x-ndjson",
+    "application/x-tar",
+    "application/gzip",
+)
+# Imports read at once (each holds its body and a child process); further ones wait.
+CONCURRENT_IMPORTS = 2
+# A body that has not arrived by then gives its slot up.
+BODY_TIMEOUT_S = 180.0
+# A provider name: the same characters as a scenario's provider names.
+PROVIDER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+class ImportedRunPublic(BaseModel):
+    """One run an import stored (or found stored)."""
+
+    run_id: str
+    tool: str
+    added: bool = Field(description="False: the same files were imported before.")
+    stages: int
+    requests: int = Field(description="Requests stored (0 for a summary-only file).")
+    per_request: bool
+
+
+class ImportPublic(BaseModel):
+    """What an import did."""
+
+    runs: list[ImportedRunPublic]
+    skipped: list[str] = Field(description="Folders of the archive with no result file in them.")
+
+
+def _slots(request: Request) -> asyncio.Semaphore:
+    state = request.app.state
+    if getattr(state, "import_slots", None) is None:
+        state.import_slots = asyncio.Semaphore(CONCURRENT_IMPORTS)
+    semaphore: asyncio.Semaphore = state.import_slots
+    return semaphore
+
+
+def _entries(body: bytes, name: str) -> list[tuple[str, bytes]]:
+    return tar_entries(body) if is_tar(body) else [(name, body)]
+
+
+def _store(
+    cursor: duckdb.DuckDBPyConnection,
+    parsed: Parsed,
+    provider: str | None,
+    caller: Caller,
+    visibility: Visibility | None,
+) -> list[StoredImport]:
+    def owner(con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+        record_owner(con, Kind.RUN, run_id, caller, visibility)
+
+    return [
+        store_imported(cursor, run, provider or run.tool, caller.token_id, caller.team, owner)
+        for run in parsed.runs
+    ]
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=ImportPublic,
+    responses={
+        200: {"description": "Every run was imported before by this team.", "model": ImportPublic},
+        408: {"description": "The body did not arrive in time."},
+        413: {"description": "Larger than TOKENBENCH__API__MAX_DATASET_BYTES."},
+        422: {"description": "Not an importable result: the file, line or field, and why."},
+    },
+    openapi_extra={
+        "requestBody": {
+            "content": {m: {"schema": {"type": "string", "format": "binary"}} for m in MEDIA_TYPES},
+            "required": True,
+        }
+    },
+)
+async def import_results(
+    request: Request,
+    response: Response,
+    writer: WriterDep,
+    heavy: HeavyDep,
+    caller: SubmitterDep,
+    tool: Annotated[ToolChoice, Query(description="Which tool wrote the files.")] = (
+        ToolChoice.auto
+    ),
+    provider: Annotated[
+        str | None,
+        Query(max_length=MAX_ID_CHARS, pattern=PROVIDER_PATTERN, description="Provider name."),
+    ] = None,
+    name: Annotated[
+        str,
+        Query(max_length=MAX_ID_CHARS, pattern=COLUMN_NAME_PATTERN, description="File name."),
+    ] = "upload",
+    visibility: Annotated[
+        Visibility | None, Query(description="Who reads the runs (default: the team's setting).")
+    ] = None,
+) -> ImportPublic:
+    """Import another tool's result file (or a tar of a result folder) as runs."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media not in MEDIA_TYPES:
+        raise UnsupportedMediaType(f"send the file as one of: {', '.join(MEDIA_TYPES)}")
+    async with _slots(request):
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                body = await request.body()
+        except TimeoutError:
+            raise Timeout(f"body not received within {BODY_TIMEOUT_S:.0f} s") from None
+        try:
+            entries = _entries(body, name)
+            parsed = await asyncio.to_thread(parse_in_child, entries, tool.value)
+        except ImportFormatError as exc:
+            audit(writer, caller, "import", "run", None, "refused", reason=exc.reason[:200])
+            raise BodyProblems.of_file(str(exc), None) from None
+        stored = await heavy.on_cursor(
+            "an import", writer, _store, parsed, provider, caller, visibility
+        )
+    for one in stored:
+        audit(writer, caller, "import", "run", one.run_id, "ok", tool=one.tool, new=one.added)
+    response.status_code = 201 if any(one.added for one in stored) else 200
+    return ImportPublic(
+        runs=[ImportedRunPublic(**one.to_json()) for one in stored], skipped=parsed.skipped
+    )

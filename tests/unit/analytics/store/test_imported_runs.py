@@ -1,0 +1,108 @@
+"""Storing an imported run: exactly once, whole, and read by the same views as any run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from analytics.imports.model import (
+    DefinitionNote,
+    ImportedRequest,
+    ImportedRun,
+    ImportedStage,
+    SummaryFigure,
+)
+from analytics.imports.tools import described
+from analytics.report.build import build_report
+from analytics.store.db import connect
+from analytics.store.imported_runs import import_run_id, store_imported
+
+T0 = 1_796_000_000_000_000_000
+
+
+def _run(files: tuple[bytes, ...] = (b"one", b"two")) -> ImportedRun:
+    def stage(index: int, concurrency: int, ttft: float) -> ImportedStage:
+        requests = [
+            ImportedRequest(
+                ok=True,
+                sent_at_ns=T0 + i * 100_000_000,
+                ttft_ms=ttft + i,
+                e2e_ms=ttft + i + 30.0,
+                itl_ms=(10.0, 10.0, 10.0),
+                prompt_tokens=128,
+                output_tokens=4,
+            )
+            for i in range(9)
+        ]
+        requests.append(ImportedRequest(ok=False, sent_at_ns=T0, error="HTTP 500"))
+        return ImportedStage(
+            index=index,
+            label=f"concurrency {concurrency}",
+            load_kind="concurrency",
+            concurrency=concurrency,
+            requests=tuple(requests),
+            summary=(SummaryFigure(figure="ttft", stat="p50", value=ttft + 4, unit="ms"),),
+        )
+
+    return ImportedRun(
+        tool="aiperf",
+        tool_version="0.13.0",
+        format="aiperf profile_export.jsonl",
+        model="m",
+        per_request=True,
+        stages=(stage(0, 1, 50.0), stage(1, 4, 60.0)),
+        notes=(DefinitionNote(figure="ttft", note="from the actual send"),),
+        files=tuple(described(f"f{i}", data) for i, data in enumerate(files)),
+    )
+
+
+@pytest.fixture
+def con(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    connection = connect(tmp_path / "i.duckdb")
+    yield connection
+    connection.close()
+
+
+def test_an_imported_run_is_stored_once_and_reads_like_any_run(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    run = _run()
+    first = store_imported(con, run, "sim", "local")
+    again = store_imported(con, run, "other-name", "local")
+    assert first.added and not again.added
+    assert first.run_id == again.run_id == import_run_id(run)
+    assert con.execute("SELECT count(*) FROM request_records").fetchone() == (20,)
+    rows = con.execute(
+        "SELECT stage, provider, requests, errors, ttft_p50_ms FROM stage_summary "
+        "WHERE run_id = ? ORDER BY stage",
+        [first.run_id],
+    ).fetchall()
+    assert rows == [(0, "sim", 10, 1, 54.0), (1, "sim", 10, 1, 64.0)]
+    report = build_report(con, first.run_id)
+    assert [s["ttft_p50_ms"] for s in report.stages] == [54.0, 64.0]
+    provenance = con.execute("SELECT tool, tool_version, per_request FROM run_imports").fetchall()
+    assert provenance == [("aiperf", "0.13.0", True)]
+    assert con.execute("SELECT figure, note FROM import_notes").fetchall() == [
+        ("ttft", "from the actual send")
+    ]
+    assert con.execute("SELECT stage, value FROM import_summaries ORDER BY 1").fetchall() == [
+        (0, 54.0),
+        (1, 64.0),
+    ]
+
+
+def test_other_files_are_another_run(con: duckdb.DuckDBPyConnection) -> None:
+    assert import_run_id(_run((b"a",))) != import_run_id(_run((b"b",)))
+    assert import_run_id(_run((b"a", b"b"))) == import_run_id(_run((b"b", b"a")))
+
+
+def test_a_run_that_fails_to_store_leaves_nothing(con: duckdb.DuckDBPyConnection) -> None:
+    def refuse(_: duckdb.DuckDBPyConnection, __: str) -> None:
+        raise RuntimeError("owner refused")
+
+    with pytest.raises(RuntimeError):
+        store_imported(con, _run(), "sim", "local", also=refuse)
+    for table in ("runs", "shards", "request_records", "run_imports", "import_summaries"):
+        assert con.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table
