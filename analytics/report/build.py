@@ -24,6 +24,7 @@ from analytics.report.columns import describe
 from analytics.report.connections import with_connections
 from analytics.report.failover import run_failover
 from analytics.report.images import with_images
+from analytics.report.imported import definition_notes, run_import
 from analytics.report.overlaps import shared_overlaps
 from analytics.report.plots import errors_over_time, plot_data
 from analytics.report.prefix_cache import with_prefix_cache, with_server_hit_rate
@@ -96,6 +97,9 @@ class RunReport:
     # TTFT decomposition per stage and provider: server queue, server prefill, network +
     # client (analytics/report/server_timings.py); empty for a run with no records.
     server_timings: list[dict[str, Any]] = field(default_factory=list)
+    # Another tool's run, imported (analytics/report/imported.py): provenance, the tool's
+    # definition notes and its own figures; None for a run tokenbench measured.
+    imported: dict[str, Any] | None = None
     # Bootstrap replicates behind the intervals, kept for comparisons; not serialised.
     replicates: dict[ReplicateKey, list[float]] = field(default_factory=dict, repr=False)
 
@@ -130,6 +134,7 @@ class RunReport:
             "spend": self.spend,
             "shared_overlaps": self.shared_overlaps,
             "server_timings": self.server_timings,
+            "imported": self.imported,
         }
 
     def with_provider_comparison(self, provider_a: str, provider_b: str) -> RunReport:
@@ -153,10 +158,29 @@ class RunReport:
             self.stages,
             self.replicates,
         )
-        return replace(
-            self,
-            comparison={"kind": "runs", "a": baseline.run_id, "b": self.run_id, "rows": rows},
-        )
+        # A difference of method is not a difference of the endpoint: each row names the
+        # definitions that differ between the two runs (docs/import.md).
+        for row in rows:
+            notes = definition_notes(row["metric"], baseline.imported, self.imported)
+            row["definitions"] = notes
+            if notes:
+                row["verdict"] += "; the runs define it differently (see definitions)"
+        comparison = {
+            "kind": "runs",
+            "a": baseline.run_id,
+            "b": self.run_id,
+            "tools": [_tool_of(baseline), _tool_of(self)],
+            "rows": rows,
+        }
+        return replace(self, comparison=comparison)
+
+
+def _tool_of(report: RunReport) -> str:
+    """Which tool measured the run: tokenbench, or the imported run's tool and version."""
+    if report.imported is None:
+        return "tokenbench"
+    version = report.imported["tool_version"]
+    return f"{report.imported['tool']} {version}" if version else str(report.imported["tool"])
 
 
 class UnknownRunError(NotFound, LookupError):
@@ -280,6 +304,7 @@ def build_report(
         spend=run_spend(con, run_id),
         shared_overlaps=shared_overlaps(con, run_id),
         server_timings=server_timings(con, run_id),
+        imported=run_import(con, run_id, stages),
         replicates=replicates,
     )
 

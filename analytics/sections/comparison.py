@@ -41,7 +41,14 @@ def comparison(report: RunReport, options: SectionOptions) -> list[Section]:
         for r in c["rows"]
     )  # fmt: skip
     title = f"Comparison: {c['b']} vs {c['a']}"
-    return [Section("comparison", title, COMPARISON, rows, "" if rows else NOTHING)]
+    out = [Section("comparison", title, COMPARISON, rows, "" if rows else NOTHING)]
+    # Imported runs (docs/import.md): a figure the two runs define differently.
+    definitions = tuple(dict.fromkeys(n for r in c["rows"] for n in r.get("definitions", ())))
+    if definitions:
+        tools = " and ".join(c.get("tools", ()))
+        lead = f"Definitions that differ between the runs ({tools}):"
+        out.append(Section("comparison-definitions", lead, lines=definitions, warning=True))
+    return out
 
 
 PARETO = (

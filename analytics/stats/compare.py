@@ -96,22 +96,40 @@ def compare_runs(
     rows_b: Sequence[dict[str, Any]],
     replicates_b: Mapping[ReplicateKey, list[float]],
 ) -> list[dict[str, Any]]:
-    """Run B versus run A for every stage × provider × region both have."""
+    """Run B versus run A for every stage × provider × region both have. Two runs that
+    share none but each measured one provider and region per stage (another tool's run,
+    imported, beside tokenbench's of the same endpoint) are paired stage by stage."""
     index_a = {(r["stage"], r["provider"], r["region"]): r for r in rows_a}
     index_b = {(r["stage"], r["provider"], r["region"]): r for r in rows_b}
-    common = sorted(set(index_a) & set(index_b))
+    pairs = [(key, key) for key in sorted(set(index_a) & set(index_b))]
+    if not pairs:
+        pairs = _by_stage(list(index_a), list(index_b))
     out: list[dict[str, Any]] = []
-    for key in common:
-        provider = key[1]
+    for key_a, key_b in pairs:
+        same = key_a[1] == key_b[1]
         rows = _compare(
-            (f"{provider} in run {run_a}", index_a, replicates_a),
-            (f"{provider} in run {run_b}", index_b, replicates_b),
-            [(key, key)],
+            (f"{key_a[1]} in run {run_a}", index_a, replicates_a),
+            (f"{key_b[1]} in run {run_b}", index_b, replicates_b),
+            [(key_a, key_b)],
         )
         for row in rows:
-            row["provider"] = provider
+            row["provider"] = key_a[1] if same else f"{key_a[1]} / {key_b[1]}"
+            if key_a[2] != key_b[2]:
+                row["region"] = f"{key_a[2]} / {key_b[2]}"
         out.extend(rows)
     return out
+
+
+Key = tuple[int, str, str]
+
+
+def _by_stage(keys_a: list[Key], keys_b: list[Key]) -> list[tuple[Key, Key]]:
+    """Stage-by-stage pairs when each run has one (provider, region) per stage."""
+    one_a = {key[0]: key for key in keys_a}
+    one_b = {key[0]: key for key in keys_b}
+    if len(one_a) != len(keys_a) or len(one_b) != len(keys_b):
+        return []
+    return [(one_a[stage], one_b[stage]) for stage in sorted(set(one_a) & set(one_b))]
 
 
 def pareto(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -105,23 +105,33 @@ _PERCENTILES = ("ttft_p50_ms", "ttft_p99_ms")
 
 @dataclass(frozen=True, slots=True)
 class TrendSelection:
-    """Which runs a trend follows: exactly one of a schedule, a stored scenario, a name."""
+    """Which runs a trend follows: exactly one of a schedule, a stored scenario, a name,
+    or a provider (``provider``, optionally narrowed to a ``model``): every run that
+    measured it, imported runs of other tools included (docs/import.md)."""
 
     schedule_id: str | None = None
     scenario_id: str | None = None
     name: str | None = None
+    provider: str | None = None
+    model: str | None = None
 
     def __post_init__(self) -> None:
-        given = [v for v in (self.schedule_id, self.scenario_id, self.name) if v is not None]
+        chosen = (self.schedule_id, self.scenario_id, self.name, self.provider)
+        given = [v for v in chosen if v is not None]
         if len(given) != 1:
-            raise BadInput("give exactly one of schedule_id, scenario_id and name")
+            raise BadInput("give exactly one of schedule_id, scenario_id, name and provider")
+        if self.model is not None and self.provider is None:
+            raise BadInput("model narrows a provider's trend: give provider too")
 
     def describe(self) -> str:
-        """``schedule sch-…``, ``scenario sc-…`` or ``runs named …``."""
+        """``schedule sch-…``, ``scenario sc-…``, ``runs named …`` or ``provider …``."""
         if self.schedule_id is not None:
             return f"schedule {self.schedule_id}"
         if self.scenario_id is not None:
             return f"scenario {self.scenario_id}"
+        if self.provider is not None:
+            model = f" (model {self.model})" if self.model else ""
+            return f"provider {self.provider!r}{model}"
         return f"runs named {self.name!r}"
 
 
@@ -190,6 +200,8 @@ def select_runs(
         "schedule_id": selection.schedule_id,
         "scenario_id": selection.scenario_id,
         "name": selection.name,
+        "provider": selection.provider,
+        "model": selection.model,
         "as_of": options.as_of,
         "runs": options.runs,
         **visible_params,
@@ -425,11 +437,15 @@ def build_trend(
         "schedule_id": selection.schedule_id,
         "scenario_id": selection.scenario_id,
         "name": selection.name,
+        "provider": selection.provider,
+        "model": selection.model,
     }
     if not runs:
         return TrendReport(title, selected, report_options, [], [], [])
     run_ids = [r["run_id"] for r in runs]
     summaries = _summaries(con, run_ids, set(run_ids[-(options.window + 1) :]))
+    if selection.provider is not None:
+        summaries = _one_provider(summaries, selection.provider)
     by_series: dict[tuple[str, str, int], dict[str, dict[str, Any]]] = defaultdict(dict)
     for row in summaries:
         by_series[(row["provider"], row["region"], int(row["stage"]))][row["run_id"]] = row
@@ -445,10 +461,25 @@ def build_trend(
             "name": r["name"],
             "state": r["state"],
             "created_at": r["created_at"],
+            # tokenbench, or the tool of an imported run (docs/import.md)
+            "tool": r["tool"],
         }
         for r in runs
     ]
     return TrendReport(title, selected, report_options, public_runs, rows, points)
+
+
+def _one_provider(rows: list[dict[str, Any]], provider: str) -> list[dict[str, Any]]:
+    """A provider's rows; when every run measured it from one region, the regions are
+    one series (``any``): tokenbench's region and an imported run's are then the same
+    history, stage by stage."""
+    rows = [row for row in rows if row["provider"] == provider]
+    regions: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        regions[row["run_id"]].add(row["region"])
+    if all(len(names) == 1 for names in regions.values()):
+        rows = [{**row, "region": "any"} for row in rows]
+    return rows
 
 
 def created(value: Any) -> str:

@@ -48,8 +48,18 @@ def history_rows(report: TrendReport) -> list[list[str]]:
         values.setdefault(key, {})[p["metric"]] = text
     when = {r["run_id"]: created(r["created_at"]) for r in report.runs}
     order = {r["run_id"]: i for i, r in enumerate(report.runs)}
+    # An imported run is marked by its tool (docs/import.md).
+    tool = {r["run_id"]: r.get("tool", "tokenbench") for r in report.runs}
+    named = {run: run if t == "tokenbench" else f"{run} ({t})" for run, t in tool.items()}
     return [
-        [when[run], run, provider, region, str(stage), *(cells.get(m.key, "–") for m in METRICS)]
+        [
+            when[run],
+            named[run],
+            provider,
+            region,
+            str(stage),
+            *(cells.get(m.key, "–") for m in METRICS),
+        ]
         for (run, provider, region, stage), cells in sorted(
             values.items(), key=lambda item: (order[item[0][0]], item[0][1:])
         )

@@ -8,6 +8,7 @@ formats and chart read this module, and neither reads the other's text.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,8 +93,14 @@ def span_note(report: TrendReport) -> str:
         return "No ended run yet."
     first, last = report.runs[0], report.runs[-1]
     options = report.options
+    tools = Counter(str(r.get("tool", "tokenbench")) for r in report.runs)
+    by_tool = (
+        " (" + ", ".join(f"{n} by {tool}" for tool, n in sorted(tools.items())) + ")"
+        if set(tools) != {"tokenbench"}
+        else ""
+    )
     return (
-        f"{len(report.runs)} ended runs, {created(first['created_at'])} → "
+        f"{len(report.runs)} ended runs{by_tool}, {created(first['created_at'])} → "
         f"{created(last['created_at'])} UTC; the latest run ({last['run_id']}) is judged "
         f"against up to {options['window']} earlier runs: a regression lies outside their "
         f"95 % band in the harmful direction and moves by at least "

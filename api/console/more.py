@@ -48,8 +48,8 @@ async def schedule_page(request: Request, console: ConsoleDep, schedule_id: str)
     trend: dict[str, Any] | None = None
     try:
         answer = await rest_trends.get_trend(
-            app.writer, app.heavy, console.caller, schedule_id, None, None,
-            DEFAULT_TREND_RUNS, None, None, None, "json", None,
+            app.writer, app.heavy, console.caller, schedule_id=schedule_id,
+            runs=DEFAULT_TREND_RUNS, output="json",
         )  # fmt: skip
         trend = decoded(answer)
     except TokenbenchError:

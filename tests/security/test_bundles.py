@@ -223,15 +223,15 @@ def test_garbage_parquet_with_a_matching_checksum_is_refused(
     refused(tokenbench_in_process, hostile, tmp_path, "shards.parquet: not a readable Parquet")
 
 
-def test_other_tools_files_are_named_as_not_supported(
+def test_a_file_of_no_known_tool_is_refused_by_name(
     tmp_path: Path, tokenbench_in_process: Cli
 ) -> None:
-    path = tmp_path / "benchmarks.json"
-    path.write_text('{"benchmarks": []}')
+    path = tmp_path / "results.json"
+    path.write_text('{"results": []}')
     refused(
         tokenbench_in_process,
         path,
         tmp_path,
-        "not a tokenbench bundle",
-        "importing other tools' files is not supported yet",
+        "not a result file of a tool tokenbench imports",
+        "expected one of",
     )

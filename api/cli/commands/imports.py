@@ -31,7 +31,6 @@ import typer
 from analytics.imports.child import Parsed, parse_in_child
 from analytics.imports.errors import ImportFormatError
 from analytics.imports.tools import ToolChoice
-from analytics.store.bundle_archive import MANIFEST
 from analytics.store.bundle_manifest import BundleError
 from analytics.store.bundles import import_bundle, load_bundle
 from analytics.store.db import connect
@@ -47,13 +46,13 @@ from scenarios.settings import get_settings
 
 
 def _is_bundle(path: Path) -> bool:
-    """Whether ``path`` is a tar whose first member is the bundle manifest."""
+    """Whether ``path`` is to be read as a run bundle: any tar archive is (a bundle is a
+    tar; other tools write JSON, JSONL, CSV and YAML), so a damaged bundle is refused as
+    a bundle, with its member named."""
     try:
-        with tarfile.open(path, mode="r:") as tar:
-            first = tar.next()
-    except (tarfile.TarError, OSError):
+        return tarfile.is_tarfile(path)
+    except OSError:
         return False
-    return first is not None and first.name == MANIFEST
 
 
 def entries_of(path: Path) -> list[tuple[str, bytes]]:

@@ -116,11 +116,23 @@ def print_trend(console: Console, report: TrendReport, show_history: bool) -> No
         )
 
 
-def _selection(schedule: str | None, scenario: str | None, name: str | None) -> TrendSelection:
+def _selection(
+    schedule: str | None,
+    scenario: str | None,
+    name: str | None,
+    provider: str | None = None,
+    model: str | None = None,
+) -> TrendSelection:
     try:
-        return TrendSelection(schedule_id=schedule, scenario_id=scenario, name=name)
-    except BadInput:
-        raise exit_for(BadInput("give one of --schedule, --scenario and --name")) from None
+        return TrendSelection(
+            schedule_id=schedule, scenario_id=scenario, name=name, provider=provider, model=model
+        )
+    except BadInput as exc:
+        if model is not None and provider is None:
+            raise exit_for(BadInput("--model narrows --provider: give --provider too")) from None
+        raise exit_for(
+            BadInput("give one of --schedule, --scenario, --name and --provider")
+        ) from exc
 
 
 def _local(
@@ -160,6 +172,8 @@ def _query(
         "schedule_id": selection.schedule_id,
         "scenario_id": selection.scenario_id,
         "name": selection.name,
+        "provider": selection.provider,
+        "model": selection.model,
         "runs": runs,
         "window": window,
         "min_change": change,
@@ -183,6 +197,13 @@ def trend(
     ] = None,
     name: Annotated[
         str | None, typer.Option(help="Scenario name: its runs (local `tokenbench run`s too).")
+    ] = None,
+    provider: Annotated[
+        str | None,
+        typer.Option(help="Provider name: every run that measured it, imported ones too."),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="With --provider: only runs of this model.")
     ] = None,
     runs: Annotated[
         int, typer.Option(min=1, max=MAX_TREND_RUNS, help="The newest runs read.")
@@ -227,7 +248,7 @@ def trend(
 ) -> None:
     """Follow a schedule's (or a scenario's) TTFT p50/p99, output tok/s, error rate and
     $/1M output across its runs, and flag the latest run when it regressed."""
-    selection = _selection(schedule, scenario, name)
+    selection = _selection(schedule, scenario, name, provider, model)
     one_source(server, db)
     text: str | None = None
     if server is not None:

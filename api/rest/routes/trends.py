@@ -45,6 +45,16 @@ async def get_trend(
     name: Annotated[
         str | None, Query(max_length=MAX_ID_CHARS, description="Runs of this scenario name.")
     ] = None,
+    provider: Annotated[
+        str | None,
+        Query(
+            max_length=MAX_ID_CHARS,
+            description="Every run that measured this provider, imported runs included.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, Query(max_length=MAX_ID_CHARS, description="With provider: this model.")
+    ] = None,
     runs: Annotated[
         int, Query(ge=1, le=MAX_TREND_RUNS, description="The newest runs read.")
     ] = DEFAULT_TREND_RUNS,
@@ -78,7 +88,9 @@ async def get_trend(
     """Per provider × region × stage: TTFT p50/p99, output tok/s, error rate and $/1M
     output over the runs, and the latest run judged against the runs before it."""
     fmt = trend_format(output, accept)
-    selection = TrendSelection(schedule_id=schedule_id, scenario_id=scenario_id, name=name)
+    selection = TrendSelection(
+        schedule_id=schedule_id, scenario_id=scenario_id, name=name, provider=provider, model=model
+    )
     # Up to MAX_TREND_RUNS runs read and judged: in a heavy-work thread (api/rest/offload.py).
     return await heavy.on_cursor(
         "a trend", writer, _trend, caller, selection, fmt, window, min_change, runs, as_of

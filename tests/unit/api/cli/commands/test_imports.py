@@ -47,13 +47,12 @@ def test_import_then_again(tmp_path: Path) -> None:
     )
 
 
-def test_a_file_that_is_not_a_bundle_is_named_as_such(tmp_path: Path) -> None:
-    other = tmp_path / "profile_export.jsonl"
-    other.write_text('{"metadata": {}}\n')
+def test_a_file_no_tool_wrote_is_named_as_such(tmp_path: Path) -> None:
+    other = tmp_path / "notes.json"
+    other.write_text('{"hello": "world"}\n')
     answer = CliRunner().invoke(app, [str(other), "--db", str(tmp_path / "d.duckdb")])
     assert answer.exit_code == 2
-    assert "not a tokenbench bundle" in answer.stderr
-    assert "importing other tools' files is not supported yet" in answer.stderr
+    assert "not a result file of a tool tokenbench imports (notes.json)" in answer.stderr
     assert not (tmp_path / "d.duckdb").exists()
 
 
