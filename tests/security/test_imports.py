@@ -1,0 +1,148 @@
+"""``POST /v1/imports`` against a real control plane: imported files are untrusted.
+
+Attacks tried (docs/security.md, docs/import.md): a viewer importing; a team reading or
+learning of another team's private import (the same files give each team a run of its
+own, so an answer never tells whether another team imported them); hostile files (JSON
+nested a million deep, a gzip bomb, a tar whose names climb out with ``..``, absolute
+paths and links, bytes that are not text); a body over the cap. Every refusal is a
+4xx that names the problem, with no traceback and nothing stored.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import httpx
+import pytest
+
+from tests.conftest import API_TOKEN, Proc, start_control_plane
+
+LLMD = Path(__file__).parents[1] / "data" / "imports" / "llmd"
+REPORT = next((LLMD / "0.1").glob("*.json"))
+OCTETS = {"content-type": "application/octet-stream"}
+MAX_BYTES = 4 * 1024 * 1024
+
+
+class Plane:
+    """A control plane of the test's own, with a small upload cap."""
+
+    def __init__(self, proc: Proc, base: str, db: Path) -> None:
+        self.proc, self.base, self.db = proc, base, db
+
+    def call(self, method: str, path: str, token: str, **kwargs: object) -> httpx.Response:
+        headers = {"authorization": f"Bearer {token}", **dict(kwargs.pop("headers", {}))}  # type: ignore[call-overload]
+        return httpx.request(method, self.base + path, headers=headers, timeout=120, **kwargs)  # type: ignore[arg-type]
+
+    def mint(self, team: str, role: str) -> str:
+        answer = self.call("POST", "/v1/tokens", API_TOKEN, json={"team": team, "role": role})
+        assert answer.status_code == 201, answer.text
+        return str(answer.json()["token"])
+
+    def upload(self, token: str, body: bytes, **params: str) -> httpx.Response:
+        return self.call("POST", "/v1/imports", token, content=body, headers=OCTETS, params=params)
+
+
+@pytest.fixture(scope="module")
+def plane(worker_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    tmp = tmp_path_factory.mktemp("imports")
+    env = {**worker_env, "TOKENBENCH__API__MAX_DATASET_BYTES": str(MAX_BYTES)}
+    proc, base = start_control_plane(env, tmp / "api.duckdb", tmp / "api.log")
+    yield Plane(proc, base, tmp / "api.duckdb")
+    proc.stop()
+
+
+def _refused(answer: httpx.Response, status: int, *needles: str) -> None:
+    assert answer.status_code == status, answer.text
+    assert "Traceback" not in answer.text
+    for needle in needles:
+        assert needle in answer.text, answer.text
+
+
+def test_an_import_is_its_own_teams_run(plane: Plane) -> None:
+    red, blue = plane.mint("red", "submitter"), plane.mint("blue", "submitter")
+    viewer = plane.mint("red", "viewer")
+    body = REPORT.read_bytes()
+    _refused(plane.upload(viewer, body), 403)
+    first = plane.upload(red, body, visibility="team", name="report.json")
+    assert first.status_code == 201, first.text
+    (run,) = first.json()["runs"]
+    assert run["tool"] == "llmd" and run["added"] and not run["per_request"]
+    again = plane.upload(red, body, visibility="team")
+    assert again.status_code == 200 and again.json()["runs"][0]["run_id"] == run["run_id"]
+    # Blue's import of the same bytes is blue's own run: a 201, another id.
+    theirs = plane.upload(blue, body)
+    assert theirs.status_code == 201
+    assert theirs.json()["runs"][0]["run_id"] != run["run_id"]
+    # Red's private import is not blue's to read, list, report or query.
+    assert plane.call("GET", f"/v1/runs/{run['run_id']}", blue).status_code == 404
+    assert plane.call("GET", f"/v1/runs/{run['run_id']}/report", blue).status_code == 404
+    listed = plane.call("GET", "/v1/runs", blue).json()
+    assert run["run_id"] not in {r["run_id"] for r in listed}
+    sql = plane.call(
+        "POST",
+        "/v1/sql",
+        blue,
+        json={"query": "SELECT run_id FROM run_imports", "max_staleness_s": 0},
+    )
+    assert sql.status_code == 200, sql.text
+    assert run["run_id"] not in sql.text
+    report = plane.call("GET", f"/v1/runs/{run['run_id']}/report?format=json", red)
+    assert report.status_code == 200
+    assert report.json()["imported"]["tool"] == "llmd"
+
+
+def _tar(members: list[tarfile.TarInfo], data: dict[str, bytes], gz: bool = False) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz" if gz else "w") as tar:
+        for info in members:
+            tar.addfile(info, io.BytesIO(data[info.name]) if info.isreg() else None)
+    return buffer.getvalue()
+
+
+def _member(name: str, size: int = 0, kind: bytes = tarfile.REGTYPE) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size, info.type = size, kind
+    if kind == tarfile.SYMTYPE:
+        info.linkname = "/etc/passwd"
+    return info
+
+
+def _runs(plane: Plane) -> int:
+    con = duckdb.connect(str(plane.db), read_only=True) if False else None  # noqa: SIM108
+    del con
+    answer = plane.call("GET", "/v1/runs", API_TOKEN, params={"limit": 1000})
+    return len(answer.json())
+
+
+def test_hostile_files_are_refused_and_store_nothing(plane: Plane, tmp_path: Path) -> None:
+    token = plane.mint("green", "submitter")
+    before = _runs(plane)
+    deep = b'{"version": "0.1", "a": ' + b"[" * 1_000_000 + b"]" * 1_000_000 + b"}"
+    _refused(plane.upload(token, deep, name="deep.json"), 422, "deeper than 64")
+    # A gzip bomb: 3.9 MB on the wire, 4 GB declared in the archive.
+    zeros = gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
+    bomb = _tar([_member("a/report.json", 4 << 30)], {"a/report.json": b""})[:512] + zeros
+    _refused(plane.upload(token, bomb, name="bomb.tar"), 422)
+    # Names that climb out, absolute names and links: read in memory or skipped, never
+    # used as paths; nothing in them is a result, so the import is refused.
+    escape = tmp_path / "escaped.json"
+    body = REPORT.read_bytes()
+    names = [f"../../../../..{escape}", str(escape)]
+    members = [_member(n, len(body)) for n in names] + [_member("link", 0, tarfile.SYMTYPE)]
+    climbing = _tar(members, dict.fromkeys(names, body))
+    answer = plane.upload(token, climbing, name="climb.tar")
+    assert answer.status_code in (201, 422), answer.text
+    assert not escape.exists()
+    assert "Traceback" not in answer.text
+    _refused(plane.upload(token, b"\xff\xfe\x00garbage" * 100, name="x.json"), 422)
+    _refused(plane.upload(token, b"{}", tool="aiperf"), 422, "aiperf")
+    _refused(plane.upload(token, b"{}", tool="no-such-tool"), 422, "tool")
+    _refused(plane.upload(token, b"x" * (MAX_BYTES + 1)), 413, "MAX_DATASET_BYTES")
+    # The climbing archive held a real report twice: at most one run came of it.
+    assert _runs(plane) - before <= 1
+    assert "Traceback" not in plane.proc.text()
