@@ -26,6 +26,7 @@ __all__ = [
     "need_dict",
     "need_list",
     "need_number",
+    "opt_count",
     "opt_number",
     "opt_text",
 ]
@@ -116,9 +117,12 @@ def opt_number(value: Any, where: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ImportFormatError(f"expected a number, found {type(value).__name__}", where)
-    if not math.isfinite(value):
-        return None  # the tools write NaN/inf for "no value" (no successful request)
-    return float(value)
+    try:
+        if not math.isfinite(value):
+            return None  # the tools write NaN/inf for "no value" (no successful request)
+        return float(value)
+    except OverflowError:  # an integer literal past a float's range (10**400)
+        raise ImportFormatError("number out of range", where) from None
 
 
 def need_number(value: Any, where: str) -> float:
@@ -127,6 +131,17 @@ def need_number(value: Any, where: str) -> float:
     if number is None:
         raise ImportFormatError("expected a number, found nothing", where)
     return number
+
+
+def opt_count(value: Any, where: str) -> int | None:
+    """A count (tokens, requests): a whole number >= 0, None for null/absent/NaN;
+    ImportFormatError for anything else (a fraction, a negative number, text)."""
+    number = opt_number(value, where)
+    if number is None:
+        return None
+    if number < 0 or not number.is_integer():
+        raise ImportFormatError(f"expected a whole number >= 0, found {value!r}", where)
+    return int(number)
 
 
 def opt_text(value: Any, where: str) -> str | None:
