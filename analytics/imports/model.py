@@ -65,7 +65,7 @@ class ImportedRequest(_Frozen):
     prompt_tokens: int | None = None
     output_tokens: int | None = None
     error: str | None = None  # the tool's own message of a failed request
-    request_id: str | None = None  # an id the tool or the server gave the request
+    request_id: str | None = None  # the id the tool gave the request (its own, not the server's)
     connection_new: bool | None = None
 
 

@@ -140,7 +140,7 @@ def _record(
         "status": "ok" if request.ok else "error",
         "error_class": None if request.ok else "imported",
         "error_message": None if request.ok else (request.error or "failed (no message)"),
-        "response_id": request.request_id,
+        "client_request_id": request.request_id,
         "connection_new": request.connection_new,
     }
 

@@ -15,8 +15,8 @@ import io
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import duckdb
 import httpx
 import pytest
 
@@ -34,9 +34,16 @@ class Plane:
     def __init__(self, proc: Proc, base: str, db: Path) -> None:
         self.proc, self.base, self.db = proc, base, db
 
-    def call(self, method: str, path: str, token: str, **kwargs: object) -> httpx.Response:
-        headers = {"authorization": f"Bearer {token}", **dict(kwargs.pop("headers", {}))}  # type: ignore[call-overload]
-        return httpx.request(method, self.base + path, headers=headers, timeout=120, **kwargs)  # type: ignore[arg-type]
+    def call(
+        self,
+        method: str,
+        path: str,
+        token: str,
+        headers: dict[str, str] | None = None,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        auth = {"authorization": f"Bearer {token}", **(headers or {})}
+        return httpx.request(method, self.base + path, headers=auth, timeout=120, **kwargs)
 
     def mint(self, team: str, role: str) -> str:
         answer = self.call("POST", "/v1/tokens", API_TOKEN, json={"team": team, "role": role})
@@ -113,8 +120,6 @@ def _member(name: str, size: int = 0, kind: bytes = tarfile.REGTYPE) -> tarfile.
 
 
 def _runs(plane: Plane) -> int:
-    con = duckdb.connect(str(plane.db), read_only=True) if False else None  # noqa: SIM108
-    del con
     answer = plane.call("GET", "/v1/runs", API_TOKEN, params={"limit": 1000})
     return len(answer.json())
 

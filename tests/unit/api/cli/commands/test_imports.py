@@ -7,9 +7,11 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import duckdb
 import typer
 from typer.testing import CliRunner
 
+from analytics.report.build import build_report
 from analytics.store.bundles import export_run
 from analytics.store.db import SCHEMA_VERSION, connect
 from api.cli.commands.imports import import_command
@@ -60,3 +62,35 @@ def test_a_missing_file_exits_2(tmp_path: Path) -> None:
     answer = CliRunner().invoke(app, [str(tmp_path / "none.tbz")])
     assert answer.exit_code == 2
     assert "no file" in answer.stderr
+
+
+IMPORTS = Path(__file__).parents[4] / "data" / "imports"
+
+
+def test_each_tools_real_files_import_once_and_report(tmp_path: Path) -> None:
+    """The real files of every tool (tests/data/imports), through the command, the
+    parsing child and the store: one run per result, the same run the second time, and
+    a report that names the tool."""
+    db = tmp_path / "d.duckdb"
+    seen: dict[str, list[str]] = {}
+    for folder in sorted(p for p in IMPORTS.iterdir() if p.is_dir()):
+        if folder.name in ("tokenbench", "tokenizer"):
+            continue
+        answer = CliRunner().invoke(app, [str(folder), "--db", str(db), "--format", "json"])
+        assert answer.exit_code == 0, answer.stderr
+        runs = json.loads(answer.stdout)["runs"]
+        assert runs and all(r["added"] for r in runs), folder
+        seen[folder.name] = [r["run_id"] for r in runs]
+        again = CliRunner().invoke(app, [str(folder), "--db", str(db), "--format", "json"])
+        assert [r["run_id"] for r in json.loads(again.stdout)["runs"]] == seen[folder.name]
+        assert not any(r["added"] for r in json.loads(again.stdout)["runs"])
+    assert set(seen) == {"aiperf", "guidellm", "vllm-bench", "inference-perf", "llmd"}
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tools = dict(con.execute("SELECT tool, count(*) FROM run_imports GROUP BY tool").fetchall())
+        report = build_report(con, seen["aiperf"][0])
+    finally:
+        con.close()
+    assert tools == {tool: len(ids) for tool, ids in seen.items()}
+    assert report.imported is not None and report.imported["tool"] == "aiperf"
+    assert report.stages[0]["requests"] == 32
