@@ -210,6 +210,12 @@ class RunPublic(BaseModel):
     queue: QueuePublic | None = Field(
         default=None, description="Set while the run is queued: its position and why it waits."
     )
+    kind: Literal["measured", "imported"] = Field(
+        default="measured",
+        description="imported: another tool's result, imported (docs/import.md); its "
+        "report names the tool, its definitions and its own figures.",
+    )
+    tool: str | None = Field(default=None, description="An imported run's tool.")
 
 
 # --------------------------------------------------------------------------- schedules

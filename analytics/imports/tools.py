@@ -77,13 +77,15 @@ def runs_in(files: Mapping[str, bytes], tool: str = "auto") -> list[ImportedRun]
     module = IMPORTERS.get(tool)
     if module is None:
         raise ImportFormatError(f"unknown tool {tool!r}; expected one of {', '.join(TOOLS)}")
-    if not module.recognises(files):
+    # A single file named with its tool is read as that tool's, so that a damaged one is
+    # refused with its line; a folder's files the tool does not recognise are skipped.
+    if not module.recognises(files) and len(files) > 1:
         raise NotRecognised(
             f"no {tool} result in these files; expected {', '.join(module.FORMATS)}"
         )
     runs: list[ImportedRun] = module.runs_in(files)
     if not runs:
-        raise ImportFormatError(
+        raise NotRecognised(
             f"no {tool} result in these files; expected {', '.join(module.FORMATS)}"
         )
     requests = sum(len(stage.requests) for run in runs for stage in run.stages)

@@ -149,6 +149,15 @@ def _shard_id(stage: ImportedStage) -> str:
     return f"s{stage.index}-{IMPORT_REGION}"
 
 
+def _spec(stage: ImportedStage) -> str:
+    """An imported shard's stored spec: what the run list reads of a stored plan (the
+    level's rate; the level is ``stage_concurrency``). It is never dispatched, so it is
+    no ShardSpec, and no version reads it as one (the run is stored finished)."""
+    rate = None if stage.rate_per_s is None else {"rps": stage.rate_per_s}
+    imported = {"label": stage.label, "load_kind": stage.load_kind}
+    return json.dumps({"imported": imported, "rate": rate})
+
+
 def _records(run_id: str, provider: str, run: ImportedRun) -> pa.Table:
     rows = [
         _record(run_id, provider, run, stage, seq, request)
@@ -206,23 +215,15 @@ def _write(
     con.executemany(
         "INSERT INTO shards (run_id, shard_id, stage, provider, region, concurrency, "
         "planned_requests, state, accepted_attempt, records, dispatches, stage_concurrency, "
-        "plan_position) VALUES (?, ?, ?, ?, ?, ?, ?, 'finished', 0, ?, 0, ?, ?)",
+        "plan_position, spec) VALUES (?, ?, ?, ?, ?, ?, ?, 'finished', 0, ?, 0, ?, ?, ?)",
         [
             [
-                run_id,
-                _shard_id(s),
-                s.index,
-                provider,
-                IMPORT_REGION,
-                s.concurrency or 0,
-                len(s.requests),
-                len(s.requests),
-                s.concurrency,
-                position,
+                run_id, _shard_id(s), s.index, provider, IMPORT_REGION, s.concurrency or 0,
+                len(s.requests), len(s.requests), s.concurrency or 0, position, _spec(s),
             ]
             for position, s in enumerate(run.stages)
         ],
-    )
+    )  # fmt: skip
     records = _records(run_id, provider, run)
     if records.num_rows:
         con.register("imported_records", records)

@@ -212,6 +212,9 @@ def stored_view(
     view = _summarise(run_id, run[0], run[1], stages)
     view.created_at, view.finished_at = run[2], run[3]
     view.reason, view.reason_detail = stop_reason(con, run_id)  # budget: spend stopped it
+    imported = first_row(con.execute("SELECT tool FROM run_imports WHERE run_id = ?", [run_id]))
+    if imported is not None:  # another tool's result (docs/import.md)
+        view.kind, view.tool = "imported", str(imported[0])
     return view
 
 
