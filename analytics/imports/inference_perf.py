@@ -267,7 +267,11 @@ def _split(
                 f"span {max(r[1] for r in group) - group[0][0]:.3f} s, the stage {span:.3f} s",
                 _PER_REQUEST,
             )
-        groups.append(tuple(r[2] for r in group))
+        # Offsets on the tool's monotonic clock, placed at the stage's wall-clock start.
+        first = group[0][0] if group else 0.0
+        groups.append(
+            tuple(r[2].model_copy(update={"start_offset_ms": (r[0] - first) * 1000}) for r in group)
+        )
     return groups
 
 

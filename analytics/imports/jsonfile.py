@@ -33,16 +33,16 @@ __all__ = [
 
 
 def depth_of(value: Any) -> int:
-    """Nesting depth of a parsed document (a scalar is 0), without recursion."""
+    """Nesting depth of a parsed document: the most objects and lists one value is inside,
+    itself included (a scalar is 0, ``[]`` 1, ``[[1]]`` 2); without recursion."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth + 1)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
     return deepest
 
 

@@ -3,7 +3,7 @@
 llm-d-benchmark converts each harness's native results (inference-perf, GuideLLM, vLLM's
 benchmark, ...) into one "benchmark report" per load level: a YAML or JSON document with
 a ``version`` and the level's aggregate statistics, never one row per request. Two
-format lines exist (llm-d/llm-d-benchmark, docs/import-llmd.md names the files read):
+format lines exist (llm-d/llm-d-benchmark, docs/import.md, "llm-d", names the files read):
 
 - **0.1**: ``scenario`` (``model.name``, ``load.name`` = the harness) and ``metrics``
   (``time``, ``requests``, ``latency``, ``throughput`` as plain numbers per second);
@@ -61,7 +61,7 @@ _SUFFIXES = (".yaml", ".yml", ".json")
 _REPORT_NAME = "benchmark_report"
 
 # An llm-d statistic's keys and the stat words of SummaryFigure. Not mapped: p0p1 and
-# mode (no tokenbench figure is labelled so; docs/import-llmd.md).
+# mode (no tokenbench figure is labelled so; docs/import.md, "llm-d").
 _STATS: Final = (
     ("mean", "mean"),
     ("stddev", "std"),

@@ -58,6 +58,11 @@ class ImportedRequest(_Frozen):
     # When the tool sent it (wall clock, ns since the epoch); None when the file keeps
     # only relative or monotonic times.
     sent_at_ns: int | None = None
+    # When the tool keeps no wall clock per request but a monotonic one: ms after the
+    # stage's first request started. With the stage's wall-clock start
+    # (ImportedStage.started_at_ns) it places the request in time; without, it stays
+    # unplaced (NULL sent_at: no rates from rows, never a guessed clock).
+    start_offset_ms: float | None = Field(default=None, ge=0)
     ttft_ms: float | None = None
     e2e_ms: float | None = None
     # Gaps between the token-bearing events after the first, in order.

@@ -1,4 +1,4 @@
-"""A stored run as llm-d benchmark reports (docs/import-llmd.md, "Export").
+"""A stored run as llm-d benchmark reports (docs/import.md, "llm-d").
 
 llm-d-benchmark's "benchmark report" (schema 0.2) describes one load level of one
 stack: the experiment (``run``), what was measured and how it was loaded (``scenario``)

@@ -108,6 +108,8 @@ def _record(
     ttft, e2e = _ns(request.ttft_ms), _ns(request.e2e_ms)
     itl = None if request.itl_ms is None else [round(g * _NS_PER_MS) for g in request.itl_ms]
     sent = request.sent_at_ns
+    if sent is None and request.start_offset_ms is not None and stage.started_at_ns is not None:
+        sent = stage.started_at_ns + round(request.start_offset_ms * _NS_PER_MS)
     events = 0 if ttft is None else 1 + len(itl or ())
     return {
         "run_id": run_id,

@@ -52,7 +52,9 @@ def test_a_deep_manifest_is_refused_before_parsing() -> None:
 
 
 def test_another_format_is_not_a_bundle() -> None:
-    with pytest.raises(NotABundleError, match=r"not a tokenbench bundle \(manifest.json has no format"):
+    with pytest.raises(
+        NotABundleError, match=r"not a tokenbench bundle \(manifest.json has no format"
+    ):
         parse_manifest(manifest(format="guidellm"), 20)
 
 

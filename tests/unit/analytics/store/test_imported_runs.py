@@ -16,6 +16,9 @@ from analytics.imports.model import (
 )
 from analytics.imports.tools import described
 from analytics.report.build import build_report
+from analytics.report.imported import definition_notes
+from analytics.sections.model import SectionOptions
+from analytics.sections.registry import build_sections
 from analytics.store.db import connect
 from analytics.store.imported_runs import import_run_id, store_imported
 
@@ -106,3 +109,47 @@ def test_a_run_that_fails_to_store_leaves_nothing(con: duckdb.DuckDBPyConnection
         store_imported(con, _run(), "sim", "local", also=refuse)
     for table in ("runs", "shards", "request_records", "run_imports", "import_summaries"):
         assert con.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table
+
+
+def test_the_report_shows_provenance_notes_and_the_tools_figures(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    stored = store_imported(con, _run(), "sim", "local")
+    report = build_report(con, stored.run_id)
+    assert report.imported is not None
+    assert [f["name"] for f in report.imported["files"]] == ["f0", "f1"]
+    # The tool's p50 TTFT beside the one computed from the rows.
+    assert [(f["tool_value"], f["from_rows"]) for f in report.imported["figures"]] == [
+        (54.0, 54.0),
+        (64.0, 64.0),
+    ]
+    sections = {s.key: s for s in build_sections(report, SectionOptions())}
+    assert "Imported from aiperf (0.13.0)" in sections["imported"].lines[0]
+    assert sections["imported-definitions"].lines == ("ttft: from the actual send",)
+    assert sections["imported-figures"].rows[0] == (0, "sim", "ttft", "p50", 54.0, 54.0, "ms")
+
+
+def test_a_comparison_names_the_definitions_that_differ() -> None:
+    aiperf = {"tool": "aiperf", "notes": [{"figure": "e2e", "note": "ends early"}]}
+    vllm = {"tool": "vllm-bench", "notes": [{"figure": "ttft", "note": "role chunk"}]}
+    assert definition_notes("ttft_p50", None, vllm) == ["vllm-bench: role chunk"]
+    assert definition_notes("e2e_p99", aiperf, vllm) == ["aiperf: ends early"]
+    assert definition_notes("tpot_p50", aiperf, vllm) == []
+    assert definition_notes("ttft_p50", vllm, vllm) == []  # one tool, one method
+    assert definition_notes("ttft_p50", None, None) == []
+
+
+def test_two_runs_of_one_endpoint_are_paired_stage_by_stage(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    a = store_imported(con, _run((b"a",)), "aiperf-sim", "local")
+    b = store_imported(con, _run((b"b",)), "other-sim", "local")
+    report = build_report(con, b.run_id).with_run_comparison(build_report(con, a.run_id))
+    assert report.comparison is not None
+    rows = report.comparison["rows"]
+    assert {(r["stage"], r["provider"]) for r in rows} == {
+        (0, "aiperf-sim / other-sim"),
+        (1, "aiperf-sim / other-sim"),
+    }
+    assert report.comparison["tools"] == ["aiperf 0.13.0", "aiperf 0.13.0"]
+    assert all(r["definitions"] == [] for r in rows)
