@@ -30,7 +30,7 @@ def test_aiperfs_summary_is_its_printed_figures() -> None:
     with pytest.raises(ImportFormatError, match="unit 'fortnights'"):
         to_ms(1.0, "fortnights", "x")
     other = dict(raw, schema_version="9.9")
-    with pytest.raises(ImportFormatError, match="schema_version '9.9'") as caught:
+    with pytest.raises(ImportFormatError, match=r"schema_version '9\.9'") as caught:
         read_summary(json.dumps(other).encode(), path.name)
     assert caught.value.where == f"{path.name}: schema_version"
 
