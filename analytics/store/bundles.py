@@ -22,6 +22,7 @@ import datetime as dt
 import hashlib
 import io
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -50,8 +51,10 @@ __all__ = [
     "LoadedBundle",
     "TableCounts",
     "UnknownRunError",
+    "bundle_rows",
     "export_run",
     "import_bundle",
+    "insert_bundle",
     "load_bundle",
     "tokenbench_version",
 ]
@@ -288,36 +291,62 @@ class ImportResult:
         }
 
 
+def bundle_rows(loaded: LoadedBundle) -> dict[str, pa.Table]:
+    """Every bundled table's rows of the checked bundle (at the current schema), in the
+    order an import inserts them; tables without rows left out. The scratch database
+    is closed."""
+    try:
+        tables = {
+            table: loaded.scratch.sql(f"SELECT * FROM {table}").to_arrow_table()  # noqa: S608
+            for table in BUNDLE_TABLES
+        }
+    finally:
+        loaded.scratch.close()
+    return {table: rows for table, rows in tables.items() if rows.num_rows}
+
+
+def insert_bundle(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    schema_version: int,
+    tables: dict[str, pa.Table],
+    also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> ImportResult:
+    """Insert a checked bundle's rows (:func:`bundle_rows`) into ``con`` (at the current
+    schema): each row whose key is not stored yet, with what ``also`` writes (its
+    owner), in one transaction."""
+    counts: dict[str, TableCounts] = {}
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table, key in BUNDLE_TABLES.items():
+            rows = tables.get(table)
+            if rows is None or rows.num_rows == 0:
+                continue
+            match = " AND ".join(f"d.{k} IS NOT DISTINCT FROM b.{k}" for k in key)
+            con.register("bundle_rows", rows)
+            try:
+                added = first_row(
+                    con.execute(
+                        f"INSERT INTO {table} BY NAME SELECT * FROM bundle_rows b "  # noqa: S608
+                        f"WHERE NOT EXISTS (SELECT 1 FROM {table} d WHERE {match})"
+                    )
+                )
+            finally:
+                con.unregister("bundle_rows")
+            n = int(added[0]) if added is not None else 0
+            counts[table] = TableCounts(n, rows.num_rows - n)
+        if also is not None:
+            also(con)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return ImportResult(run_id, schema_version, counts)
+
+
 def import_bundle(con: duckdb.DuckDBPyConnection, loaded: LoadedBundle) -> ImportResult:
     """Import the checked bundle ``loaded`` (:func:`load_bundle`) into ``con`` (at the
     current schema): all its rows whose keys are not stored yet, in one transaction; the
     scratch database is closed."""
-    counts: dict[str, TableCounts] = {}
-    try:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            for table, key in BUNDLE_TABLES.items():
-                select = f"SELECT * FROM {table}"  # noqa: S608
-                rows = loaded.scratch.sql(select).to_arrow_table()
-                if rows.num_rows == 0:
-                    continue
-                match = " AND ".join(f"d.{k} IS NOT DISTINCT FROM b.{k}" for k in key)
-                con.register("bundle_rows", rows)
-                try:
-                    added = first_row(
-                        con.execute(
-                            f"INSERT INTO {table} BY NAME SELECT * FROM bundle_rows b "  # noqa: S608
-                            f"WHERE NOT EXISTS (SELECT 1 FROM {table} d WHERE {match})"
-                        )
-                    )
-                finally:
-                    con.unregister("bundle_rows")
-                n = int(added[0]) if added is not None else 0
-                counts[table] = TableCounts(n, rows.num_rows - n)
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-    finally:
-        loaded.scratch.close()
-    return ImportResult(loaded.manifest.run_id, loaded.manifest.schema_version, counts)
+    manifest = loaded.manifest
+    return insert_bundle(con, manifest.run_id, manifest.schema_version, bundle_rows(loaded))

@@ -1,6 +1,7 @@
 """``POST /v1/imports`` against a real control plane: imported files are untrusted.
 
-Attacks tried (docs/security.md, docs/import.md): a viewer importing; a team reading or
+Attacks tried (docs/security.md, docs/import.md), on other tools' files and on run
+bundles: a viewer importing; a team reading or
 learning of another team's private import (the same files give each team a run of its
 own, so an answer never tells whether another team imported them); hostile files (JSON
 nested a million deep, a gzip bomb, a tar whose names climb out with ``..``, absolute
@@ -10,6 +11,7 @@ paths and links, bytes that are not text); a body over the cap. Every refusal is
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import tarfile
 import zlib
@@ -20,7 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
+from analytics.store.bundles import export_run
+from analytics.store.db import connect
 from tests.conftest import API_TOKEN, Proc, start_control_plane
+from tests.support.regional_run import store_regional_run
 
 LLMD = Path(__file__).parents[1] / "data" / "imports" / "llmd"
 REPORT = next((LLMD / "0.1").glob("*.json"))
@@ -169,3 +174,40 @@ def test_hostile_files_are_refused_and_store_nothing(plane: Plane, tmp_path: Pat
     # The climbing archive held a real report twice: at most one run came of it.
     assert _runs(plane) - before <= 1
     assert "Traceback" not in plane.proc.text()
+
+
+def _bundle(tmp_path: Path, run_id: str) -> bytes:
+    db = tmp_path / f"{run_id}.duckdb"
+    store_regional_run(db, run_id)
+    con = connect(db, read_only=True)
+    try:
+        export_run(con, run_id, tmp_path / f"{run_id}.tbz", dt.datetime.now(dt.UTC))
+    finally:
+        con.close()
+    return (tmp_path / f"{run_id}.tbz").read_bytes()
+
+
+def test_a_bundle_moves_to_a_control_plane_once_and_stays_its_teams(
+    plane: Plane, tmp_path: Path
+) -> None:
+    """A run made on a laptop, exported, imported over REST: the same run id, its rows
+    once, owned by the importing team; another team may not add to it; a tampered
+    bundle stores nothing."""
+    body = _bundle(tmp_path, "laptop-run")
+    owner, other = plane.mint("amber", "submitter"), plane.mint("teal", "submitter")
+    first = plane.upload(owner, body, name="laptop-run.tbz")
+    assert first.status_code == 201, first.text
+    (run,) = first.json()["runs"]
+    assert run["run_id"] == "laptop-run" and run["tool"] == "tokenbench" and run["added"]
+    again = plane.upload(owner, body, name="laptop-run.tbz")
+    assert again.status_code == 200 and not again.json()["runs"][0]["added"]
+    # Another team reads it (org-wide by default) but may not add to it.
+    _refused(plane.upload(other, body, name="laptop-run.tbz"), 403, "belongs to team amber")
+    report = plane.call("GET", "/v1/runs/laptop-run/report?format=json", other).json()
+    assert report["run_id"] == "laptop-run" and report["stages"]
+    # One byte changed in a member: the checksum names it; nothing of it is stored.
+    tampered = bytearray(_bundle(tmp_path, "tampered-run"))
+    member = tampered.index(b"shards.parquet\0")  # its tar header; its data follows
+    tampered[member + 512 + 64] ^= 0xFF
+    _refused(plane.upload(owner, bytes(tampered), name="t.tbz"), 422, "shards.parquet")
+    assert plane.call("GET", "/v1/runs/tampered-run", API_TOKEN).status_code == 404

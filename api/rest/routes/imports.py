@@ -1,4 +1,5 @@
-"""``POST /v1/imports``: other tools' result files, imported as runs (docs/import.md).
+"""``POST /v1/imports``: other tools' result files, and tokenbench run bundles,
+imported as runs (docs/import.md, docs/results-schema.md).
 
 The body is one result file, or a tar archive (plain or gzip) of a result folder, sent
 as ``application/octet-stream``; capped in bytes like a dataset upload
@@ -9,6 +10,12 @@ with nothing stored. Each run found is stored in one transaction with its owner 
 caller's team and token) and is then a run like any other: listed, reported, compared
 and queried under the same visibility rules (docs/teams.md). The same files imported by
 the same team give the same run (200 instead of 201).
+
+A run bundle (``tokenbench export``) is recognised by its first member,
+``manifest.json``; it is checked and migrated in a child process of its own
+(``analytics.store.bundle_child``) and its rows inserted exactly once under its own run
+id, owned by the caller's team. A bundle of a run already stored here is added to only
+by the team that owns it (404/403 otherwise, as for any change of a run).
 """
 
 from __future__ import annotations
@@ -24,15 +31,18 @@ from analytics.imports.child import Parsed, parse_in_child
 from analytics.imports.errors import ImportFormatError
 from analytics.imports.sets import is_tar, tar_entries
 from analytics.imports.tools import ToolChoice
+from analytics.store.bundle_child import CheckedBundle, check_in_child, is_bundle
+from analytics.store.bundle_manifest import BundleError
+from analytics.store.bundles import insert_bundle
 from analytics.store.imported_runs import StoredImport, store_imported
 from api.access.audit import audit
 from api.access.caller import Caller
-from api.access.ownership import Kind, Visibility, record_owner
-from api.rest.deps import Authenticated, HeavyDep, SubmitterDep, WriterDep
+from api.access.ownership import Kind, Visibility, check_change, record_owner
+from api.rest.deps import Authenticated, HeavyDep, SettingsDep, SubmitterDep, WriterDep
 from api.rest.errors import BodyProblems, UnsupportedMediaType
 from scenarios.datasets.spec import COLUMN_NAME_PATTERN
 from scenarios.errors import Timeout
-from scenarios.limits import MAX_ID_CHARS
+from scenarios.limits import DATASET_DECODED_FACTOR, MAX_ID_CHARS
 
 router = APIRouter(prefix="/v1/imports", tags=["imports"], dependencies=[Authenticated])
 
@@ -97,6 +107,35 @@ def _store(
     ]
 
 
+def _store_bundle(
+    cursor: duckdb.DuckDBPyConnection,
+    bundle: CheckedBundle,
+    caller: Caller,
+    visibility: Visibility | None,
+) -> StoredImport:
+    """Insert the bundle's rows not stored yet; a run already stored must be the
+    caller's team's to add to (check_change: 404 or 403)."""
+    run_id = bundle.run_id
+    stored = cursor.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchall()
+    if stored:
+        check_change(cursor, caller, Kind.RUN, run_id)
+
+    def owner(con: duckdb.DuckDBPyConnection) -> None:
+        record_owner(con, Kind.RUN, run_id, caller, visibility)
+
+    result = insert_bundle(cursor, run_id, bundle.schema_version, bundle.tables, owner)
+    shards = bundle.tables.get("shards")
+    records = bundle.tables.get("request_records")
+    return StoredImport(
+        run_id=run_id,
+        tool="tokenbench",
+        added=result.added > 0,
+        stages=0 if shards is None else len(set(shards.column("stage").to_pylist())),
+        requests=0 if records is None else records.num_rows,
+        per_request=True,
+    )
+
+
 @router.post(
     "",
     status_code=201,
@@ -119,6 +158,7 @@ async def import_results(
     response: Response,
     writer: WriterDep,
     heavy: HeavyDep,
+    settings: SettingsDep,
     caller: SubmitterDep,
     tool: Annotated[ToolChoice, Query(description="Which tool wrote the files.")] = (
         ToolChoice.auto
@@ -145,15 +185,27 @@ async def import_results(
                 body = await request.body()
         except TimeoutError:
             raise Timeout(f"body not received within {BODY_TIMEOUT_S:.0f} s") from None
-        try:
-            entries = _entries(body, name)
-            parsed = await asyncio.to_thread(parse_in_child, entries, tool.value)
-        except ImportFormatError as exc:
-            audit(writer, caller, "import", "run", None, "refused", reason=exc.reason[:200])
-            raise BodyProblems.of_file(str(exc), None) from None
-        stored = await heavy.on_cursor(
-            "an import", writer, _store, parsed, provider, caller, visibility
-        )
+        if tool == ToolChoice.auto and is_bundle(body):
+            decoded = DATASET_DECODED_FACTOR * settings.api.max_dataset_bytes
+            try:
+                bundle = await asyncio.to_thread(check_in_child, body, decoded)
+            except BundleError as exc:
+                audit(writer, caller, "import", "run", None, "refused", reason=str(exc)[:200])
+                raise BodyProblems.of_file(f"{name}: {exc}", None) from None
+            one = await heavy.on_cursor(
+                "a bundle import", writer, _store_bundle, bundle, caller, visibility
+            )
+            stored, parsed = [one], Parsed([], [])
+        else:
+            try:
+                entries = _entries(body, name)
+                parsed = await asyncio.to_thread(parse_in_child, entries, tool.value)
+            except ImportFormatError as exc:
+                audit(writer, caller, "import", "run", None, "refused", reason=exc.reason[:200])
+                raise BodyProblems.of_file(str(exc), None) from None
+            stored = await heavy.on_cursor(
+                "an import", writer, _store, parsed, provider, caller, visibility
+            )
     for one in stored:
         audit(writer, caller, "import", "run", one.run_id, "ok", tool=one.tool, new=one.added)
     response.status_code = 201 if any(one.added for one in stored) else 200
