@@ -416,7 +416,7 @@ def _notes(harness: str | None, figures: Container[str]) -> tuple[DefinitionNote
     """Where the harness's figures may differ from tokenbench's (docs/metrics.md)."""
     if harness == TOKENBENCH:
         return ()  # a report tokenbench exported: its own definitions
-    who = f"the harness {harness!r}" if harness else "the harness (the report names none)"
+    who = f"the {harness} harness" if harness else "the harness (the report names none)"
     texts = {
         "ttft": f"llm-d's time_to_first_token is the TTFT of {who}, converted by "
         "llm-d-benchmark: what that tool counts as the first token and when it starts "

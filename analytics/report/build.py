@@ -24,7 +24,7 @@ from analytics.report.columns import describe
 from analytics.report.connections import with_connections
 from analytics.report.failover import run_failover
 from analytics.report.images import with_images
-from analytics.report.imported import definition_notes, run_import
+from analytics.report.imported import definition_notes, printed_rows, run_import
 from analytics.report.overlaps import shared_overlaps
 from analytics.report.plots import errors_over_time, plot_data
 from analytics.report.prefix_cache import with_prefix_cache, with_server_hit_rate
@@ -152,17 +152,22 @@ class RunReport:
         """This report plus this run's ratios to ``baseline`` (e.g. yesterday's run)."""
         rows = compare_runs(
             baseline.run_id,
-            baseline.stages,
+            _comparable(baseline),
             baseline.replicates,
             self.run_id,
-            self.stages,
+            _comparable(self),
             self.replicates,
         )
+        printed = [
+            f"{_tool_of(r)}: figures as the tool printed them (no rows: no interval)"
+            for r in (baseline, self)
+            if not r.stages and r.imported is not None
+        ]
         # A difference of method is not a difference of the endpoint: each row names the
         # definitions that differ between the two runs (docs/import.md).
         for row in rows:
             notes = definition_notes(row["metric"], baseline.imported, self.imported)
-            row["definitions"] = notes
+            row["definitions"] = [*notes, *printed]
             if notes:
                 row["verdict"] += "; the runs define it differently (see definitions)"
         comparison = {
@@ -173,6 +178,14 @@ class RunReport:
             "rows": rows,
         }
         return replace(self, comparison=comparison)
+
+
+def _comparable(report: RunReport) -> list[dict[str, Any]]:
+    """The rows a comparison reads: the run's summary rows, or for a summary-only
+    import the figures its tool printed (docs/import.md)."""
+    if report.stages or report.imported is None:
+        return report.stages
+    return printed_rows(report.imported)
 
 
 def _tool_of(report: RunReport) -> str:

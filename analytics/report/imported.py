@@ -18,7 +18,7 @@ import duckdb
 
 from analytics.sql.results import first_row
 
-__all__ = ["METRIC_FIGURES", "definition_notes", "run_import"]
+__all__ = ["METRIC_FIGURES", "definition_notes", "printed_rows", "run_import"]
 
 # The stage summary's column of each (figure, stat) a tool prints, to put its value
 # beside tokenbench's (docs/analytics.md); a figure not here is shown alone.
@@ -115,3 +115,19 @@ def definition_notes(metric: str, a: dict[str, Any] | None, b: dict[str, Any] | 
         for note in side["notes"]
         if note["figure"] in figures
     ]
+
+
+def printed_rows(imported: dict[str, Any]) -> list[dict[str, Any]]:
+    """A summary-only import's figures as summary rows a comparison reads (stage,
+    provider, region and ``{figure}_{stat}_ms`` columns), each marked ``printed``: the
+    tool's figures, with no rows behind them (so no interval)."""
+    rows: dict[tuple[int, str], dict[str, Any]] = {}
+    for f in imported["figures"]:
+        if f["unit"] != "ms":
+            continue
+        key = (f["stage"], f["provider"])
+        row = rows.setdefault(
+            key, {"stage": key[0], "provider": key[1], "region": "imported", "printed": True}
+        )
+        row[f"{f['figure']}_{f['stat']}_ms"] = f["tool_value"]
+    return [rows[key] for key in sorted(rows)]

@@ -250,18 +250,18 @@ def _write(
             by,
         ],
     )
-    con.executemany(
-        "INSERT INTO import_notes VALUES (?, ?, ?)",
-        [[run_id, n.figure, n.note] for n in run.notes],
-    )
+    notes = [[run_id, n.figure, n.note] for n in run.notes]
+    if notes:  # DuckDB refuses executemany of no rows
+        con.executemany("INSERT INTO import_notes VALUES (?, ?, ?)", notes)
     figures = {
         (s.index, f.figure, f.stat): [run_id, s.index, provider, f.figure, f.stat, f.value, f.unit]
         for s in run.stages
         for f in s.summary
     }
-    con.executemany(
-        "INSERT INTO import_summaries VALUES (?, ?, ?, ?, ?, ?, ?)", list(figures.values())
-    )
+    if figures:
+        con.executemany(
+            "INSERT INTO import_summaries VALUES (?, ?, ?, ?, ?, ?, ?)", list(figures.values())
+        )
 
 
 def store_imported(

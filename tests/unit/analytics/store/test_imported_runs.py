@@ -155,3 +155,38 @@ def test_two_runs_of_one_endpoint_are_paired_stage_by_stage(
     }
     assert report.comparison["tools"] == ["aiperf 0.13.0", "aiperf 0.13.0"]
     assert all(r["definitions"] == [] for r in rows)
+
+
+def test_a_summary_only_run_is_compared_by_its_printed_figures(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    rows_run = store_imported(con, _run((b"rows",)), "sim", "local")
+    printed = ImportedRun(
+        tool="llmd",
+        tool_version=None,
+        format="llm-d benchmark report 0.2",
+        model="m",
+        per_request=False,
+        stages=(
+            ImportedStage(
+                index=0,
+                label="stage 0",
+                load_kind="concurrency",
+                concurrency=1,
+                summary=(
+                    SummaryFigure(figure="ttft", stat="p50", value=108.0, unit="ms"),
+                    SummaryFigure(figure="output_tokens_per_s", stat="rate", value=9.0,
+                                  unit="tokens/s"),
+                ),
+            ),
+        ),
+        files=(described("report.yaml", b"report"),),
+    )  # fmt: skip
+    summary_run = store_imported(con, printed, "sim", "local")
+    summary = build_report(con, summary_run.run_id)
+    assert summary.stages == []  # nothing computed from nothing
+    report = summary.with_run_comparison(build_report(con, rows_run.run_id))
+    assert report.comparison is not None
+    (row,) = report.comparison["rows"]
+    assert (row["metric"], row["a_ms"], row["b_ms"], row["ratio"]) == ("ttft_p50", 54.0, 108.0, 2.0)
+    assert "llmd: figures as the tool printed them (no rows: no interval)" in row["definitions"]
