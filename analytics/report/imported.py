@@ -42,6 +42,25 @@ METRIC_FIGURES: dict[str, tuple[str, ...]] = {
 }
 
 
+# The order the tool's figures are shown in: latencies first, as the summary table.
+_FIGURE_ORDER = ("ttft", "itl", "tpot", "e2e", "output_tokens_per_s", "requests_per_s",
+                 "prompt_tokens", "output_tokens")  # fmt: skip
+_STAT_ORDER = ("p50", "p90", "p95", "p99", "p999", "mean", "std", "min", "max", "rate", "total")
+
+
+def _reading_order(figure: dict[str, Any]) -> tuple[int, str, int, int, str]:
+    def place(order: tuple[str, ...], value: str) -> int:
+        return order.index(value) if value in order else len(order)
+
+    return (
+        figure["stage"],
+        figure["provider"],
+        place(_FIGURE_ORDER, figure["figure"]),
+        place(_STAT_ORDER, figure["stat"]),
+        figure["stat"],
+    )
+
+
 def run_import(
     con: duckdb.DuckDBPyConnection, run_id: str, stages: Sequence[dict[str, Any]]
 ) -> dict[str, Any] | None:
@@ -85,6 +104,7 @@ def run_import(
                 "from_rows": computed if per_request else None,
             }
         )
+    figures.sort(key=_reading_order)
     return {
         "tool": tool,
         "tool_version": version,
