@@ -14,10 +14,9 @@ control plane that received it.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from typing import Any
 
+from scenarios.child_process import ChildFailed, ask_child
 from scenarios.datasets.files import WorkloadFileError
 from scenarios.datasets.formats import Conversion, Converted, convert
 from scenarios.limits import (
@@ -49,30 +48,16 @@ def convert_in_child(
         "memory_bytes": DATASET_PROCESS_DATA_BYTES,
     }
     try:
-        child = subprocess.run(
-            [sys.executable, "-m", "analytics.datasets.process"],
-            input=json.dumps(header).encode() + b"\n" + data,
-            capture_output=True,
-            timeout=timeout_s,
-            check=False,
+        asked = ask_child(
+            "analytics.datasets.process", header, data, timeout_s, "converting the file"
         )
-    except subprocess.TimeoutExpired:
-        raise WorkloadFileError(
-            f"converting the file took longer than {timeout_s:.0f} s: refused"
-        ) from None
-    line, _, payload = child.stdout.partition(b"\n")
-    try:
-        answer: dict[str, Any] = json.loads(line)
-    except ValueError:
-        tail = child.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no answer"]
-        raise WorkloadFileError(
-            f"the file could not be converted (the converting process ended with "
-            f"{child.returncode}: {tail[0][:300]})"
-        ) from None
+    except ChildFailed as exc:
+        raise WorkloadFileError(exc.reason) from None
+    answer = asked.answer
     if not answer.get("ok"):
         raise WorkloadFileError(str(answer.get("message")), line=answer.get("line"))
     return Converted(
-        payload,
+        asked.payload,
         str(answer["source_format"]),
         int(answer["source_rows"]),
         int(answer["rows"]),

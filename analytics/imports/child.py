@@ -13,7 +13,6 @@ costs the child, never the control plane (the same scheme as dataset conversion,
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from analytics.imports.errors import ImportFormatError, NotRecognised
 from analytics.imports.model import ImportedRun
 from analytics.imports.sets import grouped
 from analytics.imports.tools import runs_in
+from scenarios.child_process import ChildFailed, ask_child
 from scenarios.limits import DATASET_PROCESS_DATA_BYTES, IMPORT_PARSE_TIMEOUT_S, cap_data_memory
 
 __all__ = ["Parsed", "main", "parse", "parse_in_child"]
@@ -74,25 +74,12 @@ def parse_in_child(
         "sizes": [len(data) for _, data in entries],
         "memory_bytes": DATASET_PROCESS_DATA_BYTES,
     }
-    payload = json.dumps(header).encode() + b"\n" + b"".join(data for _, data in entries)
+    data = b"".join(data for _, data in entries)
     try:
-        child = subprocess.run(
-            [sys.executable, "-m", "analytics.imports.child"],
-            input=payload,
-            capture_output=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise ImportFormatError(f"reading the files took longer than {timeout_s:.0f} s") from None
-    try:
-        answer: dict[str, Any] = json.loads(child.stdout)
-    except ValueError:
-        tail = child.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no answer"]
-        raise ImportFormatError(
-            f"the files could not be read (the reading process ended with "
-            f"{child.returncode}: {tail[0][:300]})"
-        ) from None
+        asked = ask_child("analytics.imports.child", header, data, timeout_s, "reading the files")
+    except ChildFailed as exc:
+        raise ImportFormatError(exc.reason) from None
+    answer = asked.answer
     if not answer.get("ok"):
         raise ImportFormatError(str(answer.get("message")), answer.get("where"))
     try:

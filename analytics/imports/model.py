@@ -125,6 +125,6 @@ class ImportedRun(_Frozen):
     target: str | None = None  # the endpoint the tool measured, as the file names it
     started_at: dt.datetime | None = None
     per_request: bool
-    stages: tuple[ImportedStage, ...] = Field(min_length=1)
+    stages: tuple[ImportedStage, ...]
     notes: tuple[DefinitionNote, ...] = ()
     files: tuple[ImportedFile, ...] = ()

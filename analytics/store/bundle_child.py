@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import pyarrow as pa
 
 from analytics.store.bundle_manifest import BundleError
 from analytics.store.bundles import bundle_rows, load_bundle
+from scenarios.child_process import ChildFailed, ask_child
 from scenarios.limits import DATASET_PROCESS_DATA_BYTES, IMPORT_PARSE_TIMEOUT_S, cap_data_memory
 
 __all__ = ["CheckedBundle", "check_in_child", "is_bundle", "main"]
@@ -56,25 +56,12 @@ def check_in_child(
     BundleError with the child's reason when it is malformed, tampered, newer, or
     decodes to more than ``decoded_bytes``."""
     header = {"memory_bytes": DATASET_PROCESS_DATA_BYTES, "decoded_bytes": decoded_bytes}
+    module = "analytics.store.bundle_child"
     try:
-        child = subprocess.run(
-            [sys.executable, "-m", "analytics.store.bundle_child"],
-            input=json.dumps(header).encode() + b"\n" + data,
-            capture_output=True,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise BundleError(f"checking the bundle took longer than {timeout_s:.0f} s") from None
-    line, _, payload = child.stdout.partition(b"\n")
-    try:
-        answer: dict[str, Any] = json.loads(line)
-    except ValueError:
-        tail = child.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no answer"]
-        raise BundleError(
-            f"the bundle could not be checked (the checking process ended with "
-            f"{child.returncode}: {tail[0][:300]})"
-        ) from None
+        asked = ask_child(module, header, data, timeout_s, "checking the bundle")
+    except ChildFailed as exc:
+        raise BundleError(exc.reason) from None
+    answer, payload = asked.answer, asked.payload
     if not answer.get("ok"):
         raise BundleError(str(answer.get("message")))
     tables: dict[str, pa.Table] = {}

@@ -214,6 +214,8 @@ def _write(
         [run_id, provider, run.model],
     )
     con.execute("INSERT INTO regions VALUES (?, ?)", [run_id, IMPORT_REGION])
+    if not run.stages:  # analytics.imports.tools refuses such a run before it gets here
+        raise ValueError("an imported run without a stage")
     con.executemany(
         "INSERT INTO shards (run_id, shard_id, stage, provider, region, concurrency, "
         "planned_requests, state, accepted_attempt, records, dispatches, stage_concurrency, "
