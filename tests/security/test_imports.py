@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import tarfile
 import zlib
 from collections.abc import Iterator
@@ -21,9 +22,12 @@ from typing import Any
 
 import httpx
 import pytest
+import typer
+from typer.testing import CliRunner
 
 from analytics.store.bundles import export_run
 from analytics.store.db import connect
+from api.cli.commands.imports import import_command
 from tests.conftest import API_TOKEN, Proc, start_control_plane
 from tests.support.regional_run import store_regional_run
 
@@ -211,3 +215,27 @@ def test_a_bundle_moves_to_a_control_plane_once_and_stays_its_teams(
     tampered[member + 512 + 64] ^= 0xFF
     _refused(plane.upload(owner, bytes(tampered), name="t.tbz"), 422, "shards.parquet")
     assert plane.call("GET", "/v1/runs/tampered-run", API_TOKEN).status_code == 404
+
+
+def test_the_command_line_sends_a_folder_and_a_bundle_to_a_control_plane(
+    plane: Plane, tmp_path: Path
+) -> None:
+    """``tokenbench import DIR --server``: the folder goes as a tar, each result one run;
+    a bundle as it is. The answers are the control plane's."""
+    import_app = typer.Typer()
+    import_app.command()(import_command)
+    token = plane.mint("violet", "submitter")
+    folder = Path(__file__).parents[1] / "data" / "imports" / "aiperf" / "0.13.0"
+    args = ["--server", plane.base, "--token", token, "--format", "json"]
+    answer = CliRunner().invoke(import_app, [str(folder), *args])
+    assert answer.exit_code == 0, answer.stderr
+    runs = json.loads(answer.stdout)["runs"]
+    assert [(r["tool"], r["requests"], r["added"]) for r in runs] == [("aiperf", 32, True)] * 2
+    assert json.loads(answer.stdout)["skipped"] == ["."]
+    (tmp_path / "cli-run.tbz").write_bytes(_bundle(tmp_path, "cli-run"))
+    answer = CliRunner().invoke(import_app, [str(tmp_path / "cli-run.tbz"), *args])
+    assert answer.exit_code == 0, answer.stderr
+    assert json.loads(answer.stdout)["runs"][0]["run_id"] == "cli-run"
+    listed = {r["id"]: r for r in plane.call("GET", "/v1/runs", token).json()}
+    assert listed["cli-run"]["kind"] == "measured"
+    assert {listed[r["run_id"]]["kind"] for r in runs} == {"imported"}
