@@ -133,11 +133,12 @@ def test_one_report_per_stage_and_provider_from_the_report_rows(
             ("request_latency", "e2e"),
         ]:
             stats = latency[key]
-            assert stats["p50"] == row[f"{metric}_p50_ms"]
-            assert stats["p99"] == row[f"{metric}_p99_ms"]
-            assert stats["p99p9"] == row[f"{metric}_p999_ms"]
-            assert stats["mean"] == row[f"{metric}_mean_ms"]
-            assert stats["stddev"] == row[f"{metric}_std_ms"]
+            # Two aggregations of the same rows: DuckDB sums in parallel in no fixed order.
+            assert stats["p50"] == pytest.approx(row[f"{metric}_p50_ms"], rel=1e-9)
+            assert stats["p99"] == pytest.approx(row[f"{metric}_p99_ms"], rel=1e-9)
+            assert stats["p99p9"] == pytest.approx(row[f"{metric}_p999_ms"], rel=1e-9)
+            assert stats["mean"] == pytest.approx(row[f"{metric}_mean_ms"], rel=1e-9)
+            assert stats["stddev"] == pytest.approx(row[f"{metric}_std_ms"], rel=1e-9)
         assert latency["time_to_first_token"]["units"] == "ms"
         assert latency["inter_token_latency"]["units"] == "ms/token"
         throughput = aggregate["throughput"]
