@@ -17,7 +17,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ChildAnswer", "ChildFailed", "ask_child"]
+from scenarios.limits import cap_data_memory
+
+__all__ = ["ChildAnswer", "ChildFailed", "ask_child", "read_request"]
 
 
 class ChildFailed(Exception):
@@ -63,3 +65,14 @@ def ask_child(
             f"{doing} failed (its process ended with {child.returncode}: {tail[0][:300]})"
         )
     return ChildAnswer(answer, payload)
+
+
+def read_request(default_memory_bytes: int) -> tuple[dict[str, Any], bytes]:
+    """The child's side: cap this process's memory (``default_memory_bytes`` before a
+    byte is read, then the header's ``memory_bytes``), and return the header and the
+    bytes after it from stdin."""
+    cap_data_memory(default_memory_bytes)
+    line, _, data = sys.stdin.buffer.read().partition(b"\n")
+    header: dict[str, Any] = json.loads(line)
+    cap_data_memory(int(header.get("memory_bytes", default_memory_bytes)))
+    return header, data

@@ -16,13 +16,12 @@ from __future__ import annotations
 import json
 import sys
 
-from scenarios.child_process import ChildFailed, ask_child
+from scenarios.child_process import ChildFailed, ask_child, read_request
 from scenarios.datasets.files import WorkloadFileError
 from scenarios.datasets.formats import Conversion, Converted, convert
 from scenarios.limits import (
     DATASET_CONVERSION_TIMEOUT_S,
     DATASET_PROCESS_DATA_BYTES,
-    cap_data_memory,
 )
 
 __all__ = ["convert_in_child", "main"]
@@ -67,11 +66,7 @@ def convert_in_child(
 
 def main() -> int:
     """Child side: convert the file on stdin, answer on stdout."""
-    cap_data_memory(DATASET_PROCESS_DATA_BYTES)
-    raw = sys.stdin.buffer.read()
-    line, _, data = raw.partition(b"\n")
-    request = json.loads(line)
-    cap_data_memory(int(request.get("memory_bytes", DATASET_PROCESS_DATA_BYTES)))
+    request, data = read_request(DATASET_PROCESS_DATA_BYTES)
     out = sys.stdout.buffer
     conversion = Conversion.of(str(request["format"]), dict(request["columns"]))
     try:

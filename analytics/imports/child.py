@@ -24,8 +24,8 @@ from analytics.imports.errors import ImportFormatError, NotRecognised
 from analytics.imports.model import ImportedRun
 from analytics.imports.sets import grouped
 from analytics.imports.tools import runs_in
-from scenarios.child_process import ChildFailed, ask_child
-from scenarios.limits import DATASET_PROCESS_DATA_BYTES, IMPORT_PARSE_TIMEOUT_S, cap_data_memory
+from scenarios.child_process import ChildFailed, ask_child, read_request
+from scenarios.limits import DATASET_PROCESS_DATA_BYTES, IMPORT_PARSE_TIMEOUT_S
 
 __all__ = ["Parsed", "main", "parse", "parse_in_child"]
 
@@ -96,11 +96,7 @@ def _answer(value: dict[str, Any]) -> None:
 
 def main() -> int:
     """Child side: read the entries on stdin, answer on stdout."""
-    cap_data_memory(DATASET_PROCESS_DATA_BYTES)
-    raw = sys.stdin.buffer.read()
-    line, _, data = raw.partition(b"\n")
-    request = json.loads(line)
-    cap_data_memory(int(request.get("memory_bytes", DATASET_PROCESS_DATA_BYTES)))
+    request, data = read_request(DATASET_PROCESS_DATA_BYTES)
     entries: list[tuple[str, bytes]] = []
     offset = 0
     for path, size in zip(request["paths"], request["sizes"], strict=True):

@@ -26,8 +26,8 @@ import pyarrow as pa
 
 from analytics.store.bundle_manifest import BundleError
 from analytics.store.bundles import bundle_rows, load_bundle
-from scenarios.child_process import ChildFailed, ask_child
-from scenarios.limits import DATASET_PROCESS_DATA_BYTES, IMPORT_PARSE_TIMEOUT_S, cap_data_memory
+from scenarios.child_process import ChildFailed, ask_child, read_request
+from scenarios.limits import DATASET_PROCESS_DATA_BYTES, IMPORT_PARSE_TIMEOUT_S
 
 __all__ = ["CheckedBundle", "check_in_child", "is_bundle", "main"]
 
@@ -81,16 +81,12 @@ def _answer(value: dict[str, Any]) -> None:
 
 def main() -> int:
     """Child side: check the bundle on stdin, answer on stdout."""
-    cap_data_memory(DATASET_PROCESS_DATA_BYTES)
-    raw = sys.stdin.buffer.read()
-    line, _, data = raw.partition(b"\n")
-    request = json.loads(line)
-    cap_data_memory(int(request.get("memory_bytes", DATASET_PROCESS_DATA_BYTES)))
+    request, data = read_request(DATASET_PROCESS_DATA_BYTES)
     try:
         with tempfile.TemporaryDirectory(prefix="tokenbench-bundle-") as folder:
             path = Path(folder) / "upload.tbz"
             path.write_bytes(data)
-            del raw, data
+            del data
             loaded = load_bundle(path)
             manifest = loaded.manifest
             tables = bundle_rows(loaded)
