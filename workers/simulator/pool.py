@@ -102,6 +102,10 @@ class SimulatorPool:
         self.idle_s = idle_s
         self.max_processes = max_processes
         self._reaper: asyncio.Task[None] | None = None
+        # Terminations under way: a cancelled caller (the reaper, when the pool closes)
+        # leaves its shielded termination running; close() waits for every one, so no
+        # simulator outlives its pool.
+        self._stopping: set[asyncio.Task[None]] = set()
 
     @property
     def running(self) -> int:
@@ -138,6 +142,8 @@ class SimulatorPool:
         async with self._lock:
             for key in list(self._endpoints):
                 await self._stop(key)
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)
 
     async def _acquire(self, provider: SimulatedProvider) -> tuple[str, _Endpoint]:
         key = provider.simulate.model_dump_json() + "\n" + provider.model
@@ -200,8 +206,12 @@ class SimulatorPool:
         endpoint = self._endpoints.pop(key)
         if self._on_stop is not None:
             self._on_stop(HOST, endpoint.port)
-        # Shielded: a cancelled reaper (the pool closing) still sees the process reaped.
-        await asyncio.shield(_terminate(endpoint.process))
+        # Shielded: a cancelled reaper (the pool closing) still sees the process reaped,
+        # and close() waits for it.
+        stopping = asyncio.ensure_future(_terminate(endpoint.process))
+        self._stopping.add(stopping)
+        stopping.add_done_callback(self._stopping.discard)
+        await asyncio.shield(stopping)
 
 
 async def _start(provider: SimulatedProvider) -> _Endpoint:

@@ -14,6 +14,7 @@ import pytest
 
 from scenarios.providers.kinds import OpenAIProvider, SimulatedProvider
 from tests.support.hostile_tokenizer import hostile_tokenizer
+from workers.simulator import pool as pool_module
 from workers.simulator.pool import SimulatorCapReached, SimulatorPool
 
 pytestmark = pytest.mark.integration
@@ -195,3 +196,29 @@ def test_a_refused_prompt_tokenizer_fails_the_start_with_its_reason(tmp_path: Pa
 
     run(scenario)
     assert children() == []
+
+
+def test_close_waits_for_a_stop_the_idle_reaper_began(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reaper, cancelled by close() while it stops an idle endpoint, leaves that stop
+    running (shielded); close() waits for it, so no simulator outlives its pool (else a
+    process still running when the loop ends: a ResourceWarning, and a stray process)."""
+    real_terminate = pool_module._terminate
+    stopping = asyncio.Event()
+
+    async def slow_terminate(process: asyncio.subprocess.Process) -> None:
+        stopping.set()
+        await asyncio.sleep(0.5)  # the close() below lands inside this stop
+        await real_terminate(process)
+
+    monkeypatch.setattr(pool_module, "_terminate", slow_terminate)
+
+    async def scenario() -> asyncio.subprocess.Process:
+        pool = SimulatorPool(idle_s=0.01)
+        async with pool.lease(provider(5)):
+            (endpoint,) = pool._endpoints.values()
+        await asyncio.wait_for(stopping.wait(), 30)  # the reaper is stopping it
+        await pool.close()
+        return endpoint.process
+
+    process = asyncio.run(scenario())
+    assert process.returncode is not None  # reaped before the loop ended
