@@ -5,7 +5,6 @@ same rows."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import yaml
 from analytics.store.bundle_tables import BUNDLE_TABLES
 from analytics.store.db import connect
 from tests.conftest import REPO, CliResult
+from tests.support.figures import same_figures
 
 pytestmark = pytest.mark.integration
 
@@ -81,23 +81,6 @@ def json_report(cli: Callable[..., CliResult], db: Path, run_id: str) -> dict[st
     return report
 
 
-def same_figures(a: Any, b: Any, path: str = "report") -> bool:
-    """``a`` equals ``b``, floats within a relative 1e-9 (AssertionError names where not)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        assert a.keys() == b.keys(), path
-        return all(same_figures(a[k], b[k], f"{path}.{k}") for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        assert len(a) == len(b), path
-        return all(
-            same_figures(x, y, f"{path}[{i}]") for i, (x, y) in enumerate(zip(a, b, strict=True))
-        )
-    if isinstance(a, float) and isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), (path, a, b)
-        return True
-    assert a == b, (path, a, b)
-    return True
-
-
 def test_export_then_import_gives_the_same_report(
     source: tuple[Path, str], tmp_path: Path, tokenbench_in_process: Callable[..., CliResult]
 ) -> None:
@@ -119,8 +102,6 @@ def test_export_then_import_gives_the_same_report(
     assert rows(target, run_id) == rows(db, run_id)
     assert rows(target, run_id)["request_records"] == 12
 
-    # The same figures; the last bits of a mean or a deviation may differ, as DuckDB sums
-    # in parallel in no fixed order.
     assert same_figures(
         json_report(tokenbench_in_process, target, run_id),
         json_report(tokenbench_in_process, db, run_id),
