@@ -205,6 +205,8 @@ def import_command(
             _say(one, str(path))
         result = {"runs": [s.to_json() for s in stored], "skipped": parsed.skipped}
     for folder in result["skipped"]:
-        stderr.print(f"skipped {folder}: no result file in it", highlight=False, soft_wrap=True)
+        stderr.print(
+            f"skipped {folder}: no result file in it", highlight=False, markup=False, soft_wrap=True
+        )
     if fmt == BundleOutput.json:
         typer.echo(json.dumps(result, indent=2))

@@ -123,7 +123,11 @@ def _store_bundle(
     def owner(con: duckdb.DuckDBPyConnection) -> None:
         record_owner(con, Kind.RUN, run_id, caller, visibility)
 
-    result = insert_bundle(cursor, run_id, bundle.schema_version, bundle.tables, owner)
+    # A run moved here belongs to no schedule or stored scenario of this control plane:
+    # its origins name objects elsewhere (or, crafted, another team's schedule, whose
+    # trend it would join), so they are not imported.
+    tables = {name: rows for name, rows in bundle.tables.items() if name != "run_origins"}
+    result = insert_bundle(cursor, run_id, bundle.schema_version, tables, owner)
     shards = bundle.tables.get("shards")
     records = bundle.tables.get("request_records")
     return StoredImport(

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import tarfile
 from pathlib import Path
 
 from analytics.imports.child import parse
+from analytics.store.bundle_child import check_in_child
+from analytics.store.bundles import export_run
 from analytics.store.db import connect
 from api.access.caller import Caller, Role
 from api.access.ownership import Kind, Visibility, owner_of
 from api.rest.routes import imports
+from tests.support.regional_run import store_regional_run
 
 GUIDELLM = Path(__file__).parents[4] / "data" / "imports" / "guidellm" / "0.8.1" / "c1"
 
@@ -48,3 +52,22 @@ def test_each_teams_import_is_its_own_run_owned_by_it(tmp_path: Path) -> None:
     by = con.execute("SELECT imported_by FROM run_imports ORDER BY imported_by").fetchall()
     assert by == [("tok-blue",), ("tok-red",)]
     con.close()
+
+
+def test_a_bundle_over_rest_joins_no_schedule_of_this_control_plane(tmp_path: Path) -> None:
+    """A crafted bundle naming a victim team's schedule in run_origins would join that
+    schedule's trend: origins are not imported over REST."""
+    source = tmp_path / "s.duckdb"
+    store_regional_run(source, "moved")
+    con = connect(source)
+    con.execute("INSERT INTO run_origins VALUES ('moved', 'sc-victim', 'sch-victim')")
+    export_run(con, "moved", tmp_path / "moved.tbz", dt.datetime.now(dt.UTC))
+    con.close()
+    bundle = check_in_child((tmp_path / "moved.tbz").read_bytes(), 1 << 30)
+    assert bundle.tables["run_origins"].num_rows == 1
+    target = connect(tmp_path / "t.duckdb")
+    stored = imports._store_bundle(target, bundle, Caller("tok-a", "amber", Role.SUBMITTER), None)
+    assert stored.run_id == "moved" and stored.added
+    assert target.execute("SELECT count(*) FROM run_origins").fetchone() == (0,)
+    assert owner_of(target, Kind.RUN, "moved").team == "amber"
+    target.close()
