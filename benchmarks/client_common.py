@@ -38,6 +38,7 @@ from tests.fakes.load_harness import chat_adapter  # noqa: E402
 from workers.client.http import UNBOUNDED, make_client  # noqa: E402
 from workers.load.closed_loop import ClosedLoop, RequestSource  # noqa: E402
 from workers.prompts.plan import request_planner  # noqa: E402
+from workers.runtime import gc_tuning  # noqa: E402
 from workers.runtime.event_loop import new_loop  # noqa: E402
 from workers.shard.health import ShardHealth  # noqa: E402
 
@@ -142,6 +143,7 @@ def child_main() -> None:
     parser.add_argument("--itl-ms", type=float, required=True)
     parser.add_argument("--warmup", type=float, default=2.0)
     args = parser.parse_args()
+    gc_tuning.tune(True)  # as a worker's loop does once it starts (event_loop.py)
     with asyncio.Runner(loop_factory=new_loop) as runner:
         print(json.dumps(runner.run(_run(args))), flush=True)
 

@@ -16,9 +16,12 @@ import yaml
 
 from tests.conftest import REPO
 
-# serial: records must arrive within its 2 s window, which a busy machine stretches
-# (a poll on a stored record would be better; the run holds the DuckDB file meanwhile).
+# serial: records must arrive before the signal, which a busy machine delays.
 pytestmark = [pytest.mark.integration, pytest.mark.serial]
+
+# Bytes the write-ahead log grows by once answers are being stored (a few records and
+# progress rows; the schema is written before the simulator starts).
+WAL_GROWTH = 16 * 1024
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
@@ -58,7 +61,16 @@ def test_interrupted_run_is_cancelled_and_cleaned_up(tmp_path: Path, sig: signal
             break
         time.sleep(0.2)
     assert run.poll() is None, log.read_text()
-    time.sleep(2)  # let some records arrive
+    # Let some records arrive. The run holds the DuckDB file, so nothing can query it:
+    # its write-ahead log growing by a few answers' worth of rows (records and progress)
+    # is the sign, polled instead of a fixed wait that a loaded machine outran.
+    wal = db.with_name(db.name + ".wal")
+    start = wal.stat().st_size if wal.exists() else 0
+    while time.monotonic() < deadline and run.poll() is None:
+        if wal.exists() and wal.stat().st_size - start >= WAL_GROWTH:
+            break
+        time.sleep(0.2)
+    time.sleep(1)
     run.send_signal(sig)
     assert run.wait(60) == 130, log.read_text()
     _gone, alive = psutil.wait_procs(helpers, timeout=20)

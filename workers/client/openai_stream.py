@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import orjson
+
 from workers.client.errors import IncompleteAnswer, ProtocolFailure
 from workers.client.finish import OPENAI_REASONS, finish_reason
 from workers.client.result import RequestResult
@@ -22,7 +24,7 @@ from workers.client.server_ids import note_response_id
 from workers.client.sse import SSEDecoder
 from workers.client.streaming import (
     counted,
-    json_object,
+    preview,
     settle_counts,
     stream_error,
     token_event,
@@ -51,31 +53,39 @@ class OpenAIStream:
         if payload == _DONE:
             self.done = True
             return
-        if not payload.strip():
-            return
-        message = json_object(payload)
+        try:  # json_object's checks, inline: this runs once per token event
+            message = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            if not payload.strip():
+                return  # an empty data line
+            raise ProtocolFailure(f"malformed JSON in stream: {preview(payload)}") from None
+        if type(message) is not dict:
+            raise ProtocolFailure(f"stream event is not a JSON object: {preview(payload)}")
         if "error" in message:
             raise stream_error(message["error"])
-        if self.result.response_id is None:  # every chunk repeats the stream's id
-            note_response_id(self.result, message.get("id"))
+        result = self.result
+        if result.response_id is None:  # every chunk repeats the stream's id
+            note_response_id(result, message.get("id"))
         choices = message.get("choices")
         if choices:
             self._on_choices(choices, stamp)
         usage = message.get("usage")
-        if isinstance(usage, dict):
+        if usage is not None and type(usage) is dict:
             self._on_usage(usage)
 
     def _on_choices(self, choices: Any, stamp: int) -> None:
-        if not isinstance(choices, list):
+        if type(choices) is not list:
             raise ProtocolFailure("'choices' is not a list")
         has_token = has_output = False
         for choice in choices:
             token, output = self._on_choice(choice, stamp)
             has_token = has_token or token
             has_output = has_output or output
-            reason = finish_reason(choice.get("finish_reason"), OPENAI_REASONS)
-            if reason is not None:
-                self.finished = reason
+            raw = choice.get("finish_reason")
+            if raw is not None:
+                reason = finish_reason(raw, OPENAI_REASONS)
+                if reason is not None:
+                    self.finished = reason
         if has_token:
             token_event(self.result, stamp, output=has_output)
             self.token_events += 1
@@ -128,6 +138,10 @@ class OpenAIParser:
 
     def feed(self, chunk: bytes, stamp: int) -> None:
         """Interpret the events completed by ``chunk``."""
+        payload = self.decoder.single(chunk)
+        if payload is not None:
+            self.stream.on_payload(payload, stamp)
+            return
         for payload in self.decoder.feed(chunk):
             self.stream.on_payload(payload, stamp)
 

@@ -46,6 +46,15 @@ class Limits:
     stall_timeout_s: float
     connect_timeout_s: float
     secrets: tuple[str, ...] = ()
+    # Built once: every request of the provider passes the same one (a Timeout per
+    # request was CPU spent per answer for nothing).
+    _timeout: httpx.Timeout = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        timeout = httpx.Timeout(
+            connect=self.connect_timeout_s, read=self.stall_timeout_s, write=30.0, pool=None
+        )
+        object.__setattr__(self, "_timeout", timeout)  # frozen: set once, here
 
     @classmethod
     def of(cls, provider: ProviderBase, *secrets: str | None) -> Limits:
@@ -59,9 +68,7 @@ class Limits:
 
     def http_timeout(self) -> httpx.Timeout:
         """Per-phase httpx timeouts; ``read`` is the longest silence between bytes."""
-        return httpx.Timeout(
-            connect=self.connect_timeout_s, read=self.stall_timeout_s, write=30.0, pool=None
-        )
+        return self._timeout
 
 
 @dataclass(frozen=True, slots=True)

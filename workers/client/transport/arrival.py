@@ -119,8 +119,8 @@ class ArrivalStream(httpx.AsyncByteStream):
     different reads never are.
     """
 
-    __slots__ = ("_buffered", "_chunks", "_done", "_error", "_owner", "_stamps", "_sweep",
-                 "_waiter", "end", "last")  # fmt: skip
+    __slots__ = ("_buffered", "_chunks", "_consume", "_done", "_error", "_owner", "_stamps",
+                 "_sweep", "_waiter", "end", "last")  # fmt: skip
 
     def __init__(self, owner: BodySource, sweep: Callable[[], None]) -> None:
         self._chunks: deque[bytes] = deque()
@@ -131,12 +131,25 @@ class ArrivalStream(httpx.AsyncByteStream):
         self._buffered = 0
         self._owner: BodySource | None = owner  # while the body is still arriving
         self._sweep = sweep  # reads every waiting socket (ArrivalTransport.sweep)
+        # The reader of read_into(), while it waits: bytes go to it as they are read.
+        self._consume: Callable[[bytes, int], None] | None = None
         self.last = 0
         self.end: int | None = None
 
     # -- producer side (the connection, as bytes are read) --
 
     def push(self, data: bytes, stamp: int) -> None:
+        consume = self._consume
+        if consume is not None:
+            # Called from the connection's read callback: a reader's failure (a
+            # malformed event, an error the stream reports) must not escape into the
+            # transport; it ends the body and is raised to the reader (_reader_failed).
+            self.last = stamp
+            try:
+                consume(data, stamp)
+            except BaseException as exc:  # handed to the reader, not lost
+                self._reader_failed(exc)
+            return
         if self._stamps and self._stamps[-1] == stamp:
             self._chunks[-1] += data  # same arrival: one chunk, one reader wake-up
         else:
@@ -158,6 +171,15 @@ class ArrivalStream(httpx.AsyncByteStream):
         self._error = error
         self._done = True
         self._owner = None
+        self._wake()
+
+    def _reader_failed(self, error: BaseException) -> None:
+        self._consume = None
+        self._error = error
+        self._done = True
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            owner.abandon()  # the rest of the body is never read: not reusable
         self._wake()
 
     def _wake(self) -> None:
@@ -193,31 +215,37 @@ class ArrivalStream(httpx.AsyncByteStream):
     async def read_into(self, consume: Callable[[bytes, int], None]) -> None:
         """Hand each chunk and its arrival stamp to ``consume`` until the body ends.
 
-        The direct path of ``workers/client/streaming.py``: the same chunks and stamps
-        as iterating, without an async-generator step and httpx's byte-stream wrappers
-        (``aiter_raw``: a chunker, a request context, byte counting) per chunk, and a
-        wake-up drains every chunk that arrived meanwhile in one go."""
-        chunks, stamps, sweep = self._chunks, self._stamps, self._sweep
-        while True:
-            sweep()
-            while chunks:
-                chunk = chunks.popleft()
-                stamp = self.last = stamps.popleft()
-                self._buffered -= len(chunk)
-                owner = self._owner
-                if owner is not None and owner.paused and self._buffered < _LOW_WATER:
-                    owner.resume()
-                consume(chunk, stamp)
-                sweep()
-            if self._error is not None:
-                raise self._error
-            if self._done:
-                return
-            self._waiter = asyncio.get_running_loop().create_future()
+        The direct path of ``workers/client/streaming.py``. Chunks that arrived before
+        the call are handed over first; after them ``consume`` is called from the
+        connection's read callback itself, as each read's bytes are parsed, and this
+        coroutine wakes once, when the body ends: per token event no buffering, no
+        future and no task step, which was half of a stream's CPU per event (docs/load.md,
+        "CPU per token event"). The stamps are the same: taken before the bytes are
+        parsed. An exception ``consume`` raises ends the body (its connection is not
+        reused) and is raised here."""
+        chunks, stamps = self._chunks, self._stamps
+        self._sweep()
+        while chunks:
+            chunk = chunks.popleft()
+            stamp = self.last = stamps.popleft()
+            self._buffered -= len(chunk)
+            consume(chunk, stamp)
+        owner = self._owner
+        if owner is not None and owner.paused:
+            owner.resume()  # nothing is buffered from here on
+        if not self._done:
+            self._consume = consume
             try:
-                await self._waiter
+                while not self._done:
+                    self._waiter = asyncio.get_running_loop().create_future()
+                    try:
+                        await self._waiter
+                    finally:
+                        self._waiter = None
             finally:
-                self._waiter = None
+                self._consume = None
+        if self._error is not None:
+            raise self._error
 
     async def aclose(self) -> None:
         """Stop reading; a body not yet complete costs its connection (it can't be reused)."""

@@ -188,3 +188,65 @@ def test_arrival_of_a_response() -> None:
     stream = ArrivalStream(Source(), lambda: None)
     assert arrival_of(httpx.Response(200, extensions={ARRIVAL_EXTENSION: stream})) is stream
     assert arrival_of(httpx.Response(200)) is None
+
+
+def test_read_into_hands_buffered_chunks_first_then_each_read_as_it_is_pushed() -> None:
+    stream = ArrivalStream(Source(), lambda: None)
+    stream.push(b"early", 5)  # arrived with the head, before the reader came
+    got: list[tuple[bytes, int]] = []
+    during_push: list[int] = []
+
+    def consume(chunk: bytes, stamp: int) -> None:
+        got.append((chunk, stamp))
+
+    async def go() -> None:
+        reader = asyncio.create_task(stream.read_into(consume))
+        await asyncio.sleep(0)  # the reader drained the buffer and waits
+        assert got == [(b"early", 5)]
+        stream.push(b"a", 10)
+        during_push.append(len(got))  # handed over inside push: no task step needed
+        stream.push(b"b", 10)  # the same read, parsed in two pieces: two calls
+        stream.finish(12)
+        await reader
+
+    asyncio.run(go())
+    assert during_push == [2]
+    assert got == [(b"early", 5), (b"a", 10), (b"b", 10)]
+    assert stream.last == 10 and stream.end == 12
+
+
+def test_a_readers_failure_during_a_push_ends_the_body_and_is_raised_to_it() -> None:
+    source = Source()
+    stream = ArrivalStream(source, lambda: None)
+
+    def consume(chunk: bytes, stamp: int) -> None:
+        if chunk == b"bad":
+            raise ValueError("malformed event")
+
+    async def go() -> None:
+        reader = asyncio.create_task(stream.read_into(consume))
+        await asyncio.sleep(0)
+        stream.push(b"good", 1)
+        stream.push(b"bad", 2)  # must not raise into the connection's read callback
+        stream.push(b"late", 3)  # after the failure: dropped, not handed over
+        await reader
+
+    with pytest.raises(ValueError, match="malformed event"):
+        asyncio.run(go())
+    assert source.abandoned  # the rest of the body is never read: not reused
+
+
+def test_a_connection_failure_reaches_a_waiting_reader_after_its_bytes() -> None:
+    stream = ArrivalStream(Source(), lambda: None)
+    got: list[bytes] = []
+
+    async def go() -> None:
+        reader = asyncio.create_task(stream.read_into(lambda chunk, _: got.append(chunk)))
+        await asyncio.sleep(0)
+        stream.push(b"partial", 1)
+        stream.fail(httpx.RemoteProtocolError("peer closed"))
+        await reader
+
+    with pytest.raises(httpx.RemoteProtocolError):
+        asyncio.run(go())
+    assert got == [b"partial"]
