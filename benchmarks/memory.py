@@ -825,11 +825,12 @@ def print_soak60(console: Console, args: argparse.Namespace, work: Path) -> None
     if "failed" in row:
         console.print(f"[red]soak60 failed: {row['failed']}[/red]")
         return
-    table = Table(
-        title=f"soak against tokenbench simulate: {args.rps:.0f} req/s open loop (Poisson), "
-        f"{args.tokens} tokens, one stage of {row['stage_min']:.1f} min, RSS MB at each "
-        "minute's end"
+    console.print(
+        f"soak against tokenbench simulate (50 ms TTFT, 20 ms ITL): {args.rps:.0f} req/s open "
+        f"loop (Poisson), {args.tokens} tokens, at most {args.cap:,} in flight, one stage of "
+        f"{row['stage_min']:.1f} min"
     )
+    table = Table(title="RSS MB at each minute's end")
     for name in ("minute", "worker", "control plane", "simulator"):
         table.add_column(name, justify="right")
     for minute, worker, plane, sim in row["per_minute"]:
@@ -837,7 +838,7 @@ def print_soak60(console: Console, args: argparse.Namespace, work: Path) -> None
     console.print(table)
     window = row["window_min"]
     summary = Table(
-        title=f"mean RSS of the first {window:g} min against the last {window:g} min "
+        title=f"mean RSS, first {window:.1f} min against last {window:.1f} min "
         f"(target: within {SOAK_TARGET_PERCENT:g} %)"
     )
     for name in ("process", "first MB", "last MB", "change"):
