@@ -33,6 +33,24 @@ Run: ``python benchmarks/memory.py`` (``--help``; ``--minutes 10`` is the defaul
    2..end (least squares, MB/min). Before issue 14 a single 600 s stage grew the worker
    by ~5.45 MB/min: per-request Python int lists in the shard's health, the open loop and
    the closed loop, now bounded histograms and 8-byte arrays (docs/load.md, "Memory").
+5. *A worker at 10,000 streams* (``--parts 10k``; the target: at most 700 MB): one
+   open-loop stage of ``--streams-10k`` (10,000) constant arrivals over ``--ramp-s``
+   (50 s, so 200 req/s) with answers of ``--tokens-10k`` (1,024) tokens at
+   ``--itl-ms-10k`` (500 ms) against ``tests/fakes/sse_server.py`` (one timer for every
+   stream), so each stream stays open ~512 s and all of them are in flight together:
+   10,000 streams make 20,000 token events/s, what one worker process drives on this
+   2-core machine beside the endpoint (docs/load.md). The worker's peak RSS, its RSS
+   before the first send, the streams in flight at the peak (from the records:
+   sent <= t < end) and the most in flight at any second, the worker's descriptors, and
+   how late the endpoint wrote its events (its ``GET /stats``). ~10 minutes.
+6. *A soak against the simulator* (``--parts soak60``; the target: the first and last
+   ten minutes' mean RSS within 5 %): one open-loop stage at ``--rps`` for ``--minutes``
+   (60 when only this part is asked for and ``--minutes`` is not given) against
+   ``tokenbench simulate`` (50 ms TTFT, 20 ms ITL, answers of ``--tokens``), at most
+   ``--cap`` in flight. RSS of the worker, the control plane and the simulator printed
+   every minute as it goes, then the mean RSS of the first and of the last ten minutes
+   of the stage (of a third of it, for a soak shorter than 30 minutes) and the change.
+   ``python benchmarks/memory.py --parts soak60 --minutes 60``.
 
 Everything targets loopback only and every loop is bounded in count and time.
 """
@@ -42,6 +60,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -52,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import httpx
 import numpy as np
 import psutil
 from rich.console import Console
@@ -60,6 +80,9 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from end_to_end_accuracy import sse_server
+from processes import spawn, wait_http
+
+from api.local.redis_server import free_port
 
 MB = 1024 * 1024
 TOKENBENCH = str(Path(sys.executable).with_name("tokenbench"))
@@ -86,13 +109,37 @@ def find_worker(parent: psutil.Process) -> psutil.Process | None:
     return None
 
 
-class Sampler:
-    """Samples the RSS of ``tokenbench run`` and its worker every ``period_s``."""
+def descriptors(process: psutil.Process | None) -> int | None:
+    """Open descriptors of ``process`` (None once it is gone)."""
+    if process is None:
+        return None
+    try:
+        return int(process.num_fds())
+    except psutil.Error:
+        return None
 
-    def __init__(self, parent: psutil.Process, period_s: float) -> None:
+
+class Sampler:
+    """Samples the RSS of ``tokenbench run`` and its worker every ``period_s``; with
+    ``extra``, that process's RSS too (an endpoint), with ``count_fds`` the worker's
+    descriptors, and ``on_sample`` is called after each sample (live output)."""
+
+    def __init__(
+        self,
+        parent: psutil.Process,
+        period_s: float,
+        extra: psutil.Process | None = None,
+        count_fds: bool = False,
+        on_sample: Callable[[Sampler], None] | None = None,
+    ) -> None:
         self.parent = parent
         self.period_s = period_s
         self.samples: list[tuple[float, int | None, int | None]] = []  # (wall s, worker, plane)
+        self.extra_rss: list[int | None] = []  # beside each sample
+        self.worker_fds: list[int | None] = []  # beside each sample (count_fds)
+        self._extra = extra
+        self._count_fds = count_fds
+        self._on_sample = on_sample
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -102,6 +149,10 @@ class Sampler:
         while not self._stop.wait(self.period_s):
             worker = worker or find_worker(self.parent)
             self.samples.append((time.time(), rss(worker), rss(self.parent)))
+            self.extra_rss.append(rss(self._extra))
+            self.worker_fds.append(descriptors(worker) if self._count_fds else None)
+            if self._on_sample is not None:
+                self._on_sample(self)
 
     def stop(self) -> None:
         self._stop.set()
@@ -109,13 +160,18 @@ class Sampler:
 
 
 def run_tokenbench(
-    args: list[str], db: Path, period_s: float, timeout_s: float
+    args: list[str],
+    db: Path,
+    period_s: float,
+    timeout_s: float,
+    **sampling: Any,
 ) -> tuple[Sampler, int, str]:
-    """``tokenbench run ARGS --db DB`` sampled; the sampler, exit code and stderr tail."""
+    """``tokenbench run ARGS --db DB`` sampled (``sampling``: the Sampler's options);
+    the sampler, exit code and stderr tail."""
     env = {k: v for k, v in os.environ.items() if k != "TOKENBENCH__REDIS__URL"}
     command = [TOKENBENCH, "run", *args, "--db", str(db), "--format", "json", "-o", os.devnull]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    sampler = Sampler(psutil.Process(process.pid), period_s)
+    sampler = Sampler(psutil.Process(process.pid), period_s, **sampling)
     _, stderr = process.communicate(timeout=timeout_s)
     sampler.stop()
     return sampler, process.returncode, stderr.decode(errors="replace")[-300:]
@@ -356,6 +412,206 @@ def soak(
     }
 
 
+def open_loop_scenario(
+    name: str,
+    url: str,
+    rps: float,
+    seconds: float,
+    requests: int,
+    tokens: int,
+    arrival: str = "poisson",
+    cap: int | None = None,
+    timeout_s: float = 300.0,
+) -> dict[str, Any]:
+    """One open-loop stage against ``url`` (an OpenAI-compatible endpoint), as JSON."""
+    provider = {"name": "sse", "kind": "openai", "base_url": url, "model": "fake",
+                "timeout_s": timeout_s}  # fmt: skip
+    rate: dict[str, Any] = {"rps": [rps], "arrival": arrival}
+    if cap is not None:
+        rate["max_in_flight"] = cap
+    return {
+        "name": name,
+        "providers": [provider],
+        "workload": {"mix": [{"prompt_tokens": {"dist": "fixed", "value": 32},
+                              "output_tokens": {"dist": "fixed", "value": tokens}}]},
+        "load": {"rate": rate, "duration_s": seconds, "requests_per_level": requests},
+    }  # fmt: skip
+
+
+def raise_descriptor_limit(need: int) -> str | None:
+    """Raise this process's soft RLIMIT_NOFILE to at least ``need`` (the children it
+    starts inherit it); why it cannot, or None."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < need:
+        return f"needs {need:,} descriptors a process, the hard RLIMIT_NOFILE is {hard:,}"
+    if soft != resource.RLIM_INFINITY and soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+    return None
+
+
+def endpoint_lateness(url: str, worst: dict[str, float]) -> None:
+    """Fold the fake endpoint's lateness since its last ``GET /stats`` into ``worst``
+    (events written, largest p99 and max in ms); reading it also empties its list."""
+    try:
+        stats = httpx.get(f"{url}/stats", timeout=10).json()
+    except (httpx.HTTPError, ValueError):
+        return
+    worst["events"] = worst.get("events", 0) + stats["events"]
+    worst["p99_ms"] = max(worst.get("p99_ms", 0.0), stats["p99_ms"])
+    worst["max_ms"] = max(worst.get("max_ms", 0.0), stats["max_ms"])
+
+
+def in_flight_at(db: Path, instants: list[float]) -> list[int]:
+    """Requests in flight (sent <= t < end) at each epoch second of ``instants``."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        sent, end = con.execute(
+            "SELECT list(epoch_ns(sent_at) / 1e9), list(epoch_ns(end_at) / 1e9) FROM requests"
+        ).fetchone() or ([], [])
+    sent_sorted, end_sorted = np.sort(np.array(sent)), np.sort(np.array(end))
+    at = np.array(instants)
+    # Every request that ended by t was sent before it: the difference is what is open.
+    started = np.searchsorted(sent_sorted, at, side="right")
+    ended = np.searchsorted(end_sorted, at, side="right")
+    return [int(n) for n in started - ended]
+
+
+def worker_at_10k(
+    url: str, streams: int, tokens: int, itl_ms: float, ramp_s: float, work: Path
+) -> dict[str, Any]:
+    """A worker with ``streams`` open-loop streams of ``tokens``-token answers in flight:
+    its peak RSS and the streams in flight then."""
+    db = work / "10k.duckdb"
+    scenario = work / "10k.yaml"
+    stream_s = tokens * itl_ms / 1000
+    rps = streams / ramp_s
+    # Constant gaps of 1/rps: arrivals at 0 .. (streams - 1)/rps, all inside the ramp.
+    scenario.write_text(json.dumps(open_loop_scenario(
+        "worker-10k", url, rps, ramp_s, streams, tokens, arrival="constant",
+        timeout_s=min(3600.0, stream_s * 2 + 120))))  # fmt: skip
+    lateness: dict[str, float] = {}
+    done = threading.Event()
+
+    def poll() -> None:  # every 10 s: the endpoint's list of lateness is emptied by a read
+        while not done.wait(10):
+            endpoint_lateness(url, lateness)
+
+    poller = threading.Thread(target=poll, daemon=True)  # apart: a slow answer delays no sample
+    poller.start()
+    try:
+        sampler, code, err = run_tokenbench(
+            [str(scenario)], db, 1.0, ramp_s + stream_s * 3 + 600, count_fds=True
+        )
+    finally:
+        done.set()
+        poller.join()
+    endpoint_lateness(url, lateness)
+    if code != 0:
+        return {"failed": err}
+    with duckdb.connect(str(db), read_only=True) as con:
+        records, errors, events, first_sent = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE status <> 'ok'), sum(token_events), "
+            "min(epoch_ns(sent_at)) / 1e9 FROM requests"
+        ).fetchone() or (0, 0, 0, 0.0)
+    points = [(t, w, fds) for (t, w, _), fds in zip(sampler.samples, sampler.worker_fds,
+              strict=True) if w is not None]  # fmt: skip
+    before = [w for t, w, _ in points if t < first_sent]
+    peak_t, peak, _ = max(points, key=lambda point: point[1])
+    flights = in_flight_at(db, [t for t, _, _ in points])
+    at_peak = flights[[t for t, _, _ in points].index(peak_t)]
+    every = max(1, len(points) // 24)  # about 24 points of the curve
+    curve = [(round(t - first_sent), w / MB, n) for (t, w, _), n in
+             zip(points[::every], flights[::every], strict=True)]  # fmt: skip
+    return {
+        "curve": curve,
+        "peak_mb": peak / MB,
+        "before_mb": (before[-1] if before else points[0][1]) / MB,
+        "in_flight_at_peak": at_peak,
+        "most_in_flight": max(flights),
+        "peak_fds": max((fds or 0) for _, _, fds in points),
+        "records": int(records),
+        "errors": int(errors or 0),
+        "token_events": int(events or 0),
+        "rps": rps,
+        "stream_s": stream_s,
+        "lateness": lateness,
+        "load": os.getloadavg(),
+    }
+
+
+def soak_simulator(
+    rps: float, minutes: float, tokens: int, cap: int, work: Path, console: Console
+) -> dict[str, Any]:
+    """One open-loop stage at ``rps`` for ``minutes`` against ``tokenbench simulate``;
+    RSS of the worker, the control plane and the simulator each minute (printed as it
+    goes) and the mean of the first against the last window."""
+    port = free_port()
+    sim = spawn(["simulate", "--port", str(port), "--ttft-ms", "50", "--itl-ms", "20"],
+                dict(os.environ), work / "simulate.log")  # fmt: skip
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health")
+        url = f"http://127.0.0.1:{port}/v1"
+        seconds = minutes * 60
+        db, scenario = work / "soak60.duckdb", work / "soak60.yaml"
+        document = open_loop_scenario(
+            "soak-simulator", url, rps, seconds, int(rps * seconds * 2), tokens, cap=cap
+        )
+        scenario.write_text(json.dumps(document))
+        printed = [0]
+        started = time.time()
+
+        def each_minute(sampler: Sampler) -> None:
+            t, worker, plane = sampler.samples[-1]
+            minute = int((t - started) // 60)
+            if minute > printed[0]:
+                printed[0] = minute
+                mb = [f"{v / MB:.1f}" if v else "-" for v in (worker, plane,
+                      sampler.extra_rss[-1])]  # fmt: skip
+                console.print(f"[dim]  minute {minute}: RSS MB worker {mb[0]}, control "
+                              f"plane {mb[1]}, simulator {mb[2]}; load {os.getloadavg()[0]:.1f}"
+                              "[/dim]")  # fmt: skip
+
+        sampler, code, err = run_tokenbench(
+            [str(scenario)], db, 1.0, seconds * 2 + 600,
+            extra=psutil.Process(sim.pid), on_sample=each_minute,
+        )  # fmt: skip
+    finally:
+        sim.terminate()
+        sim.wait(30)
+    if code != 0:
+        return {"failed": err}
+    with duckdb.connect(str(db), read_only=True) as con:
+        records, errors = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE status <> 'ok') FROM requests"
+        ).fetchone() or (0, 0)
+        healths = [json.loads(h) for (h,) in con.execute(
+            "SELECT health FROM shard_attempts WHERE health IS NOT NULL").fetchall()]  # fmt: skip
+    start, end = stage_windows(db)[0]
+    window_s = min(600.0, (end - start) / 3)
+    inside = [(t - start, w, p, x) for (t, w, p), x in zip(sampler.samples, sampler.extra_rss,
+              strict=True) if start <= t <= end and w and p and x]  # fmt: skip
+    last_of_minute = {int(t // 60): (w / MB, p / MB, x / MB) for t, w, p, x in inside}
+    per_minute = [(minute, *mbs) for minute, mbs in sorted(last_of_minute.items())]
+
+    def change(column: int) -> tuple[float, float, float]:
+        first = [row[column] for row in inside if row[0] < window_s]
+        last = [row[column] for row in inside if row[0] >= end - start - window_s]
+        a, b = float(np.mean(first)) / MB, float(np.mean(last)) / MB
+        return a, b, (b - a) / a * 100
+
+    return {
+        "records": int(records),
+        "errors": int(errors or 0),
+        "not_sent": sum(int(h.get("not_sent") or 0) for h in healths),
+        "stage_min": (end - start) / 60,
+        "window_min": window_s / 60,
+        "per_minute": per_minute,
+        "worker": change(1),
+        "plane": change(2),
+        "simulator": change(3),
+        "load": os.getloadavg(),
+    }
+
+
 def per_request_state(requests: int) -> dict[str, float]:
     """Bytes a shard keeps per request in a long stage (tracemalloc, this process): the
     previous per-request int lists (five values a request: schedule lag, send stamp and
@@ -399,14 +655,22 @@ def main() -> None:
     parser.add_argument("--stage-s", type=float, default=20.0, help="per stage of part 1")
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rps", type=float, default=500.0)
-    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="soak, soak60: length (10; 60 for soak60 alone)")  # fmt: skip
     parser.add_argument("--stages", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--cap", type=int, default=1024, help="soak's max_in_flight")
+    parser.add_argument("--streams-10k", type=int, default=10_000)
+    parser.add_argument("--tokens-10k", type=int, default=1024)
+    parser.add_argument("--itl-ms-10k", type=float, default=500.0)
+    parser.add_argument("--ramp-s", type=float, default=50.0, help="10k: arrivals over this")
     parser.add_argument("--parts", nargs="+",
                         default=["state", "streams", "records", "export", "soak"],
-                        choices=["state", "streams", "records", "export", "soak"])  # fmt: skip
+                        choices=["state", "streams", "records", "export", "soak", "10k",
+                                 "soak60"])  # fmt: skip
     args = parser.parse_args()
+    if args.minutes is None:
+        args.minutes = 60.0 if args.parts == ["soak60"] else 10.0
     console = Console(width=160)
     with tempfile.TemporaryDirectory(prefix="tb-mem-") as tmp:
         work = Path(tmp)
@@ -500,6 +764,94 @@ def main() -> None:
                 table.add_row(key, *[str(r.get(key, "-")) for r in results.values()])
             console.print(table)
             console.print(f"load average {os.getloadavg()}")
+        if "10k" in args.parts:
+            print_10k(console, args, work)
+        if "soak60" in args.parts:
+            print_soak60(console, args, work)
+
+
+WORKER_TARGET_MB = 700.0
+SOAK_TARGET_PERCENT = 5.0
+
+
+def print_10k(console: Console, args: argparse.Namespace, work: Path) -> None:
+    """Part 5: a worker at ``--streams-10k`` open-loop streams, against the target."""
+    streams, tokens, itl_ms = args.streams_10k, args.tokens_10k, args.itl_ms_10k
+    # Each process holds one descriptor a stream (the worker's side, the endpoint's)
+    # beside the worker's reserve (workers/runtime/fd_budget.py) and what it opens itself.
+    refusal = raise_descriptor_limit(streams + 2048)
+    console.print(f"[dim]10k: {streams:,} streams arriving over {args.ramp_s:g} s, "
+                  f"{tokens} tokens at {itl_ms:g} ms ...[/dim]")  # fmt: skip
+    if refusal is not None:
+        row: dict[str, Any] = {"failed": refusal}
+    else:
+        with sse_server(50.0, itl_ms) as url:
+            row = worker_at_10k(url, streams, tokens, itl_ms, args.ramp_s, work)
+    if "failed" in row:
+        console.print(f"[red]10k failed: {row['failed']}[/red]")
+        return
+    events_per_s = streams / (itl_ms / 1000)
+    title = (
+        f"a worker at {streams:,} open-loop streams: {row['rps']:.0f} req/s (constant) for "
+        f"{args.ramp_s:g} s, answers of {tokens:,} tokens at {itl_ms:g} ms ITL "
+        f"(~{row['stream_s']:.0f} s a stream, ~{events_per_s:,.0f} token events/s at "
+        f"{streams:,}), endpoint tests/fakes/sse_server.py"
+    )
+    table = Table(title=title)
+    for name in ("before the first send MB", "peak RSS MB", "target MB", "in flight at the peak",
+                 "most in flight", "worker fds (peak)", "records", "errors", "token events",
+                 "endpoint lateness p99 / max ms"):  # fmt: skip
+        table.add_column(name, justify="right")
+    late = row["lateness"]
+    verdict = "[green]met[/green]" if row["peak_mb"] <= WORKER_TARGET_MB else "[red]missed[/red]"
+    table.add_row(
+        f"{row['before_mb']:.1f}", f"{row['peak_mb']:.1f}",
+        f"{WORKER_TARGET_MB:.0f} ({verdict})", f"{row['in_flight_at_peak']:,}",
+        f"{row['most_in_flight']:,}", f"{row['peak_fds']:,}", f"{row['records']:,}",
+        f"{row['errors']:,}", f"{row['token_events']:,}",
+        f"{late.get('p99_ms', 0):.1f} / {late.get('max_ms', 0):.1f}",
+    )  # fmt: skip
+    console.print(table)
+    curve = ", ".join(f"{t}s: {mb:.0f}/{n:,}" for t, mb, n in row["curve"])
+    console.print(f"RSS MB / streams in flight, by seconds from the first send: {curve}")
+    console.print(f"load average at the end {row['load']}")
+
+
+def print_soak60(console: Console, args: argparse.Namespace, work: Path) -> None:
+    """Part 6: the soak against the simulator, first against last window."""
+    console.print(f"[dim]soak60: {args.rps:.0f} req/s open loop for {args.minutes:g} min "
+                  f"against tokenbench simulate ...[/dim]")  # fmt: skip
+    row = soak_simulator(args.rps, args.minutes, args.tokens, args.cap, work, console)
+    if "failed" in row:
+        console.print(f"[red]soak60 failed: {row['failed']}[/red]")
+        return
+    console.print(
+        f"soak against tokenbench simulate (50 ms TTFT, 20 ms ITL): {args.rps:.0f} req/s open "
+        f"loop (Poisson), {args.tokens} tokens, at most {args.cap:,} in flight, one stage of "
+        f"{row['stage_min']:.1f} min"
+    )
+    table = Table(title="RSS MB at each minute's end")
+    for name in ("minute", "worker", "control plane", "simulator"):
+        table.add_column(name, justify="right")
+    for minute, worker, plane, sim in row["per_minute"]:
+        table.add_row(str(minute), f"{worker:.1f}", f"{plane:.1f}", f"{sim:.1f}")
+    console.print(table)
+    window = row["window_min"]
+    summary = Table(
+        title=f"mean RSS, first {window:.1f} min against last {window:.1f} min "
+        f"(target: within {SOAK_TARGET_PERCENT:g} %)"
+    )
+    for name in ("process", "first MB", "last MB", "change"):
+        summary.add_column(name, justify="right")
+    for name in ("worker", "plane", "simulator"):
+        first, last, percent = row[name]
+        met = abs(percent) <= SOAK_TARGET_PERCENT
+        mark = "" if name == "simulator" else (" [green]met" if met else " [red]missed")
+        label = "control plane" if name == "plane" else name
+        summary.add_row(label, f"{first:.1f}", f"{last:.1f}", f"{percent:+.1f} %{mark}")
+    console.print(summary)
+    console.print(f"records {row['records']:,}, errors {row['errors']:,}, not sent "
+                  f"{row['not_sent']:,}; load average at the end {row['load']}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from workers.client.streaming import (
     json_headers,
     json_object,
     measure_request,
+    own_size,
     settle_counts,
     token_event,
 )
@@ -171,7 +172,7 @@ class BedrockAdapter:
         self, http: httpx.AsyncClient, request: PlannedRequest, intended_start: int
     ) -> RequestResult:
         """One measured request; signing happens after ``sent`` (it is client time)."""
-        body = converse_body(request.prompt, request.output_tokens)
+        body = own_size(converse_body(request.prompt, request.output_tokens))
 
         async def prepare(_: httpx.AsyncClient) -> HttpCall:
             headers = json_headers(self.api_key, accept=EVENTSTREAM)

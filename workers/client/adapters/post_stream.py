@@ -16,7 +16,14 @@ import httpx
 from scenarios.providers.base import RetryPolicy
 from workers.client.request_ids import REQUEST_ID_HEADER
 from workers.client.result import RequestResult
-from workers.client.streaming import HttpCall, Limits, OnHeaders, StreamParser, measure_request
+from workers.client.streaming import (
+    HttpCall,
+    Limits,
+    OnHeaders,
+    StreamParser,
+    measure_request,
+    own_size,
+)
 from workers.prompts.plan import PlannedRequest
 
 
@@ -44,7 +51,7 @@ class PostStreamAdapter:
             headers = {**headers, REQUEST_ID_HEADER: request.request_id}
         return await measure_request(
             http,
-            HttpCall("POST", self.url, headers, self.body(request)),
+            HttpCall("POST", self.url, headers, own_size(self.body(request))),
             self.parser,
             self.limits,
             self.retry,

@@ -49,7 +49,7 @@ def test_role_only_first_chunk_is_not_a_token() -> None:
         ]
     )
     assert result.first_token == 50
-    assert result.token_stamps == [50, 60]
+    assert list(result.token_stamps) == [50, 60]
     assert result.itl_gaps() == [10]
 
 
@@ -61,7 +61,7 @@ def test_chunk_with_several_tokens_is_one_event_and_usage_gives_counts() -> None
             (9, USAGE + DONE),
         ]
     )
-    assert result.token_stamps == [5, 9]
+    assert list(result.token_stamps) == [5, 9]
     assert (result.prompt_tokens, result.completion_tokens, result.token_count_source) == (
         7,
         5,
@@ -133,7 +133,7 @@ def test_keep_alive_comments_crlf_and_split_events() -> None:
         ]
     )
     # The event completed by the chunk at stamp 3 carries that stamp.
-    assert result.token_stamps == [3, 4]
+    assert list(result.token_stamps) == [3, 4]
 
 
 def test_reasoning_counts_for_first_token_not_first_output_token() -> None:

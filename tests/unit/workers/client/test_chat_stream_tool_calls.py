@@ -58,7 +58,7 @@ def test_a_tool_call_delta_is_the_first_token_and_output() -> None:
         ]
     )
     assert result.first_token == result.first_output_token == result.tool_call_at == 40
-    assert result.token_stamps == [40, 55, 70]
+    assert list(result.token_stamps) == [40, 55, 70]
     assert result.tool_calls == 1
     assert result.completion_tokens == 5  # from usage
 
@@ -79,7 +79,7 @@ def test_content_before_a_tool_call_keeps_the_first_token_and_stamps_the_call() 
 def test_a_delta_with_content_and_a_tool_call_is_one_event_of_both() -> None:
     both = {"content": "Checking.", "tool_calls": [call(0, "{}", name="f")]}
     result = run_stream([(9, event(both, finish="tool_calls") + DONE)])
-    assert result.token_stamps == [9]
+    assert list(result.token_stamps) == [9]
     assert result.first_output_token == result.tool_call_at == 9 and result.tool_calls == 1
 
 

@@ -24,7 +24,8 @@ def test_reasoning_then_output_text_and_the_answer_kept() -> None:
     assert not stream.text(1, "", output=True)  # an empty piece is no token
     assert stream.text(2, "thinking...", output=False)
     assert stream.text(3, "Hello", output=True)
-    assert (result.first_token, result.first_output_token, result.token_stamps) == (2, 3, [2, 3])
+    assert (result.first_token, result.first_output_token) == (2, 3)
+    assert list(result.token_stamps) == [2, 3]
     assert result.answer is not None and result.answer.text() == "Hello"
 
 

@@ -52,7 +52,7 @@ def test_reasoning_counts_for_the_first_token_only_and_usage_gives_counts(
         USAGE + DONE,
     )
     assert (result.first_token, result.first_output_token) == (10, 20)
-    assert result.token_stamps == [10, 20, 30]
+    assert list(result.token_stamps) == [10, 20, 30]
     assert (result.prompt_tokens, result.completion_tokens) == (7, 5)
     assert result.finish_reason == "stop"
 

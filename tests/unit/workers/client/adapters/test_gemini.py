@@ -73,7 +73,7 @@ def test_a_blocked_prompt_is_content_filter() -> None:
     parser = GeminiParser(result)
     parser.feed(b'data: {"promptFeedback": {"blockReason": "SAFETY"}}\n\n', 1)
     parser.finish(2)
-    assert result.finish_reason == "content_filter" and result.token_stamps == []
+    assert result.finish_reason == "content_filter" and not result.token_stamps
 
 
 def test_body_and_key_header() -> None:

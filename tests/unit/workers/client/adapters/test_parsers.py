@@ -72,7 +72,7 @@ def test_recorded_stream(kind: str, size: int | None) -> None:
     assert result.prompt_count_source == (None if prompt is None else "usage")
     assert result.finish_reason == reason
     assert result.first_token == result.first_output_token == result.token_stamps[0]
-    assert result.token_stamps == sorted(result.token_stamps)
+    assert list(result.token_stamps) == sorted(result.token_stamps)
     if size == 1:
         # Byte by byte, an event is stamped with the chunk holding its last byte: stamps
         # are distinct, and the first token is not the first byte (role/filter chunks).
