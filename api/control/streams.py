@@ -66,12 +66,14 @@ class StreamConsumer:
         con: duckdb.DuckDBPyConnection,
         runs: Mapping[str, Coordinator],
         consumer: str,
+        records: RecordBuffer | None = None,
     ) -> None:
         self.redis = redis
         self.con = con
         self.runs = runs
         self.consumer = consumer
-        self.records = RecordBuffer(con)  # read, stored in large parallel commits
+        # Read, stored in large parallel commits (another buffer: benchmarks/ingest.py).
+        self.records = records if records is not None else RecordBuffer(con)
 
     def streams(self, run_id: str) -> tuple[str, ...]:
         """The streams of an active run."""
