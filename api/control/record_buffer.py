@@ -6,8 +6,9 @@ size) in one transaction on the event loop's thread. What ingest costs is per ro
 (a WAL flush, row groups started and left partially filled), so this buffer:
 
 - sizes reads in records, not entries: it asks Redis for as many entries as fill the
-  buffer (from the rows the entries seen so far carried), so a read of 4,096-row batches
-  does not pull 2M records into memory, nor a read of 64-row batches only 32k;
+  buffer (from the rows the entries seen so far carried), but at most ``READ_ROWS``
+  (8,192) records, so a read of 4,096-row batches does not pull 2M records into memory,
+  nor a read of 64-row batches only 32k, and the Redis server copies small replies;
 - gathers entries until they hold two DuckDB row groups (2 × 122,880 rows, exactly 240
   of the publisher's 1,024-row batches) or the oldest has waited ``max_wait_s`` (0.75 s),
   then commits them: each part is a whole number of row groups, which DuckDB writes
@@ -15,13 +16,19 @@ size) in one transaction on the event loop's thread. What ingest costs is per ro
   to merge;
 - splits a flush into up to ``parts`` transactions (one per core) on cursors of their
   own, run in threads (DuckDB releases the GIL), so decoding, appending and committing one
-  part overlaps another's, and the event loop keeps serving while they run.
+  part overlaps another's, and the event loop keeps serving while they run;
+- keeps reading while a flush runs (``store_due``'s ``read_meanwhile``) until the next
+  flush's worth is held, then takes it and joins each of its parts into one Arrow chunk
+  in a thread (:meth:`RecordBuffer.prepare_next`), so that flush's transactions only
+  append. Memory: at most two flushes' entries (the one storing, the one taken ahead)
+  and their joined records, plus one read.
 
 Entries are acknowledged (and deleted) only after the transaction that stored them
 committed, exactly as before: a crash loses nothing (the next control plane reclaims
 the unacknowledged entries) and doubles nothing (``ingested_batches`` is checked in the
 same transaction). A batch key appears in at most one part of a flush (duplicates within
-the buffer are dropped before splitting), so concurrent parts never race on a key.
+the buffer are dropped before splitting), so concurrent parts never race on a key; flushes
+run one at a time, so a flush's check sees every key the one before committed.
 Freshness: a record is queryable at most ``max_wait_s`` after it was read, plus one flush.
 """
 
@@ -139,7 +146,7 @@ class RecordBuffer:
         self.parts = max(1, parts if parts is not None else os.cpu_count() or 1)
         self.part_rows = part_rows  # a run is cut into parts of at least this many rows
         self._clock = clock
-        self._profile = profile  # CPU per phase; with parts=1 only (benchmarks/ingest.py)
+        self._profile = profile  # CPU per phase and thread (benchmarks/ingest.py)
         self._pending: list[_Pending] = []
         self._storing: list[_Pending] = []  # taken by the flush that runs
         self._next: _Flush | None = None  # taken ahead, its parts being joined
