@@ -55,6 +55,7 @@ import asyncio
 import multiprocessing
 import os
 import resource
+import shutil
 import statistics
 import tempfile
 import time
@@ -740,6 +741,7 @@ def main() -> None:
     finally:
         server.stop()
     console.print(f"targets: ≥ 1M rows/s; freshness p99 ≤ 2 s at 200k/s · load {load()}")
+    shutil.rmtree(workdir, ignore_errors=True)  # every file in it was removed already
 
 
 if __name__ == "__main__":
