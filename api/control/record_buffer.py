@@ -78,8 +78,8 @@ MAX_READ_ENTRIES = 1_000
 # Records asked for per read (8 of the publisher's 1,024-row batches, ≈ 4.5 MB of the
 # standard record), not a whole flush: a reply of two row groups (≈ 140 MB) cost the
 # Redis server 3-4× the CPU per record (its reply buffers and the pages behind them are
-# new each time) and this process ≈ 1.5× (benchmarks/ingest.py). Small reads are cheap
-# to repeat while a flush runs.
+# new each time; benchmarks/ingest.py, section 2). Small reads are cheap to repeat while
+# a flush runs.
 READ_ROWS = 8_192
 # How long a read made while a flush runs may block: the flush's end is noticed this late.
 FLUSH_POLL_MS = 10
