@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import resource
+import functools
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -25,6 +27,9 @@ import pyarrow as pa
 from scenarios.wire.records import REQUEST_RECORD_SCHEMA, ipc_to_table
 
 _KEY_COLUMNS = ("run_id", "shard_id", "attempt", "batch_seq")
+# How long freed pages of joined records stay with the process (join_pool): a few
+# flushes' time, so a steady ingest reuses them and an idle control plane returns them.
+JOIN_POOL_DECAY_MS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,26 +56,25 @@ class IngestResult:
 
 @dataclass(slots=True)
 class IngestProfile:
-    """CPU seconds of this process per ingest phase (benchmarks/ingest.py --profile).
+    """CPU seconds per ingest phase (benchmarks/ingest.py --profile).
 
-    Process CPU, not thread CPU: DuckDB appends on threads of its own. It is only
-    meaningful when nothing else runs in the process meanwhile (one part at a time)."""
+    Each phase counts the CPU of the thread that ran it (``time.thread_time``), so phases
+    on the event loop and in part threads add up while they overlap; DuckDB's own worker
+    threads are in none of them (the process's CPU less the phases)."""
 
     seconds: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Add the CPU time spent in the block to ``name``."""
-        started = _cpu_s()
+        """Add the CPU time this thread spent in the block to ``name``."""
+        started = time.thread_time()
         try:
             yield
         finally:
-            self.seconds[name] = self.seconds.get(name, 0.0) + _cpu_s() - started
-
-
-def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+            spent = time.thread_time() - started
+            with self._lock:
+                self.seconds[name] = self.seconds.get(name, 0.0) + spent
 
 
 def _phase(profile: IngestProfile | None, name: str) -> contextlib.AbstractContextManager[None]:
@@ -88,13 +92,60 @@ _KEY_SCHEMA = pa.schema(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedRecords:
+    """The records of a list of messages decoded and joined into one contiguous table
+    ahead of their transaction (:func:`prepare_records`), and each message's rows."""
+
+    table: pa.Table
+    rows: list[int]
+
+
+def prepare_records(
+    payloads: list[bytes], profile: IngestProfile | None = None
+) -> PreparedRecords | None:
+    """The payloads' records as one contiguous table of the stored schema (None for no
+    payload): what a transaction appends. DuckDB scans an Arrow chunk of n rows as
+    n-row vectors, so the batches are joined into one chunk first (1,024-row chunks cost
+    it 2.3× the CPU per row: benchmarks/ingest.py, section 0)."""
+    with _phase(profile, "decode"):
+        tables = decode_payloads(payloads)
+    if not tables:
+        return None
+    with _phase(profile, "arrow"):
+        joined = pa.concat_tables(tables)
+        if not joined.schema.equals(REQUEST_RECORD_SCHEMA):
+            joined = joined.cast(REQUEST_RECORD_SCHEMA)
+        records = joined.combine_chunks(memory_pool=join_pool())
+    return PreparedRecords(records, [t.num_rows for t in tables])
+
+
+@functools.cache
+def join_pool() -> pa.MemoryPool:
+    """Where joined records live: Arrow's jemalloc pool keeping freed pages for
+    ``JOIN_POOL_DECAY_MS``, so the next flush's join reuses them. Arrow's default pool
+    hands them back to the kernel within milliseconds, and faulting ~140 MB of fresh
+    pages in per flush cost more system CPU than the copy itself (0.2-0.8 µs per
+    record on this machine, benchmarks/ingest.py --profile). The default pool where
+    Arrow was built without jemalloc."""
+    try:
+        # Decay applies to arenas made afterwards: set before the pool's first use.
+        pa.jemalloc_set_decay_ms(JOIN_POOL_DECAY_MS)
+        return pa.jemalloc_memory_pool()
+    except NotImplementedError:  # pyarrow.ArrowNotImplementedError derives from it
+        return pa.default_memory_pool()
+
+
 def ingest_batches(
     con: duckdb.DuckDBPyConnection,
     messages: list[BatchMessage],
     profile: IngestProfile | None = None,
+    prepared: PreparedRecords | None = None,
 ) -> IngestResult:
     """Store the new batches among ``messages`` in one transaction; skip known ones
-    (``profile`` adds the CPU time of each phase)."""
+    (``profile`` adds the CPU time of each phase). ``prepared``: the records of all of
+    ``messages`` (:func:`prepare_records`, joined while an earlier transaction ran); used
+    when none of them is known, else the new ones are decoded here."""
     if not messages:
         return IngestResult(0, 0, 0, {})
     keys = pa.Table.from_pylist(
@@ -124,23 +175,21 @@ def ingest_batches(
         ).fetchall()
         con.unregister("incoming_keys")
         chosen = [messages[row[0]] for row in fresh]
-        with _phase(profile, "decode"):
-            tables = decode_payloads([m.ipc for m in chosen])
+        if prepared is None or len(chosen) != len(messages):
+            prepared = prepare_records([m.ipc for m in chosen], profile)
         rows = 0
-        if tables:
-            with _phase(profile, "arrow"):
-                records = pa.concat_tables(tables).cast(REQUEST_RECORD_SCHEMA).combine_chunks()
-            rows = records.num_rows
+        if prepared is not None:
+            rows = prepared.table.num_rows
             with _phase(profile, "append"):
-                con.register("incoming_records", records)
+                con.register("incoming_records", prepared.table)
                 con.execute("INSERT INTO request_records SELECT * FROM incoming_records")
                 con.unregister("incoming_records")
             stored = keys.take([row[0] for row in fresh]).select(list(_KEY_COLUMNS))
             stored = stored.append_column(
-                "rows", pa.array([t.num_rows for t in tables], pa.int32())
+                "rows", pa.array(prepared.rows, pa.int32())
             ).append_column(
                 "ingested_at",
-                pa.array([dt.datetime.now(dt.UTC)] * len(tables), pa.timestamp("us", "UTC")),
+                pa.array([dt.datetime.now(dt.UTC)] * len(chosen), pa.timestamp("us", "UTC")),
             )
             con.register("incoming_keys", stored)
             con.execute("INSERT INTO ingested_batches SELECT * FROM incoming_keys")

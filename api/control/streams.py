@@ -25,7 +25,7 @@ from redis.exceptions import ResponseError
 from analytics.shadow.capture import ingest_captures
 from analytics.telemetry.ingest import ingest_scrapes
 from api.control.coordinator import Coordinator, about_run
-from api.control.record_buffer import RecordBuffer, store_due
+from api.control.record_buffer import FLUSH_POLL_MS, RecordBuffer, store_due
 from api.control.session_coordinator import SessionCoordinator
 from scenarios.wire.contract import (
     MetricsBatch,
@@ -66,12 +66,14 @@ class StreamConsumer:
         con: duckdb.DuckDBPyConnection,
         runs: Mapping[str, Coordinator],
         consumer: str,
+        records: RecordBuffer | None = None,
     ) -> None:
         self.redis = redis
         self.con = con
         self.runs = runs
         self.consumer = consumer
-        self.records = RecordBuffer(con)  # read, stored in large parallel commits
+        # Read, stored in large parallel commits (another buffer: benchmarks/ingest.py).
+        self.records = records if records is not None else RecordBuffer(con)
 
     def streams(self, run_id: str) -> tuple[str, ...]:
         """The streams of an active run."""
@@ -109,23 +111,29 @@ class StreamConsumer:
                     break
 
     async def consume(self) -> None:
-        """One read of every active run's streams, applied; records stored when due."""
+        """One read of every active run's streams, applied; records stored when due,
+        the streams read again while they are (``store_due``: the next entries are read
+        and decoded while DuckDB appends, not after)."""
         streams: dict[Any, Any] = {}
         for run_id in self.runs:
             for stream in self.streams(run_id):
                 streams[stream] = ">"
         if not streams:
             return
+        if not self.records.due():
+            await self._read(streams, self.records.block_ms(READ_BLOCK_MS))
+
+        async def read_meanwhile() -> None:
+            await self._read(streams, FLUSH_POLL_MS)
+
+        await store_due(self.records, self.redis, GROUP, self.runs, read_meanwhile=read_meanwhile)
+
+    async def _read(self, streams: dict[Any, Any], block_ms: int) -> None:
         answer: Any = await self.redis.xreadgroup(
-            GROUP,
-            self.consumer,
-            streams,
-            count=self.records.read_count(),
-            block=self.records.block_ms(READ_BLOCK_MS),
+            GROUP, self.consumer, streams, count=self.records.read_count(), block=block_ms
         )
         for stream, entries in answer or []:
             await self.handle(stream.decode() if isinstance(stream, bytes) else stream, entries)
-        await self.store_due()
 
     async def store_due(self, force: bool = False) -> int:
         """Store the buffered records when due (all of them if ``force``)."""

@@ -6,6 +6,7 @@ clock of the test's own (never by wall time)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,14 @@ from redis.asyncio import Redis
 
 from analytics.store.db import connect
 from analytics.store.ingest import IngestResult
-from api.control.record_buffer import MIN_READ_ENTRIES, RecordBuffer, _Pending, store_due
+from api.control.record_buffer import (
+    MIN_READ_ENTRIES,
+    READ_ROWS,
+    RecordBuffer,
+    _Part,
+    _Pending,
+    store_due,
+)
 from api.local.redis_server import RedisServer
 from scenarios.wire.contract import RecordBatch, records_stream
 from scenarios.wire.records import batch_to_ipc, records_to_batch
@@ -112,7 +120,7 @@ async def read_into(client: Redis, buffer: RecordBuffer, run_id: str, consumer: 
     return read
 
 
-def stored(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[int, int, int]:
+def stored_rows(con: duckdb.DuckDBPyConnection, run_id: str) -> tuple[int, int, int]:
     """Rows stored, distinct (shard, attempt, seq) among them, batch keys recorded."""
     rows, distinct = con.execute(
         "SELECT count(*), count(DISTINCT (shard_id, attempt, seq)) FROM request_records "
@@ -152,7 +160,7 @@ def test_parallel_parts_store_every_batch_once_and_acknowledge_it(url: str, tmp_
         await store_due(buffer, client, GROUP, {run_id: counts}, force=True)
         # Every batch once, although parts ran side by side and two entries came twice.
         assert max(parts) == 3
-        assert stored(con, run_id) == (len(entries) * 8, len(entries) * 8, len(entries))
+        assert stored_rows(con, run_id) == (len(entries) * 8, len(entries) * 8, len(entries))
         assert counts.batches == dict.fromkeys(((s, 1) for s in shards), 12)
         assert counts.rows == len(entries) * 8
         # Everything acknowledged and deleted: nothing left to redeliver.
@@ -195,7 +203,7 @@ def test_a_crash_before_or_after_a_commit_loses_and_doubles_nothing(
                 break
         counts = Counts()
         await store_due(second, client, GROUP, {run_id: counts}, force=True)
-        assert stored(con, run_id) == (100, 100, 20)
+        assert stored_rows(con, run_id) == (100, 100, 20)
         # What the first had committed counts as duplicates, not as stored again.
         assert counts.batches == {("s0.a.local", 1): 12}
         assert await client.xlen(stream) == 0
@@ -229,12 +237,100 @@ def test_a_part_that_fails_keeps_its_entries_and_the_others_are_acknowledged(
         counts = {good: Counts(), bad: Counts()}
         with pytest.raises(duckdb.IOException):
             await store_due(buffer, client, GROUP, counts, force=True)
-        assert stored(con, good) == (12, 12, 3) and counts[good].rows == 12
+        assert stored_rows(con, good) == (12, 12, 3) and counts[good].rows == 12
         assert await client.xlen(good_stream) == 0
         # The failed run's entries: still buffered, still pending in Redis, not stored.
         assert (len(buffer), buffer.rows, buffer.runs()) == (3, 12, {bad})
         assert (await client.xpending(bad_stream, GROUP))["pending"] == 3
-        assert stored(con, bad) == (0, 0, 0) and counts[bad].rows == 0
+        assert stored_rows(con, bad) == (0, 0, 0) and counts[bad].rows == 0
+        con.close()
+
+    _run(url, body)
+
+
+class Gated(RecordBuffer):
+    """A buffer whose transactions wait until the next flush was taken and joined
+    ahead: the reads made while a flush runs are the test's, not the scheduler's."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, **kwargs: Any) -> None:
+        super().__init__(con, **kwargs)
+        self.gate = threading.Event()
+        self.gate.set()  # the first flush of a test closes it
+
+    def _store(self, part: _Part) -> IngestResult:
+        assert self.gate.wait(timeout=30)
+        return super()._store(part)
+
+    def prepare_next(self) -> None:
+        super().prepare_next()
+        self.gate.set()
+
+
+def test_the_next_flush_is_read_and_joined_while_one_appends(url: str, tmp_path: Path) -> None:
+    run_id = f"r-{uuid.uuid4().hex[:6]}"
+    entries = [entry("s0.a.local", seq, 8, run_id=run_id) for seq in range(15)]
+
+    async def body(client: Redis) -> None:
+        con = connect(tmp_path / "o.duckdb")
+        stream = await publish(client, run_id, entries)
+        buffer = Gated(con, flush_rows=40, parts=2, part_rows=16)
+        counts = Counts()
+        first = 0
+        while not buffer.due():  # a full flush's worth (five entries) and more
+            first += await read_into(client, buffer, run_id, "c")
+        reads: list[int] = []
+
+        async def read_meanwhile() -> None:
+            reads.append(await read_into(client, buffer, run_id, "c"))
+
+        buffer.gate.clear()  # the flush's parts wait for the next one to be taken
+        stored = await store_due(
+            buffer, client, GROUP, {run_id: counts}, read_meanwhile=read_meanwhile
+        )
+        # One flush per call; the next five entries were read while it ran, and their
+        # records joined in a part each, ahead of their own transactions.
+        read = first + sum(reads)
+        assert stored == 40 and counts.rows == 40 and read >= 10
+        assert buffer.prepared and buffer.due() and buffer.rows == 8 * (read - 5)
+        taken = buffer._next
+        assert taken is not None and len(taken.parts) == 2
+        joined = [part.prepared.result() for part in taken.parts if part.prepared is not None]
+        assert sum(j.table.num_rows for j in joined if j is not None) == 40
+        # Only the stored flush is acknowledged; the read-ahead entries are pending.
+        assert (await client.xpending(stream, GROUP))["pending"] == read - 5
+        while await read_into(client, buffer, run_id, "c") or len(buffer):
+            await store_due(buffer, client, GROUP, {run_id: counts}, force=True)
+        assert stored_rows(con, run_id) == (120, 120, 15) and counts.rows == 120
+        assert await client.xlen(stream) == 0
+        con.close()
+
+    _run(url, body)
+
+
+def test_a_read_that_fails_during_a_flush_lets_it_finish_and_report(
+    url: str, tmp_path: Path
+) -> None:
+    run_id = f"r-{uuid.uuid4().hex[:6]}"
+    entries = [entry("s0.a.local", seq, 8, run_id=run_id) for seq in range(5)]
+
+    async def body(client: Redis) -> None:
+        con = connect(tmp_path / "e.duckdb")
+        stream = await publish(client, run_id, entries)
+        buffer = RecordBuffer(con, flush_rows=40)
+        while not buffer.due():
+            await read_into(client, buffer, run_id, "c")
+        counts = Counts()
+
+        async def failing_read() -> None:
+            raise ConnectionError("Redis went away")
+
+        with pytest.raises(ConnectionError):
+            await store_due(buffer, client, GROUP, {run_id: counts}, read_meanwhile=failing_read)
+        # Committed and reported although the read failed; not acknowledged (a restarted
+        # control plane reclaims the entries and finds their batches stored).
+        assert counts.rows == 40 and stored_rows(con, run_id) == (40, 40, 5)
+        assert len(buffer) == 0 and buffer.runs() == set()
+        assert (await client.xpending(stream, GROUP))["pending"] == 5
         con.close()
 
     _run(url, body)
@@ -286,3 +382,9 @@ def test_a_full_buffer_is_due_at_once_and_reads_are_sized_in_records(tmp_path: P
     # A flush takes whole entries up to flush_rows, the oldest first.
     flushed = asyncio.run(buffer.flush())
     assert flushed.rows == 80 and buffer.rows == 2000 and buffer.runs() == {"r"}
+
+
+def test_a_read_asks_for_read_rows_records_whatever_the_buffer_misses(tmp_path: Path) -> None:
+    buffer = RecordBuffer(connect(tmp_path / "n.duckdb"), flush_rows=10 * READ_ROWS)
+    buffer.add("s", "r", [(b"1-0", as_read(entry("s0.a.local", 0, 64)))])
+    assert buffer.read_count() == READ_ROWS // 64  # not the 10 reads' worth missing

@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 
 from analytics.store.db import SCHEMA_VERSION, connect, migrate, schema_version
-from analytics.store.ingest import BatchMessage, ingest_batches
+from analytics.store.ingest import BatchMessage, ingest_batches, join_pool, prepare_records
 from scenarios.loader import parse_scenario
 from scenarios.wire.records import REQUEST_RECORD_SCHEMA, batch_to_ipc, records_to_batch
 from tests.support.builders import ROW_CONTEXT, VALID_SCENARIO, timed_result
@@ -43,6 +43,28 @@ def test_redelivered_batches_are_stored_once(tmp_path: Path) -> None:
     other_attempt = ingest_batches(con, [message(0, attempt=2)])
     assert other_attempt.per_attempt == {("s0.a.local", 2): 1}
     assert con.execute("SELECT count(*) FROM request_records").fetchone() == (12,)
+
+
+def test_records_joined_ahead_are_appended_unless_a_batch_is_known(tmp_path: Path) -> None:
+    con = connect(tmp_path / "p.duckdb")
+    batches = [message(0, n=2), message(1, n=3)]
+    prepared = prepare_records([m.ipc for m in batches])
+    assert prepared is not None
+    assert (prepared.table.num_rows, prepared.rows) == (5, [2, 3])
+    assert prepared.table.schema.equals(REQUEST_RECORD_SCHEMA)
+    assert all(c.num_chunks == 1 for c in prepared.table.columns)  # one chunk per column
+    first = ingest_batches(con, batches, prepared=prepared)
+    assert (first.batches, first.rows, first.duplicates) == (2, 5, 0)
+    # Joined ahead with a batch that is stored by then: only the new one is appended.
+    later = [message(1, n=3), message(2, n=4)]
+    again = ingest_batches(con, later, prepared=prepare_records([m.ipc for m in later]))
+    assert (again.batches, again.rows, again.duplicates) == (1, 4, 1)
+    assert con.execute("SELECT count(*) FROM request_records").fetchone() == (9,)
+    assert con.execute(
+        "SELECT batch_seq, rows FROM ingested_batches ORDER BY batch_seq"
+    ).fetchall() == [(0, 2), (1, 3), (2, 4)]
+    assert prepare_records([]) is None
+    assert join_pool() is join_pool()  # one pool, made once
 
 
 def test_table_columns_mirror_the_arrow_schema(tmp_path: Path) -> None:
