@@ -51,7 +51,7 @@ class OpenAIStream:
         if payload == _DONE:
             self.done = True
             return
-        if not payload.strip():
+        if not payload or payload.isspace():  # a blank payload (not a copy of each)
             return
         message = json_object(payload)
         if "error" in message:
