@@ -11,22 +11,27 @@ region with no worker, the text of every request captured. At each level the sam
 closed-loop client (the workers' measurement code, in this process) runs ``--requests``
 streamed chat requests through nginx and as many through the gateway, alternating in
 rounds of ``max(20, 4 x streams)`` so both see the same machine load; warm-up rounds
-come first and are not counted.
+(``max(64, 2 x streams)`` requests a path: the capture's first shadow send sets Celery
+up) come first and are not counted.
 
 Measured: user + system CPU (psutil, every thread) of nginx's master and worker
 processes, and of the gateway's whole process tree - the primary path and the capture
 process it spawns (and whatever else it starts) - over the level, divided by the
 requests that level proxied through each. The gateway's tree is read again after the
-level once its capture process has published what the level left behind (its sink
-flushes every 0.5 s, its sender lingers 50 ms), so that work is counted too; so are the
+level once its capture process has published what the level left behind (hand-off
+batches every 0.25 s, records every 0.5 s), so that work is counted too; so are the
 idle wakeups of either during the other's rounds. The client's and the endpoint's CPU
 are not counted. The load average (1 min) is printed before → after each level.
 
 ``--profile DIR``: py-spy (``pip install py-spy``; without it, said and skipped) samples
-the gateway and its capture process, without pausing them (``--nonblocking``), during
-the gateway's rounds; the top functions by own time of each process are printed and
-the raw stacks kept in DIR. A profile costs the profiled processes some CPU: a run with
-``--profile`` is for where the time goes, not for the figures.
+the gateway and its capture process 1,000 times a second for the whole run, without
+stopping them (``--nonblocking``) and only where a thread holds the GIL (``--gil``:
+threads waiting in ``epoll``, on a lock or in a sleep are left out); each process's
+functions of this code base are printed by share of those samples inclusive of what
+they call, and any function by own share, the raw stacks kept in DIR. Time a C function
+spends holding the GIL (a socket write in uvloop, orjson, Arrow) is its Python caller's
+own time. A profile costs the profiled processes some CPU: a run with ``--profile`` is
+for where the time goes, not for the figures.
 """
 
 from __future__ import annotations
@@ -112,7 +117,7 @@ async def run_level(
     level = Level(streams, os.getloadavg()[0])
     http = make_client()
     for base in bases.values():  # warm connections on both sides (not counted)
-        await measure(http, base, streams * 2, streams)
+        await measure(http, base, max(64, streams * 2), streams)
     await asyncio.sleep(SETTLE_S)
     start = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
     level.paths = {name: PathFigures() for name in bases}
@@ -139,14 +144,13 @@ async def run_level(
     return level
 
 
-# A sample whose stack waits in one of these is idle, not CPU (py-spy --native keeps them).
-IDLE_CALLS = ("epoll_pwait", "epoll_wait", "pthread_cond_timedwait", "pthread_cond_wait",
-              "sem_timedwait", "sem_wait", "select (", "poll (", "nanosleep")  # fmt: skip
-OUR_ROOMS = ("(workers/", "(scenarios/", "(api/", "(analytics/")
+OUR_ROOMS = ("(workers/", "(scenarios/")
+# Entry points every sample passes through: not where the time goes.
+ENTRY_POINTS = ("<module> ", "main ", "run ", "serve ")
 
 
 class Profiler:
-    """py-spy (``--native``) on the gateway's processes for the whole measured run."""
+    """py-spy on the gateway's processes for the whole run (GIL-holding samples)."""
 
     def __init__(self, out: Path | None, pids: dict[str, int]) -> None:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -161,7 +165,7 @@ class Profiler:
         for name, pid in pids.items():
             self.files[name] = out / f"{name}.txt"
             self.procs[name] = subprocess.Popen(
-                [binary, "record", "--native", "--format", "raw", "--rate", "100",
+                [binary, "record", "--nonblocking", "--gil", "--format", "raw", "--rate", "1000",
                  "--pid", str(pid), "--output", str(self.files[name])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
@@ -183,26 +187,22 @@ class Profiler:
 
 
 def top_functions(name: str, path: Path, top: int) -> Table:
-    """Where a process's active samples are: the functions of this code base by time
-    inclusive of what they call, and any function by own time (top of the stack)."""
+    """Where a process's samples are: the functions of this code base by share inclusive
+    of what they call, and any function by own share (top of the stack)."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
-    active = idle = 0
+    total = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
         if not count.isdigit():
             continue
-        if any(call in stack for call in IDLE_CALLS):
-            idle += int(count)
-            continue
-        active += int(count)
+        total += int(count)
         frames = stack.split(";")
         own[frames[-1]] += int(count)
-        for frame in {f for f in frames if any(room in f for room in OUR_ROOMS)}:
+        ours = {f for f in frames if any(room in f for room in OUR_ROOMS)}
+        for frame in {f for f in ours if not f.startswith(ENTRY_POINTS)}:
             inclusive[frame] += int(count)
-    table = Table(
-        title=f"{name}: {active} active samples of {active + idle} (py-spy --native, 100/s)"
-    )
+    table = Table(title=f"{name}: {total} samples holding the GIL (py-spy, 1,000/s)")
     for header in ("incl.", "our function (file:line)", "own", "any function"):
         table.add_column(header, justify="right" if header in ("incl.", "own") else "left")
     mine, anyone = inclusive.most_common(top), own.most_common(top)
@@ -210,8 +210,8 @@ def top_functions(name: str, path: Path, top: int) -> Table:
         a = mine[i] if i < len(mine) else ("", 0)
         b = anyone[i] if i < len(anyone) else ("", 0)
         table.add_row(
-            f"{a[1] / max(active, 1):.1%}" if a[0] else "", a[0][:90],
-            f"{b[1] / max(active, 1):.1%}" if b[0] else "", b[0][:70],
+            f"{a[1] / max(total, 1):.1%}" if a[0] else "", a[0][:90],
+            f"{b[1] / max(total, 1):.1%}" if b[0] else "", b[0][:70],
         )  # fmt: skip
     return table
 
