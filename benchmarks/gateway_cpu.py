@@ -19,7 +19,7 @@ processes, and of the gateway's whole process tree - the primary path and the ca
 process it spawns (and whatever else it starts) - over the level, divided by the
 requests that level proxied through each. The gateway's tree is read again after the
 level once its capture process has published what the level left behind (hand-off
-batches every 0.25 s, records every 0.5 s), so that work is counted too; so are the
+batches and records every 0.5 s), so that work is counted too; so are the
 idle wakeups of either during the other's rounds. The client's and the endpoint's CPU
 are not counted. The load average (1 min) is printed before → after each level.
 
@@ -65,7 +65,7 @@ from api.local.redis_server import free_port, start_redis_server  # noqa: E402
 from workers.client.http import make_client  # noqa: E402
 
 ROUND = 20  # requests per path and round, at least
-SETTLE_S = 1.5  # the capture's sink flushes every 0.5 s: its last batch is in by then
+SETTLE_S = 2.0  # the hand-off (0.5 s), then the sink (0.5 s): the last batch is in by then
 
 
 def tree_cpu_seconds(pid: int) -> tuple[float, float]:

@@ -11,14 +11,16 @@ Frames are ``marshal`` dumps of tuples of plain values, length-prefixed: both en
 this code base on the same interpreter, and marshal is the cheapest encoder for bytes
 and ints that cannot execute anything on load.
 
-Frames wait up to ``FLUSH_S`` (0.25 s, or until ``FLUSH_BYTES`` wait) and leave together
+Frames wait up to ``FLUSH_S`` (0.5 s, or until ``FLUSH_BYTES`` wait) and leave together
 in one write. A write per frame woke the capture process twice per request to do one
-request's work with cold caches; woken every 0.25 s, it works through a batch: its CPU
-per request fell by half at 76 requests/s (docs/benchmarks.md, "Gateway CPU"). Nothing
-measured is late by it - stamps are taken on the primary path, samples are replayed at
-their arrival offsets (``workers/gateway/sender.py``) - only when things happen: a
-sample's shadow sends start up to 0.25 s later, records reach Redis up to 0.25 s later
-(the sink publishes every 0.5 s), and a ``stats`` query or ``close`` flushes first.
+request's work with cold caches; woken twice a second, it works through a batch, and
+its sender thread publishes one shadow message per region per batch: its CPU per
+request fell by more than half at 76 requests/s (docs/benchmarks.md, "Gateway CPU").
+Nothing measured is late by it - stamps are taken on the primary path, samples are
+replayed at their arrival offsets (``workers/gateway/sender.py``) - only when things
+happen: a sample's shadow sends start up to 0.5 s later and records reach Redis up to
+0.5 s later (the sink publishes every 0.5 s as well); a ``stats`` query or ``close``
+flushes first.
 
 The buffer - frames waiting plus the socket transport's own write buffer - is bounded
 at ``max_bytes``: when the capture process falls behind (or died), frames that would
@@ -43,7 +45,7 @@ from typing import Any, cast
 
 HEADER = struct.Struct("!I")
 MAX_BUFFER_BYTES = 64 * 1024 * 1024
-FLUSH_S = 0.25
+FLUSH_S = 0.5
 FLUSH_BYTES = 1024 * 1024
 # marshal's format version 4 is the newest every supported Python reads and writes.
 MARSHAL_VERSION = 4
