@@ -423,7 +423,7 @@ def main() -> None:
                         f"{added[0]:+.2f}", f"{added[1]:+.2f}", "",
                         end_section=metric == "e2e" and (a, b) == differences[-1],
                     )  # fmt: skip
-        time.sleep(1.5)  # the gateway publishes its records every 0.5 s
+        time.sleep(1.5)  # the hand-off and the record sink each wait up to 0.5 s
         stats = httpx.get(f"http://127.0.0.1:{gw_port}/gateway/stats").json()
         records = httpx.get(
             f"http://127.0.0.1:{api_port}/v1/runs/{session}/records",
