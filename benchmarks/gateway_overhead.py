@@ -189,9 +189,13 @@ def sse_answer(start: int) -> list[tuple[int, bytes]]:
     head = b'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":'
     role = head + b'{"role":"assistant","content":""}}]}\n\n'
     token = head + b'{"content":"tok "}}]}\n\n'
+    # The last token ends the answer, as the simulator's does (an answer without a
+    # finish_reason is an incomplete one: recorded as an error, redacted message and all).
+    last = head + b'{"content":"tok "},"finish_reason":"length"}]}\n\n'
     usage = b'data: {"id":"x","choices":[],"usage":{"prompt_tokens":6,"completion_tokens":16}}'
     pieces = [(start + 50_000_000, role)]
-    pieces += [(start + 50_000_000 + i * 10_000_000, token) for i in range(16)]
+    pieces += [(start + 50_000_000 + i * 10_000_000, token) for i in range(15)]
+    pieces.append((start + 200_000_000, last))
     return [*pieces, (start + 210_000_000, usage + b"\n\ndata: [DONE]\n\n")]
 
 
@@ -419,7 +423,7 @@ def main() -> None:
                         f"{added[0]:+.2f}", f"{added[1]:+.2f}", "",
                         end_section=metric == "e2e" and (a, b) == differences[-1],
                     )  # fmt: skip
-        time.sleep(1.5)  # the gateway publishes its records every 0.5 s
+        time.sleep(1.5)  # the hand-off and the record sink each wait up to 0.5 s
         stats = httpx.get(f"http://127.0.0.1:{gw_port}/gateway/stats").json()
         records = httpx.get(
             f"http://127.0.0.1:{api_port}/v1/runs/{session}/records",

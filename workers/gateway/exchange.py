@@ -181,12 +181,14 @@ class Exchange:
 
     def on_body(self, chunk: bytes, stamp: int) -> None:
         """Pass the piece on at once (chunked), after keeping it for the capture."""
+        # Called once per piece of every answer: the framing of ``frame_piece`` is
+        # written out here rather than called.
         if self.handed and self.captured < MAX_CAPTURED_BYTES:
             self.chunks.append((stamp, chunk))
             self.captured += len(chunk)
         out = chunk if self.usage_filter is None else self.usage_filter.feed(chunk)
         if out:
-            self.out.append(self.client.frame_piece(out))
+            self.out.append(b"%x\r\n%b\r\n" % (len(out), out) if self.client.chunked else out)
 
     def on_end(self) -> None:
         """The answer is complete: close the chunked body, hand the capture over."""
@@ -202,7 +204,9 @@ class Exchange:
         """Write what this read of the primary produced, in one write (one syscall)."""
         out = self.out
         if out:
-            self.client.write(out[0] if len(out) == 1 else b"".join(out))
+            transport = self.client.transport  # None once the client is gone
+            if transport is not None:
+                transport.write(out[0] if len(out) == 1 else b"".join(out))
             out.clear()
 
     def on_lost(self, reason: str, got_head: bool) -> None:

@@ -9,10 +9,23 @@ publishing to Redis - happens in that other process, on another core.
 
 Frames are ``marshal`` dumps of tuples of plain values, length-prefixed: both ends are
 this code base on the same interpreter, and marshal is the cheapest encoder for bytes
-and ints that cannot execute anything on load. The buffer is the socket transport's
-own write buffer, bounded at ``max_bytes``: when the capture process falls behind (or
-died), frames that would pass the bound are dropped and counted, so the primary path
-never waits for it. A dropped ``begin`` drops its ``end`` as well (one count per request).
+and ints that cannot execute anything on load.
+
+Frames wait up to ``FLUSH_S`` (0.5 s, or until ``FLUSH_BYTES`` wait) and leave together
+in one write. A write per frame woke the capture process twice per request to do one
+request's work with cold caches; woken twice a second, it works through a batch, and
+its sender thread publishes one shadow message per region per batch: its CPU per
+request fell by more than half at 76 requests/s (docs/benchmarks.md, "Gateway CPU").
+Nothing measured is late by it - stamps are taken on the primary path, samples are
+replayed at their arrival offsets (``workers/gateway/sender.py``) - only when things
+happen: a sample's shadow sends start up to 0.5 s later and records reach Redis up to
+0.5 s later (the sink publishes every 0.5 s as well); a ``stats`` query or ``close``
+flushes first.
+
+The buffer - frames waiting plus the socket transport's own write buffer - is bounded
+at ``max_bytes``: when the capture process falls behind (or died), frames that would
+pass the bound are dropped and counted, so the primary path never waits for it. A
+dropped ``begin`` drops its ``end`` as well (one count per request).
 
 The socket also carries the capture process's answers: its counters for
 ``/gateway/stats`` (a ``stats`` query is answered after every frame sent before it, so
@@ -32,6 +45,8 @@ from typing import Any, cast
 
 HEADER = struct.Struct("!I")
 MAX_BUFFER_BYTES = 64 * 1024 * 1024
+FLUSH_S = 0.5
+FLUSH_BYTES = 1024 * 1024
 # marshal's format version 4 is the newest every supported Python reads and writes.
 MARSHAL_VERSION = 4
 
@@ -84,10 +99,14 @@ class HandoffStats:
 class Handoff(asyncio.Protocol):
     """The primary's end of the capture socket."""
 
-    def __init__(self, max_bytes: int = MAX_BUFFER_BYTES) -> None:
+    def __init__(self, max_bytes: int = MAX_BUFFER_BYTES, flush_s: float = FLUSH_S) -> None:
         self.stats = HandoffStats(max_buffer_bytes=max_bytes)
         self.max_bytes = max_bytes
+        self.flush_s = flush_s
         self.transport: asyncio.WriteTransport | None = None
+        self._frames: list[bytes] = []  # waiting for the next flush
+        self._frame_bytes = 0
+        self._flushing: asyncio.TimerHandle | None = None
         self._reader = FrameReader()
         self._queries = itertools.count()
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -114,6 +133,8 @@ class Handoff(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         """The capture process is gone: every later frame is a counted drop."""
         self.transport = None
+        self._frames.clear()
+        self._frame_bytes = 0
         self.stats.connected = False
         if not self.closed.done():
             self.closed.set_result(None)
@@ -130,11 +151,30 @@ class Handoff(asyncio.Protocol):
         if transport is None:
             return False
         data = frame(message)
-        if transport.get_write_buffer_size() + len(data) > self.max_bytes:
+        size = len(data)
+        if transport.get_write_buffer_size() + self._frame_bytes + size > self.max_bytes:
             return False
-        transport.write(data)
-        self.stats.bytes_handed += len(data)
+        self._frames.append(data)
+        self._frame_bytes += size
+        self.stats.bytes_handed += size
+        if self._frame_bytes >= FLUSH_BYTES:
+            self.flush()
+        elif self._flushing is None:
+            self._flushing = asyncio.get_running_loop().call_later(self.flush_s, self.flush)
         return True
+
+    def flush(self) -> None:
+        """Write the waiting frames, in order, in one write."""
+        if self._flushing is not None:
+            self._flushing.cancel()
+            self._flushing = None
+        frames = self._frames
+        if not frames:
+            return
+        if self.transport is not None:
+            self.transport.writelines(frames)
+        frames.clear()
+        self._frame_bytes = 0
 
     def begin(
         self, key: str, seq: int, received: int, body: bytes, sample_value: str | None
@@ -160,6 +200,7 @@ class Handoff(asyncio.Protocol):
         if self.transport is None:
             self._waiting.pop(number, None)
             return {}
+        self.flush()  # after every frame sent before it
         self.transport.write(frame(("stats", number)))
         try:
             return await asyncio.wait_for(waiting, timeout_s)
@@ -171,6 +212,7 @@ class Handoff(asyncio.Protocol):
     async def close(self, timeout_s: float) -> None:
         """Ask the capture process to flush and stop; wait up to ``timeout_s`` for it."""
         if self.transport is not None:
+            self.flush()
             self.transport.write(frame(("close",)))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self.closed), timeout_s)
@@ -180,7 +222,8 @@ class Handoff(asyncio.Protocol):
     def snapshot(self) -> dict[str, Any]:
         """The hand-off counters as JSON values."""
         transport = self.transport
-        self.stats.buffered_bytes = 0 if transport is None else transport.get_write_buffer_size()
+        waiting = 0 if transport is None else transport.get_write_buffer_size()
+        self.stats.buffered_bytes = waiting + self._frame_bytes
         return {
             "requests_handed": self.stats.requests_handed,
             "requests_dropped": self.stats.requests_dropped,

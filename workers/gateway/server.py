@@ -56,6 +56,7 @@ from workers.gateway.handoff import MAX_BUFFER_BYTES, Handoff, frame
 from workers.gateway.proxy import UsageFilter, primary_key, provider_key
 from workers.gateway.targets import Target, build_target
 from workers.gateway.upstream import UpstreamPool
+from workers.runtime.gc_tuning import THRESHOLDS as GC_THRESHOLDS
 from workers.simulator.pool import SimulatorPool
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -339,6 +340,8 @@ async def serve(gateway: Gateway, host: str, port: int) -> None:
         server = await gateway.listen(host, port)
         gc.collect()
         gc.freeze()  # start-up objects are never scanned again: shorter GC pauses
+        # A worker's thresholds: young collections are rarer (every request allocates).
+        gc.set_threshold(*GC_THRESHOLDS)
         await stop.wait()
         server.close()
     finally:

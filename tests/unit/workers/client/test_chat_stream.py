@@ -164,6 +164,20 @@ def test_multiline_data_fields_are_joined() -> None:
     assert decoder.feed(b"event: x\ndata: a\ndata: b\nid: 1\n\n") == [b"a\nb"]
 
 
+def test_a_chunk_of_one_whole_event_reads_as_the_general_case_does() -> None:
+    """One-event chunks take a shortcut; each gives what the general search for event
+    ends gives it (there, followed by a second event)."""
+    chunks = [b"data: x\n\n", b"data:x\n\n", b"data\n\n", b"\n\n", b"id: 1\n\n", b": ping\n\n"]
+    for chunk in chunks:
+        general = SSEDecoder().feed(chunk + b"data: next\n\n")
+        assert general[-1] == b"next"
+        assert SSEDecoder().feed(chunk) == general[:-1], chunk
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a") == []
+    assert decoder.feed(b"\n\n") == [b"a"]  # a completed event, not a chunk of its own
+    assert decoder.feed(b"data: b\r\n\r\n") == [b"b"]
+
+
 def test_the_answer_text_is_kept_only_when_asked_and_only_up_to_its_limit() -> None:
     chunks = [
         (1, event({"role": "assistant", "content": ""})),
