@@ -51,14 +51,13 @@ from pathlib import Path
 
 import httpx
 import psutil
-import yaml
 from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gateway_overhead import TOKEN, measure, start_nginx  # noqa: E402
+from gateway_overhead import TOKEN, measure, start_nginx, write_gateway_config  # noqa: E402
 from processes import spawn, wait_http  # noqa: E402
 
 from api.local.redis_server import free_port, start_redis_server  # noqa: E402
@@ -252,15 +251,7 @@ def main() -> None:
         wait_http(f"http://127.0.0.1:{api_port}/healthz")
         wait_http(f"http://127.0.0.1:{sim_port}/health")
         direct = f"http://127.0.0.1:{sim_port}/v1"
-        config = {
-            "name": "bench-cpu",
-            "primary": {"name": "prod", "kind": "openai", "base_url": direct, "model": "simulated"},
-            "shadows": [{"name": "cand", "kind": "simulated"}],
-            "sample_rate": args.sample_rate,
-            "regions": ["nobody"],
-            "privacy": {"store_text": True},
-        }
-        (tmp / "gateway.yaml").write_text(yaml.safe_dump(config))
+        write_gateway_config(tmp / "gateway.yaml", "bench-cpu", direct, args.sample_rate)
         gateway = spawn(
             ["gateway", "--config", str(tmp / "gateway.yaml"), "--port", str(gw_port),
              "--server", f"http://127.0.0.1:{api_port}", "--wait-for-workers"],

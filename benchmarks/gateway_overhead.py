@@ -138,6 +138,20 @@ def cpu_seconds(pid: int, children: bool = True, only_children: bool = False) ->
     return total
 
 
+def write_gateway_config(path: Path, name: str, direct: str, sample_rate: float) -> None:
+    """The benchmark gateway's configuration: ``direct`` as the primary, one simulated
+    shadow in a region no worker serves (its tasks wait in the queue), bodies stored."""
+    config = {
+        "name": name,
+        "primary": {"name": "prod", "kind": "openai", "base_url": direct, "model": "simulated"},
+        "shadows": [{"name": "cand", "kind": "simulated"}],
+        "sample_rate": sample_rate,
+        "regions": ["nobody"],
+        "privacy": {"store_text": True},
+    }
+    path.write_text(yaml.safe_dump(config))
+
+
 def start_nginx(tmp: Path, upstream: int, port: int) -> subprocess.Popen[bytes] | None:
     """nginx in front of ``upstream`` on ``port``, or None when it is not installed."""
     binary = shutil.which("nginx") or next(
@@ -344,15 +358,7 @@ def main() -> None:
         wait_http(f"http://127.0.0.1:{api_port}/healthz")
         wait_http(f"http://127.0.0.1:{sim_port}/health")
         direct = f"http://127.0.0.1:{sim_port}/v1"
-        config = {
-            "name": "bench",
-            "primary": {"name": "prod", "kind": "openai", "base_url": direct, "model": "simulated"},
-            "shadows": [{"name": "cand", "kind": "simulated"}],
-            "sample_rate": args.sample_rate,
-            "regions": ["nobody"],
-            "privacy": {"store_text": True},
-        }
-        (tmp / "gateway.yaml").write_text(yaml.safe_dump(config))
+        write_gateway_config(tmp / "gateway.yaml", "bench", direct, args.sample_rate)
         gateway_proc = spawn(
             [
                 "gateway",
