@@ -29,6 +29,7 @@ from api.control.run_views import (
     queued_view,
     stored_view,
 )
+from api.control.spend import stop_reason
 from api.rest.deps import (
     Authenticated,
     CallerDep,
@@ -187,6 +188,10 @@ def _live_answer(
         cursor.execute("SELECT created_at FROM runs WHERE run_id = ?", [coordinator.run_id])
     )
     view.created_at = row[0] if row else None
+    # A run stopped by its budget says so from the moment the stop is recorded, also
+    # while it drains and after it is settled as cancelled but not yet closed (the live
+    # view, from the coordinator, would otherwise show "cancelled" with no reason).
+    view.reason, view.reason_detail = stop_reason(cursor, coordinator.run_id)
     return json_response(view)
 
 
