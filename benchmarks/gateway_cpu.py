@@ -58,7 +58,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gateway_overhead import TOKEN, measure, start_nginx, write_gateway_config  # noqa: E402
-from processes import spawn, wait_http  # noqa: E402
+from processes import spawn, stop_all, wait_http  # noqa: E402
 
 from api.local.redis_server import free_port, start_redis_server  # noqa: E402
 from workers.client.http import make_client  # noqa: E402
@@ -307,13 +307,7 @@ def main() -> None:
         )
         profile.finish(console, args.top)
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(procs)
         redis.stop()
 
 

@@ -53,7 +53,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from processes import spawn, wait_http  # noqa: E402
+from processes import spawn, stop_all, wait_http  # noqa: E402
 
 from api.local.redis_server import free_port, start_redis_server  # noqa: E402
 from workers.client.adapters.openai_chat import ChatParser, chat_body  # noqa: E402
@@ -477,13 +477,7 @@ def main() -> None:
             console.print(alone)
             console.print(f"load average at the end: {os.getloadavg()}")
     finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(procs)
         redis.stop()
 
 

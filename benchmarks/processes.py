@@ -38,3 +38,14 @@ def wait_http(url: str, timeout_s: float = 60) -> None:
             pass
         time.sleep(0.1)
     raise TimeoutError(url)
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]], timeout_s: float = 20) -> None:
+    """Terminate ``procs`` in reverse start order, then wait; kill what outlives it."""
+    for proc in reversed(procs):
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
