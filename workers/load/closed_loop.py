@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from array import array
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
+from workers.load.intended import IntendedStarts
 
 Unit = TypeVar("Unit")  # what one slot runs: a PlannedRequest, or a PlannedSession
 
@@ -85,8 +85,8 @@ class ClosedLoop(Generic[Unit]):
     duration_s: float | None = None
     kind: str = "closed"
     start_ns: int = 0
-    # Intended starts, in send order: 8 bytes each (a list of ints took ~36).
-    intended: array[int] = field(default_factory=lambda: array("q"))
+    # Intended starts, as counts (bounded memory at any length).
+    intended: IntendedStarts = field(default_factory=IntendedStarts)
 
     @property
     def stopped(self) -> bool:
@@ -109,10 +109,12 @@ class ClosedLoop(Generic[Unit]):
             return await send(request, intended)
 
         self.start_ns = time.perf_counter_ns()
+        duration_ns = None if self.duration_s is None else round(self.duration_s * 1e9)
+        self.intended.begin(self.start_ns, duration_ns)
         await run_closed_loop(self.concurrency, self.source, tracked, record)
 
     def planned_end_ns(self) -> int:
         """The stage's end: start + duration, else the last request's start."""
         if self.duration_s is not None:
             return self.start_ns + round(self.duration_s * 1e9)
-        return max(self.intended, default=self.start_ns)
+        return self.intended.max if self.intended.max is not None else self.start_ns

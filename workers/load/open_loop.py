@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from array import array
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Generic, TypeVar
 
 from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
+from workers.load.intended import IntendedStarts
 from workers.load.quantiles import LogHistogram
 
 __all__ = ["OpenLoop", "sleep_until"]
@@ -66,9 +66,8 @@ class OpenLoop(Generic[Unit]):
         self._duration_ns = None if duration_s is None else round(duration_s * 1e9)
         self.stopped = False
         self.start_ns = 0
-        # Intended starts of the arrivals sent so far, 8 bytes each (the stage window's
-        # steady count reads them); a Python list of ints took ~36 (docs/load.md, "Memory").
-        self.intended = array("q")
+        # Intended starts of the arrivals sent, as counts (bounded memory at any length).
+        self.intended = IntendedStarts()
         self.cap_waits = 0
         self.not_sent = 0
         self.send_lags_ns = LogHistogram()  # sent − release (intent, or a freed slot)
@@ -103,6 +102,7 @@ class OpenLoop(Generic[Unit]):
                 self._slot_freed.set()
 
         self.start_ns = time.perf_counter_ns()
+        self.intended.begin(self.start_ns, self._duration_ns)
         stage_end = None if self._duration_ns is None else self.start_ns + self._duration_ns
         held_until = 0  # when the latest cap wait ended
         for seq, offset in self._arrivals:
@@ -151,10 +151,11 @@ class OpenLoop(Generic[Unit]):
 
     def scheduled_span_ns(self) -> int:
         """From the first to the last intended start of the arrivals sent."""
-        return self.intended[-1] - self.intended[0] if len(self.intended) > 1 else 0
+        first, last = self.intended.first, self.intended.latest
+        return last - first if first is not None and last is not None else 0
 
     def planned_end_ns(self) -> int:
         """The stage's end: start + duration, else the last intended start."""
         if self._duration_ns is not None:
             return self.start_ns + self._duration_ns
-        return self.intended[-1] if self.intended else self.start_ns
+        return self.intended.latest if self.intended.latest is not None else self.start_ns

@@ -22,7 +22,6 @@ not only sessions: no turn starts after it.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
@@ -33,6 +32,7 @@ from workers.client.errors import ErrorClass
 from workers.client.result import RequestResult
 from workers.load.closed_loop import ClosedLoop, RequestSource
 from workers.load.conversation import Conversation
+from workers.load.intended import IntendedStarts
 from workers.load.open_loop import OpenLoop, sleep_until
 from workers.load.quantiles import LogHistogram
 from workers.load.schedule import NS_PER_S, arrival_offsets, part_arrivals, schedule_rng
@@ -61,7 +61,7 @@ class SessionRunner:
         self.maker = maker
         self.duration_ns = None if duration_s is None else round(duration_s * NS_PER_S)
         self.later_lags = later_lags
-        self.intended = array("q")
+        self.intended = IntendedStarts()
         self.sessions = 0
         self._send: Send | None = None
         self._record: Record | None = None
@@ -77,6 +77,8 @@ class SessionRunner:
         assert send is not None, "bind() first"
         assert record is not None
         assert load is not None
+        if not self.intended.begun:  # the inner loop set the stage's start before this
+            self.intended.begin(load.start_ns, self.duration_ns)
         self.sessions += 1
         conversation = Conversation(session, self.max_context_tokens, self.maker)
         request = conversation.turn(0)
@@ -160,7 +162,7 @@ class SessionLoad:
         return self.inner.start_ns
 
     @property
-    def intended(self) -> array[int]:
+    def intended(self) -> IntendedStarts:
         """Intended starts of every turn sent."""
         return self.runner.intended
 
@@ -182,7 +184,7 @@ class SessionLoad:
         """The stage's end: start + duration, else the last turn's intended start."""
         if self.duration_ns is not None:
             return self.start_ns + self.duration_ns
-        return max(self.intended, default=self.start_ns)
+        return self.intended.max if self.intended.max is not None else self.start_ns
 
 
 def _recorded_per_turn(_: PlannedSession, __: RequestResult) -> None:

@@ -8,7 +8,6 @@ knowing which it is. docs/load.md describes the shapes for users.
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -16,6 +15,7 @@ from scenarios.datasets.files import FileEntry, WorkloadFileError
 from scenarios.wire.contract import ShardSpec
 from workers.client.result import RequestResult
 from workers.load.closed_loop import ClosedLoop, RequestSource
+from workers.load.intended import IntendedStarts
 from workers.load.open_loop import OpenLoop
 from workers.load.schedule import NS_PER_S, arrival_offsets, part_arrivals, schedule_rng
 from workers.load.sessions import SessionLoad
@@ -38,8 +38,8 @@ class LoadShape(Protocol):
         ...
 
     @property
-    def intended(self) -> array[int]:
-        """Intended starts of the requests sent, 8 bytes each."""
+    def intended(self) -> IntendedStarts:
+        """Intended starts of the requests sent, as counts (workers/load/intended.py)."""
         ...
 
     @property

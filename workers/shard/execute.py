@@ -307,12 +307,17 @@ def _load(
     """The shard's load: sessions (generated, or a replayed session log), else requests
     (``kept``: ``workload.dataset``'s rows, already counted and filtered; ``images``: the
     run's image pool, made before the stage clock)."""
+    load: LoadShape
     if spec.workload.sessions is not None or has_replayed_sessions(spec.workload, entries):
-        return build_session_load(spec, entries or (), maker)
-    plan = request_planner(
-        spec.workload, spec.seed, spec.stage, entries, maker, kept, images=images
-    )
-    return build_load(spec, plan, entries or ())
+        load = build_session_load(spec, entries or (), maker)
+    else:
+        plan = request_planner(
+            spec.workload, spec.seed, spec.stage, entries, maker, kept, images=images
+        )
+        load = build_load(spec, plan, entries or ())
+    # The steady part's bounds, so its count is kept as the stage runs (stage_window).
+    load.intended.set_window(spec.warmup_s, spec.cooldown_s)
+    return load
 
 
 async def _workload_inputs(
@@ -381,7 +386,7 @@ def stage_window(load: LoadShape, warmup_s: float, cooldown_s: float) -> dict[st
     start, end = load.start_ns, load.planned_end_ns()
     steady_start = start + round(warmup_s * 1e9)
     steady_end = max(steady_start, end - round(cooldown_s * 1e9))
-    steady = sum(1 for t in load.intended if steady_start <= t < steady_end)
+    steady = load.intended.steady(steady_start, steady_end)
     return {
         "window_start_at": wall_ns(start) or 0,
         "steady_start_at": wall_ns(steady_start) or 0,

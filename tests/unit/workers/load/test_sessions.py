@@ -85,7 +85,8 @@ def test_turns_run_in_order_each_intended_after_the_answer_and_its_think_time() 
             assert result.intended_start == (earlier.end or 0) + 2 * MS  # end + think time
             assert later.messages is not None and later.messages[-2][0] == "assistant"
     assert len(load.intended) == len(fake.records) == 8
-    assert load.kind == "closed" and load.planned_end_ns() == max(load.intended)
+    latest = max(result.intended_start for _, result in fake.records)
+    assert load.kind == "closed" and load.planned_end_ns() == latest
 
 
 def test_a_captured_gap_counts_from_the_earlier_turns_intent_but_waits_for_its_answer() -> None:
