@@ -187,7 +187,7 @@ async def _run_shard(
     # Before the stage clock: the stage's first requests find an empty prefix cache.
     await reset_cache(spec, context, publisher, adapter_context.endpoint)
     progress = Progress()
-    health = ShardHealth()
+    health = ShardHealth(longest_request_s=spec.provider.timeout_s)
     calibration = maker if isinstance(maker, CalibratedPrompts) else None
 
     async def send(request: PlannedRequest, intended_start: int) -> RequestResult:

@@ -30,6 +30,7 @@ import contextlib
 import threading
 import time
 from array import array
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import psutil
@@ -40,6 +41,7 @@ from workers.client.result import RequestResult
 from workers.client.transport.arrival import READ_GAP_MIN_NS, READ_GAPS, SO_TIMESTAMPNS
 from workers.load.quantiles import LogHistogram
 from workers.runtime import gc_tuning
+from workers.shard.spans import Spans
 
 __all__ = ["KERNEL_STAMPS", "PROBE_INTERVAL_NS", "STALL_MIN_NS", "ShardHealth", "percentile"]
 
@@ -53,6 +55,9 @@ _STALL_TAIL_NS = 5_000_000
 # Merges stamped this long ago are settled into counts (bounded memory in long stages):
 # the late window of the stall a merge lies in is recorded within this.
 _SETTLE_AFTER_NS = 1_000_000_000
+# Read gaps and late windows are kept this long past a request's timeout (the loop can
+# run late between a request's end and its result reaching the monitor).
+_KEEP_MARGIN_NS = 30_000_000_000
 # Whether the worker's client (the arrival transport) gets kernel receive stamps here.
 KERNEL_STAMPS = SO_TIMESTAMPNS is not None
 
@@ -92,13 +97,24 @@ class ShardHealth:
     arrival transport on Linux); without them every stamp is late by the loop's lag.
     """
 
-    def __init__(self, *, kernel_stamps: bool = KERNEL_STAMPS) -> None:
+    def __init__(
+        self, *, kernel_stamps: bool = KERNEL_STAMPS, longest_request_s: float | None = None
+    ) -> None:
         self.kernel_stamps = kernel_stamps
+        # Read gaps and late windows older than any request still running can need are
+        # let go (counted): a request's token stamps lie within its timeout of its end,
+        # when it reaches the monitor. None keeps every one.
+        self._keep_ns = (
+            None
+            if longest_request_s is None
+            else round((longest_request_s + _SETTLE_AFTER_NS / 1e9) * 1e9) + _KEEP_MARGIN_NS
+        )
+        self._dropped_read_stalls = 0
         # Per-request and per-probe figures in bounded histograms (workers/load/quantiles.py):
         # a shard of any length holds the same memory (docs/load.md, "Memory").
         self.loop_lags_ns = LogHistogram()
-        self.late_windows: list[tuple[int, int]] = []  # (probe last ran, woke late), in order
-        self.read_gaps: list[tuple[int, int]] = []  # (last read, next read), in order
+        self.late_windows = Spans()  # (probe last ran, woke late), in order
+        self.read_gaps = Spans()  # (last read, next read), in order
         self.schedule_lags_ns = LogHistogram()
         self.sent_stamps = LogHistogram()  # count, first and last (the achieved rate)
         self.token_events = 0
@@ -135,7 +151,7 @@ class ShardHealth:
             await self._probe
         self._end = self._cpu_mark()
         if self._end.wall_ns - READ_GAPS.last >= READ_GAPS.min_ns:
-            self.read_gaps.append((READ_GAPS.last, self._end.wall_ns))  # still open
+            self.read_gaps.add(READ_GAPS.last, self._end.wall_ns)  # still open
         # By identity: another shard's (equal, e.g. empty) list must stay registered.
         READ_GAPS.sinks[:] = [sink for sink in READ_GAPS.sinks if sink is not self.read_gaps]
 
@@ -179,10 +195,12 @@ class ShardHealth:
             self.loop_lags_ns.add(lag)
             if lag >= STALL_MIN_NS:
                 # Ran at ``seen``, then not when due: busy or descheduled in between.
-                self.late_windows.append((seen, woke))
+                self.late_windows.add(seen, woke)
             seen = woke
             if woke >= self._next_settle:
                 self._settle(woke - _SETTLE_AFTER_NS)
+                if self._keep_ns is not None:
+                    self._let_go(woke - self._keep_ns)
                 self._next_settle = woke + _SETTLE_AFTER_NS
             deadline += PROBE_INTERVAL_NS
             if deadline <= woke:
@@ -199,9 +217,9 @@ class ShardHealth:
 
     def _settle(self, before: int) -> None:
         """Fold the merges stamped before ``before`` into counts and bounds. Read gaps and
-        late windows are all kept (at most one per probe or 5 ms of wall time): a merge
-        reaches the monitor only when its request ends, which may be long after its stamp,
-        and must still meet the stall it lies in. By ``before`` that stall was recorded."""
+        late windows are kept longer (see _let_go): a merge reaches the monitor only when
+        its request ends, which may be long after its stamp, and must still meet the
+        stall it lies in. By ``before`` that stall was recorded."""
         settled = [merge for merge in self.merges if merge.stamp < before]
         if settled:
             self.merges = [merge for merge in self.merges if merge.stamp >= before]
@@ -212,20 +230,31 @@ class ShardHealth:
                     self._settled_first_ttfts.append(merge.ttft_ns)
                     self._settled_first_bounds.append(bound)
 
-    def read_stalls(self) -> list[tuple[int, int, int]]:
-        """``(start, end, length)`` of every read gap that overlaps a late window (so the
-        loop was busy or descheduled, not idle): its length is the shorter of the gap and
-        the window, which bounds how long bytes can have waited unread."""
-        return self._stalls(self.read_gaps)
+    def _let_go(self, horizon: int) -> None:
+        """Drop the read gaps that ended before ``horizon`` (their stalls counted first)
+        and the late windows no kept gap can overlap: no merge still to come lies there."""
+        gone = self.read_gaps.first_ending_at_or_after(horizon)
+        if gone:
+            self._dropped_read_stalls += len(self._stalls(self.read_gaps.between(0, gone)))
+            self.read_gaps.drop_ending_before(horizon)
+        kept_from = self.read_gaps.starts[0] if self.read_gaps else horizon
+        self.late_windows.drop_ending_before(min(horizon, kept_from))
 
-    def _stalls(self, gaps: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    def read_stalls(self) -> list[tuple[int, int, int]]:
+        """``(start, end, length)`` of every read gap held that overlaps a late window (so
+        the loop was busy or descheduled, not idle): its length is the shorter of the gap
+        and the window, which bounds how long bytes can have waited unread."""
+        return self._stalls(iter(self.read_gaps))
+
+    def _stalls(self, gaps: Iterable[tuple[int, int]]) -> list[tuple[int, int, int]]:
         stalls = []
+        windows = self.late_windows
+        seens, wokes = windows.starts, windows.ends
         for start, end in gaps:
             longest = 0
-            index = bisect.bisect_left(self.late_windows, start, key=_woke)
-            while index < len(self.late_windows) and self.late_windows[index][0] <= end:
-                seen, woke = self.late_windows[index]
-                longest = max(longest, woke - seen)
+            index = windows.first_ending_at_or_after(start)
+            while index < len(seens) and seens[index] <= end:
+                longest = max(longest, wokes[index] - seens[index])
                 index += 1
             if longest:
                 stalls.append((start, end, min(end - start, longest)))
@@ -243,9 +272,9 @@ class ShardHealth:
         # every second costs the span of its merges, not the stage's length.
         low = min(merge.stamp for merge in merges) - _STALL_TAIL_NS
         high = max(merge.stamp for merge in merges)
-        first = bisect.bisect_left(self.read_gaps, low, key=_gap_end)
-        last = bisect.bisect_right(self.read_gaps, high, key=_gap_start)
-        stalls = self._stalls(self.read_gaps[first:last])
+        first = self.read_gaps.first_ending_at_or_after(low)
+        last = self.read_gaps.after_last_starting_at_or_before(high)
+        stalls = self._stalls(self.read_gaps.between(first, last))
         starts = [start for start, _, _ in stalls]
         found = []
         for merge in merges:
@@ -328,8 +357,8 @@ class ShardHealth:
             "loop_lag_p50_ms": round(self.loop_lags_ns.percentile(0.5) / 1e6, 3),
             "loop_lag_p99_ms": round(health.loop_lag_p99_ms, 3),
             "loop_lag_max_ms": round((self.loop_lags_ns.max or 0) / 1e6, 3),
-            "loop_stalls": len(self.late_windows),
-            "read_stalls": len(self.read_stalls()),
+            "loop_stalls": self.late_windows.total,
+            "read_stalls": self._dropped_read_stalls + len(self.read_stalls()),
             "loop_cpu_util": round(loop_cpu, 3),
             "process_cpu_util": round((end.process_s - start.process_s) / wall_s, 3),
             "schedule_lag_p50_ms": round(self.schedule_lags_ns.percentile(0.5) / 1e6, 3),
@@ -363,18 +392,6 @@ class ShardHealth:
             if value is not None:
                 fields[name] = round(value, 4)
         return fields
-
-
-def _woke(window: tuple[int, int]) -> int:
-    return window[1]
-
-
-def _gap_start(gap: tuple[int, int]) -> int:
-    return gap[0]
-
-
-def _gap_end(gap: tuple[int, int]) -> int:
-    return gap[1]
 
 
 def _rate(stamps: LogHistogram) -> float | None:

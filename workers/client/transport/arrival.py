@@ -68,6 +68,13 @@ class BodySource(Protocol):
 READ_GAP_MIN_NS = 5_000_000
 
 
+class GapSink(Protocol):
+    """Where a gap goes (``workers/shard/spans.py``)."""
+
+    def add(self, start: int, end: int, /) -> None:
+        """The client did not look at its sockets from ``start`` to ``end``."""
+
+
 class ReadGaps:
     """The stretches in which this process's client did not look at its sockets.
 
@@ -84,13 +91,13 @@ class ReadGaps:
     def __init__(self, min_ns: int = READ_GAP_MIN_NS) -> None:
         self.min_ns = min_ns
         self.last = perf_counter_ns()
-        self.sinks: list[list[tuple[int, int]]] = []
+        self.sinks: list[GapSink] = []
 
     def looked(self, now: int) -> None:
         """The client looked at its sockets at ``now`` (perf_counter_ns)."""
         if now - self.last >= self.min_ns:
             for sink in self.sinks:
-                sink.append((self.last, now))
+                sink.add(self.last, now)
         self.last = now
 
 

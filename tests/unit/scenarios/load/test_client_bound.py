@@ -22,6 +22,7 @@ from scenarios.load.client_bound import (
 from workers.client.errors import ErrorClass, RequestFailure
 from workers.client.result import RequestResult
 from workers.shard.health import ShardHealth, percentile
+from workers.shard.spans import Spans
 
 CLOSED = ClientHealth(
     load_kind="closed",
@@ -202,8 +203,8 @@ def test_shared_stamps_in_a_read_stall_count_as_the_clients() -> None:
     assert (ttfts.min, ttfts.max) == (80 * MS, 140 * MS)
     assert len(health.merges) == 4
     # The probe ran at 1000 ms, then woke 60 ms late; no socket was read from 1002 to 1080.
-    health.late_windows = [(1000 * MS, 1080 * MS)]
-    health.read_gaps = [(1002 * MS, 1080 * MS), (1130 * MS, 1200 * MS)]
+    health.late_windows = Spans([(1000 * MS, 1080 * MS)])
+    health.read_gaps = Spans([(1002 * MS, 1080 * MS), (1130 * MS, 1200 * MS)])
     assert health.read_stalls() == [(1002 * MS, 1080 * MS, 78 * MS)]
     merges = health.client_merges()
     assert [(m.stamp // MS, bound // MS, m.ttft_ns) for m, bound in merges] == [
@@ -221,8 +222,8 @@ def test_a_merged_first_token_counts_for_ttft_only_in_the_tail_that_sets_the_p99
         return health
 
     health = asyncio.run(measured())
-    health.late_windows = [(1000 * MS, 1080 * MS)]
-    health.read_gaps = [(1002 * MS, 1080 * MS)]
+    health.late_windows = Spans([(1000 * MS, 1080 * MS)])
+    health.read_gaps = Spans([(1002 * MS, 1080 * MS)])
     for sent in range(900, 930):  # thirty streams, first tokens after 100 ms, none merged
         health.add(_result(sent * MS, [(sent + 100 + 10 * i) * MS for i in range(5)]))
     # The first token of the slowest request, read with the second one after the stall.
@@ -274,12 +275,12 @@ def test_users_waiting_for_the_client_count_on_successful_requests_only() -> Non
 def test_a_busy_loop_that_kept_reading_and_an_idle_one_cause_no_merge() -> None:
     health = _merging_shard()
     # Late windows but reads every millisecond throughout (the transport's sweeps).
-    health.late_windows = [(1000 * MS, 1080 * MS), (1180 * MS, 1205 * MS)]
-    health.read_gaps = []
+    health.late_windows = Spans([(1000 * MS, 1080 * MS), (1180 * MS, 1205 * MS)])
+    health.read_gaps = Spans([])
     assert health.client_merges() == []
     # Stretches without reads but the probe on time: an idle loop, no bytes waiting.
-    health.late_windows = []
-    health.read_gaps = [(1002 * MS, 1080 * MS), (1130 * MS, 1200 * MS)]
+    health.late_windows = Spans([])
+    health.read_gaps = Spans([(1002 * MS, 1080 * MS), (1130 * MS, 1200 * MS)])
     assert health.client_merges() == []
 
 
@@ -287,11 +288,11 @@ def test_a_stall_shorter_than_the_streams_cadence_is_the_servers_burst() -> None
     health = ShardHealth(kernel_stamps=True)
     # 30 ms between tokens; two arrive together in a 12 ms read stall: written together.
     health.add(_result(0, [100 * MS, 130 * MS, 160 * MS, 160 * MS, 220 * MS]))
-    health.late_windows = [(150 * MS, 162 * MS)]
-    health.read_gaps = [(150 * MS, 162 * MS)]
+    health.late_windows = Spans([(150 * MS, 162 * MS)])
+    health.read_gaps = Spans([(150 * MS, 162 * MS)])
     assert len(health.merges) == 1 and health.client_merges() == []
-    health.late_windows = [(120 * MS, 162 * MS)]
-    health.read_gaps = [(125 * MS, 162 * MS)]  # 37 ms: long enough to keep two apart
+    health.late_windows = Spans([(120 * MS, 162 * MS)])
+    health.read_gaps = Spans([(125 * MS, 162 * MS)])  # 37 ms: long enough to keep two apart
     assert len(health.client_merges()) == 1
 
 
