@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from array import array
 
 import pytest
 
@@ -88,7 +89,7 @@ def test_letting_old_gaps_go_keeps_the_stage_totals() -> None:
         health.read_gaps = Spans([(1002 * ms, 1080 * ms), (3000 * ms, 3050 * ms),
                                   (4990 * ms, 5090 * ms)])  # fmt: skip
         health.add(RequestResult(intended_start=900 * ms, sent=900 * ms, end=1090 * ms,
-                                 token_stamps=[1070 * ms, 1070 * ms, 1090 * ms]))  # fmt: skip
+                                 token_stamps=array("q", [1070 * ms, 1070 * ms, 1090 * ms])))  # fmt: skip
     kept, dropped = shards
     dropped._settle(1500 * ms)
     dropped._let_go(4995 * ms)  # the gap across it and the window it overlaps stay
