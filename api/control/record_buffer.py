@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import time
@@ -57,7 +58,10 @@ from analytics.store.ingest import (
 )
 from scenarios.wire.contract import RecordBatch
 
+log = logging.getLogger(__name__)
+
 __all__ = [
+    "CHECKPOINT_EVERY_S",
     "FLUSH_ROWS",
     "MAX_WAIT_S",
     "READ_ROWS",
@@ -70,6 +74,13 @@ __all__ = [
 ROW_GROUP_ROWS = 122_880  # DuckDB's row group size
 FLUSH_ROWS = 2 * ROW_GROUP_ROWS
 MAX_WAIT_S = 0.75
+# Rows committed but not yet checkpointed stay in DuckDB's memory, uncompressed, until
+# the WAL reaches the writer's threshold (256 MB, analytics/store/db.py): at 500 records
+# a second that is a quarter of an hour of them, and the control plane's RSS sawed by
+# ~250 MB with that period (benchmarks/memory.py, soak60). A checkpoint after a flush,
+# at least this often, holds them to a minute's worth; a fast ingest reaches the
+# threshold first, so it pays one extra checkpoint a minute (docs/analytics.md).
+CHECKPOINT_EVERY_S = 60.0
 # Entries asked for per stream and read: at least a few (the same count applies to the
 # events stream, read in the same call), at most what bounds one reply's memory. Until
 # an entry was seen its size is unknown: the first read asks for the minimum.
@@ -139,6 +150,7 @@ class RecordBuffer:
         part_rows: int = ROW_GROUP_ROWS,
         clock: Callable[[], float] = time.monotonic,
         profile: IngestProfile | None = None,
+        checkpoint_every_s: float | None = CHECKPOINT_EVERY_S,
     ) -> None:
         self._con = con
         self.flush_rows = flush_rows
@@ -154,6 +166,9 @@ class RecordBuffer:
         self._joiner = ThreadPoolExecutor(self.parts, thread_name_prefix="record-join")
         self._rows = 0
         self._rows_per_entry: float | None = None  # of the last read's entries
+        self.checkpoint_every_s = checkpoint_every_s  # None: at DuckDB's WAL threshold only
+        self._checkpointed_at = clock()
+        self.checkpoints = 0  # made by this buffer
 
     def __len__(self) -> int:
         return len(self._pending) + (len(self._next.entries) if self._next else 0)
@@ -262,9 +277,27 @@ class RecordBuffer:
         """Store a flush :meth:`take` returned (entries read meanwhile are buffered
         behind it); the entries of parts that failed go back to the buffer's front."""
         try:
-            return await self._store_parts(taken)
+            flushed = await self._store_parts(taken)
         finally:
             self._storing = []
+        every = self.checkpoint_every_s
+        if flushed.rows and every is not None and self._clock() - self._checkpointed_at >= every:
+            await asyncio.to_thread(self._checkpoint)
+        return flushed
+
+    def _checkpoint(self) -> None:
+        """Fold the WAL into the file (in a worker thread). What it holds is committed:
+        a checkpoint that fails loses nothing, and the next one is tried a period later.
+        DuckDB skips it while another transaction writes."""
+        self._checkpointed_at = self._clock()
+        cursor = self._con.cursor()
+        try:
+            cursor.execute("CHECKPOINT")
+            self.checkpoints += 1
+        except duckdb.Error as exc:
+            log.warning("checkpoint after a flush failed (records are committed): %s", exc)
+        finally:
+            cursor.close()
 
     async def _store_parts(self, taken: _Flush) -> Flushed:
         flushed = Flushed(parts=len(taken.parts))

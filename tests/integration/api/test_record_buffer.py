@@ -388,3 +388,42 @@ def test_a_read_asks_for_read_rows_records_whatever_the_buffer_misses(tmp_path: 
     buffer = RecordBuffer(connect(tmp_path / "n.duckdb"), flush_rows=10 * READ_ROWS)
     buffer.add("s", "r", [(b"1-0", as_read(entry("s0.a.local", 0, 64)))])
     assert buffer.read_count() == READ_ROWS // 64  # not the 10 reads' worth missing
+
+
+def test_a_flush_checkpoints_at_most_once_a_period(url: str, tmp_path: Path) -> None:
+    """Committed rows are folded into the file a period after the last checkpoint (not
+    only at DuckDB's 256 MB WAL threshold), so a trickle of records does not pile up
+    uncompressed in the control plane's memory; by the buffer's own clock."""
+    run_id = f"r-{uuid.uuid4().hex[:6]}"
+    clock = Clock()
+    db = tmp_path / "k.duckdb"
+    wal = Path(f"{db}.wal")
+
+    def wal_bytes() -> int:
+        return wal.stat().st_size if wal.exists() else 0
+
+    async def flush_once(client: Redis, buffer: RecordBuffer, first: int) -> None:
+        entries = [entry("s0.a.local", seq, 8, run_id=run_id) for seq in range(first, first + 5)]
+        if first == 0:
+            await publish(client, run_id, entries)
+        else:
+            for fields in entries:
+                await client.xadd(records_stream(run_id), fields)
+        while not buffer.due():
+            await read_into(client, buffer, run_id, "c")
+        await store_due(buffer, client, GROUP, {run_id: Counts()})
+
+    async def body(client: Redis) -> None:
+        con = connect(db)
+        buffer = RecordBuffer(con, flush_rows=40, clock=clock, checkpoint_every_s=60.0)
+        await flush_once(client, buffer, 0)  # within the period: left in the WAL
+        assert buffer.checkpoints == 0 and wal_bytes() > 0
+        clock.now += 60.0
+        await flush_once(client, buffer, 5)  # a period on: folded into the file
+        assert buffer.checkpoints == 1 and wal_bytes() == 0
+        assert stored_rows(con, run_id) == (80, 80, 10)
+        await flush_once(client, buffer, 10)  # the period starts again
+        assert buffer.checkpoints == 1 and wal_bytes() > 0
+        con.close()
+
+    _run(url, body)
