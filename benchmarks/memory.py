@@ -557,6 +557,10 @@ def soak_simulator(
         )
         scenario.write_text(json.dumps(document))
         printed = [0]
+        loads: list[float] = []
+        # The DuckDB file's size each minute: DuckDB keeps the blocks it wrote cached
+        # until its memory_limit, so the control plane's RSS less it is the rest.
+        files: list[tuple[float, int, int]] = []  # (time, control plane RSS, file size)
         started = time.time()
 
         def each_minute(sampler: Sampler) -> None:
@@ -564,10 +568,13 @@ def soak_simulator(
             minute = int((t - started) // 60)
             if minute > printed[0]:
                 printed[0] = minute
+                loads.append(os.getloadavg()[0])
+                files.append((t, plane or 0, db.stat().st_size if db.exists() else 0))
                 mb = [f"{v / MB:.1f}" if v else "-" for v in (worker, plane,
                       sampler.extra_rss[-1])]  # fmt: skip
                 console.print(f"[dim]  minute {minute}: RSS MB worker {mb[0]}, control "
-                              f"plane {mb[1]}, simulator {mb[2]}; load {os.getloadavg()[0]:.1f}"
+                              f"plane {mb[1]}, simulator {mb[2]}; DuckDB file "
+                              f"{files[-1][2] / MB:.1f} MB; load {loads[-1]:.1f}"
                               "[/dim]")  # fmt: skip
 
         sampler, code, err = run_tokenbench(
@@ -592,6 +599,18 @@ def soak_simulator(
     last_of_minute = {int(t // 60): (w / MB, p / MB, x / MB) for t, w, p, x in inside}
     per_minute = [(minute, *mbs) for minute, mbs in sorted(last_of_minute.items())]
 
+    # Per minute of the stage: the control plane's RSS less its DuckDB file (MB).
+    beyond_file = [(t - start, (plane - size) / MB) for t, plane, size in files
+                   if start <= t <= end and plane]  # fmt: skip
+
+    def beyond_change() -> tuple[float, float, float] | None:
+        first = [mb for t, mb in beyond_file if t < window_s]
+        last = [mb for t, mb in beyond_file if t >= end - start - window_s]
+        if not first or not last:
+            return None
+        a, b = float(np.mean(first)), float(np.mean(last))
+        return a, b, (b - a) / a * 100
+
     def change(column: int) -> tuple[float, float, float]:
         first = [row[column] for row in inside if row[0] < window_s]
         last = [row[column] for row in inside if row[0] >= end - start - window_s]
@@ -608,7 +627,10 @@ def soak_simulator(
         "worker": change(1),
         "plane": change(2),
         "simulator": change(3),
+        "plane_beyond_file": beyond_change(),
+        "file_mb": files[-1][2] / MB if files else 0.0,
         "load": os.getloadavg(),
+        "loads": loads,
     }
 
 
@@ -849,9 +871,19 @@ def print_soak60(console: Console, args: argparse.Namespace, work: Path) -> None
         mark = "" if name == "simulator" else (" [green]met" if met else " [red]missed")
         label = "control plane" if name == "plane" else name
         summary.add_row(label, f"{first:.1f}", f"{last:.1f}", f"{percent:+.1f} %{mark}")
+    if row["plane_beyond_file"] is not None:
+        first, last, percent = row["plane_beyond_file"]
+        summary.add_row("control plane less its DuckDB file", f"{first:.1f}", f"{last:.1f}",
+                        f"{percent:+.1f} %")  # fmt: skip
     console.print(summary)
+    console.print(f"the DuckDB file at the end: {row['file_mb']:.1f} MB (DuckDB keeps the "
+                  "blocks it wrote cached up to its memory_limit)")  # fmt: skip
+    loads = row["loads"] or [row["load"][0]]
+    limit = os.environ.get("TOKENBENCH__DUCKDB__MEMORY_LIMIT")
     console.print(f"records {row['records']:,}, errors {row['errors']:,}, not sent "
-                  f"{row['not_sent']:,}; load average at the end {row['load']}")  # fmt: skip
+                  f"{row['not_sent']:,}; load average (1 min) while it ran "
+                  f"{min(loads):.1f}–{max(loads):.1f}; the control plane's DuckDB "
+                  f"memory_limit: {limit or 'unset (DuckDB: 80 % of RAM)'}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -295,7 +295,7 @@ class RecordBuffer:
             cursor.execute("CHECKPOINT")
             self.checkpoints += 1
         except duckdb.Error as exc:
-            log.warning("checkpoint after a flush failed (records are committed): %s", exc)
+            log.info("checkpoint after a flush not made (records are committed): %s", exc)
         finally:
             cursor.close()
 
