@@ -12,14 +12,17 @@ at 500 req/s, which a one-hour soak showed as a rising RSS (docs/load.md, "Memor
 end too when the stage has a duration. Without one, the end is the latest start minus
 the cool-down, so a start more than a cool-down below the latest seen so far is below
 it whatever comes next: only the starts within a cool-down of the latest are held
-(a heap), the rest are counts.
+(8 bytes each, at most twice as many as that between compactions), the rest are
+counts.
 """
 
 from __future__ import annotations
 
-import heapq
+from array import array
 
 __all__ = ["IntendedStarts"]
+
+_MIN_COMPACT = 1024  # held starts before the first compaction
 
 
 class IntendedStarts:
@@ -30,6 +33,7 @@ class IntendedStarts:
     """
 
     __slots__ = (
+        "_compact_at",
         "_cooldown_ns",
         "_steady",
         "_steady_end",
@@ -52,7 +56,10 @@ class IntendedStarts:
         self._steady_start: int | None = None
         self._steady_end: int | None = None  # known up front when the stage has a duration
         self._steady = 0  # starts surely inside the steady part, whatever the stage's end
-        self._tail: list[int] = []  # heap: starts within a cool-down of the latest
+        # Steady starts not yet known to lie below the steady part's end: those within a
+        # cool-down of the latest, and those that fell below it since the last compaction.
+        self._tail = array("q")
+        self._compact_at = _MIN_COMPACT
 
     def set_window(self, warmup_s: float, cooldown_s: float) -> None:
         """The stage's warm-up and cool-down, before it begins."""
@@ -90,11 +97,19 @@ class IntendedStarts:
         if self._steady_end is not None:
             self._steady += intended < self._steady_end
             return
-        heapq.heappush(self._tail, intended)
+        self._tail.append(intended)
+        if len(self._tail) >= self._compact_at:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Count the held starts below the latest minus the cool-down: below the steady
+        part's end for any end still to come. Amortised O(1) per start."""
+        assert self.max is not None
         floor = self.max - self._cooldown_ns
-        while self._tail[0] < floor:  # below end − cool-down for any end still to come
-            heapq.heappop(self._tail)
-            self._steady += 1
+        kept = array("q", (t for t in self._tail if t >= floor))
+        self._steady += len(self._tail) - len(kept)
+        self._tail = kept
+        self._compact_at = max(_MIN_COMPACT, 2 * len(kept))
 
     def steady(self, steady_start: int, steady_end: int) -> int:
         """How many starts lie in ``[steady_start, steady_end)``: the window this stage's

@@ -41,11 +41,6 @@ class Spans:
     def __iter__(self) -> Iterator[tuple[int, int]]:
         return zip(self.starts, self.ends, strict=True)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Spans) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable
-
     @property
     def total(self) -> int:
         """Every stretch ever added: those held and those dropped."""

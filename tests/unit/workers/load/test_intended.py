@@ -53,7 +53,7 @@ def test_without_a_duration_only_a_cool_down_of_starts_is_held() -> None:
     starts = range(0, 600 * S, S // 500)  # 500 req/s for ten minutes
     for t in starts:
         intended.append(t)
-    assert len(intended._tail) <= 501  # one second's starts, not 300,000
+    assert len(intended._tail) < 1024  # about a second's starts (twice at most), not 300,000
     steady_start, steady_end, expected = _window(list(starts), 0, 0, S, None)
     assert intended.steady(steady_start, steady_end) == expected == 299_499
 
